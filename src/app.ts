@@ -1,0 +1,120 @@
+/**
+ * buildApp(config): a ready service that is not listening. Connects to PostgreSQL (config must
+ * carry a DATABASE_URL; main.ts starts the embedded one when needed), applies migrations, loads
+ * the platform keys and registers one scoped plugin per surface.
+ */
+import { randomBytes } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Config } from './config/config.ts';
+import { adminPlugin } from './http/admin.ts';
+import { openMethodNotAllowed, openPlugin } from './http/open.ts';
+import { providerNotifyPlugin } from './http/provider-notify.ts';
+import { sandboxPlugin } from './http/sandbox.ts';
+import { cashierPlugin } from './cashier/cashier.ts';
+import { PlatformKeyRing } from './platform/keys.ts';
+import type { PaymentProvider } from './providers/provider.ts';
+import { type Clock, type Services, createServices } from './services.ts';
+import { type Db, createPool, migrate } from './store/db.ts';
+import { handleProviderNotification } from './usecases/notifications.ts';
+import { Workers } from './workers.ts';
+
+export interface BuiltApp {
+  server: FastifyInstance;
+  svc: Services;
+  adminToken: string;
+  adminTokenGenerated: boolean;
+  workers: Workers;
+  /** Stops workers, waits for in-flight work, closes the server and the pool. */
+  close(): Promise<void>;
+}
+
+export interface AppOverrides {
+  db?: Db;
+  clock?: Clock;
+  provider?: PaymentProvider;
+  logger?: FastifyBaseLogger | boolean;
+}
+
+function platformEnvelope(status: number, error: string, message: string) {
+  return { status, error, message };
+}
+
+export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
+  if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
+  const server = Fastify({
+    logger: o.logger === undefined ? { level: config.logLevel } : (o.logger as boolean),
+    exposeHeadRoutes: false,
+    routerOptions: { maxParamLength: 16_384 },
+    bodyLimit: 1024 * 1024,
+    return503OnClosing: true,
+    requestIdHeader: false,
+    forceCloseConnections: 'idle',
+    frameworkErrors: (err, _req, reply) => {
+      // e.g. a malformed URL: answered in the platform envelope, never a 500.
+      (reply as unknown as { code(n: number): { send(b: unknown): void } })
+        .code(400)
+        .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
+    },
+  });
+  const log = server.log;
+  const ownDb = o.db === undefined;
+  const db = o.db ?? createPool(config.databaseUrl!);
+  try {
+    await migrate(db, (m) => log.info(m));
+    const keys = await PlatformKeyRing.load({ keyFile: config.platformKeyFile, dataDir: config.dataDir, log: (m) => log.info(m) });
+    const svc = await createServices({ config, db, keys, log, clock: o.clock, provider: o.provider });
+    const adminTokenGenerated = config.adminToken === null;
+    const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
+
+    svc.sandbox?.setNotificationSink((raw, headers) => handleProviderNotification(svc, raw, headers));
+
+    server.setNotFoundHandler((req, reply) => {
+      reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`));
+    });
+    server.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;
+      if (status === 503) req.log.error({ err }, 'request failed');
+      reply
+        .code(status)
+        .send(
+          platformEnvelope(
+            status,
+            status === 503 ? 'SERVICE_UNAVAILABLE' : 'BAD_REQUEST',
+            status === 503 ? 'Service unavailable.' : err.message,
+          ),
+        );
+    });
+
+    await server.register(openPlugin, { prefix: '/api/open/v1', svc });
+    await server.register(openMethodNotAllowed, { prefix: '/api/open/v1' });
+    await server.register(adminPlugin, { prefix: '/api/admin/v1', svc, adminToken });
+    if (svc.sandbox) await server.register(sandboxPlugin, { prefix: '/api/sandbox/v1', svc, sandbox: svc.sandbox, adminToken });
+    await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
+    await server.register(cashierPlugin, { prefix: '/cashier', svc });
+    server.get('/healthz', async () => ({ status: 'ok' }));
+    await server.ready();
+
+    const workers = new Workers(svc);
+    let closed = false;
+    return {
+      server,
+      svc,
+      adminToken,
+      adminTokenGenerated,
+      workers,
+      async close() {
+        if (closed) return;
+        closed = true;
+        await workers.stop();
+        await server.close();
+        await svc.tasks.drainBackground();
+        svc.sandbox?.close();
+        await svc.redis?.quit().catch(() => {});
+        if (ownDb) await db.end();
+      },
+    };
+  } catch (err) {
+    if (ownDb) await db.end().catch(() => {});
+    throw err;
+  }
+}

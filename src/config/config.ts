@@ -1,0 +1,146 @@
+/**
+ * Configuration from environment variables (decisions.md section 8, plus the project's own
+ * documented additions in docs/configuration.md). Validated once at start; a wrong value stops the
+ * process with one plain line naming the variable.
+ */
+import path from 'node:path';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  redisUrl: string | null;
+  adminToken: string | null;
+  publicBaseUrl: string;
+  provider: 'sandbox';
+  platformKeyFile: string | null;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Peers whose forwarding headers (X-Forwarded-For, Forwarded, X-Real-IP) are honoured. */
+  trustedProxies: string[];
+  /** Platform source allowlist; null = none configured. */
+  platformIpAllowlist: string[] | null;
+  platformIpDenylist: string[];
+  allowIpv4: boolean;
+  allowIpv6: boolean;
+  /** Failed authentications from one address within authFailureWindowSeconds before it is blocked. */
+  authFailureLimit: number;
+  authFailureWindowSeconds: number;
+  authBlockSeconds: number;
+  /** Development mode (sandbox provider and NODE_ENV != production): notify URLs may use plain http to loopback. */
+  devMode: boolean;
+  /** Allow notification delivery to private, loopback or link-local addresses (tests, private networks). */
+  webhookAllowPrivateTargets: boolean;
+  /** Background workers (expiry, reconciler, outbox delivery) on/off. */
+  workersEnabled: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+function int(env: Env, name: string, def: number, min: number, max: number): number {
+  const v = str(env, name);
+  if (v === undefined) return def;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max} (got '${v}')`);
+  }
+  return Number(v);
+}
+
+function bool(env: Env, name: string, def: boolean): boolean {
+  const v = str(env, name);
+  if (v === undefined) return def;
+  if (v === 'true' || v === '1') return true;
+  if (v === 'false' || v === '0') return false;
+  throw new ConfigError(`${name} must be true or false (got '${v}')`);
+}
+
+function list(env: Env, name: string): string[] | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const v = str(env, name);
+  if (v === undefined) return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(`${name} must be a URL (got '${v}')`);
+  }
+  if (!protocols.includes(u.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')} (got '${v}')`);
+  }
+  return v;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = int(env, 'PORT', 8080, 0, 65535);
+  const host = str(env, 'HOST') ?? '127.0.0.1';
+  if (/\s/.test(host)) throw new ConfigError(`HOST must be a host name or address (got '${host}')`);
+  const dataDir = path.resolve(str(env, 'DATA_DIR') ?? './data');
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']) ?? null;
+  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']) ?? null;
+  const adminToken = str(env, 'ADMIN_TOKEN') ?? null;
+  if (adminToken !== null && (adminToken.length < 16 || !/^[\x21-\x7e]+$/.test(adminToken))) {
+    throw new ConfigError('ADMIN_TOKEN must be at least 16 visible ASCII characters');
+  }
+  const base = url(env, 'PUBLIC_BASE_URL', ['http:', 'https:']);
+  if (base !== undefined) {
+    const u = new URL(base);
+    if (u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+      throw new ConfigError(`PUBLIC_BASE_URL must have no query, fragment or user info (got '${base}')`);
+    }
+  }
+  const displayHost = host.includes(':') ? `[${host}]` : host;
+  const publicBaseUrl = (base ?? `http://${displayHost}:${port}`).replace(/\/+$/, '');
+  const provider = str(env, 'PROVIDER') ?? 'sandbox';
+  if (provider !== 'sandbox') throw new ConfigError(`PROVIDER must be sandbox (got '${provider}')`);
+  const platformKeyFile = str(env, 'PLATFORM_KEY_FILE') ?? null;
+  const logLevel = (str(env, 'LOG_LEVEL') ?? 'info') as Config['logLevel'];
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${logLevel}')`);
+  }
+  const families = list(env, 'SOURCE_IP_FAMILIES') ?? ['ipv4', 'ipv6'];
+  for (const f of families) {
+    if (f !== 'ipv4' && f !== 'ipv6') throw new ConfigError(`SOURCE_IP_FAMILIES must list ipv4 and/or ipv6 (got '${f}')`);
+  }
+  return {
+    port,
+    host,
+    dataDir,
+    databaseUrl,
+    redisUrl,
+    adminToken,
+    publicBaseUrl,
+    provider,
+    platformKeyFile,
+    logLevel,
+    trustedProxies: list(env, 'TRUSTED_PROXIES') ?? [],
+    platformIpAllowlist: list(env, 'PLATFORM_IP_ALLOWLIST') ?? null,
+    platformIpDenylist: list(env, 'PLATFORM_IP_DENYLIST') ?? [],
+    allowIpv4: families.includes('ipv4'),
+    allowIpv6: families.includes('ipv6'),
+    authFailureLimit: int(env, 'AUTH_FAILURE_LIMIT', 50, 1, 1_000_000),
+    authFailureWindowSeconds: int(env, 'AUTH_FAILURE_WINDOW_SECONDS', 60, 1, 86_400),
+    authBlockSeconds: int(env, 'AUTH_BLOCK_SECONDS', 60, 1, 86_400),
+    devMode: provider === 'sandbox' && env.NODE_ENV !== 'production',
+    webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
+    workersEnabled: bool(env, 'WORKERS_ENABLED', true),
+  };
+}

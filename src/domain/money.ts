@@ -1,0 +1,107 @@
+/** Money is integer fen end to end. Fee projection and amount ceilings (decisions.md section 6). */
+
+export interface FeeRule {
+  ruleVersion: number;
+  standardRateBps: number;
+  largeRateBps: number;
+  thresholdFen: number;
+  merchantRateBps: number;
+}
+
+/** Used when a merchant has no fee rule of its own yet (documented in docs/fees.md). */
+export const DEFAULT_FEE_RULE: FeeRule = {
+  ruleVersion: 0,
+  standardRateBps: 60,
+  largeRateBps: 38,
+  thresholdFen: 10_000_000,
+  merchantRateBps: 60,
+};
+
+export interface FeeProjection {
+  companyServiceFeeFen: number;
+  companyServiceFeeRateBps: number;
+  merchantRateBps: number;
+  merchantSettlementFen: number;
+  ruleVersion: number;
+  thresholdFen: number;
+  tier: 'STANDARD' | 'LARGE';
+}
+
+export function feeProjection(amountFen: number, rule: FeeRule): FeeProjection {
+  const large = amountFen >= rule.thresholdFen;
+  const rateBps = large ? rule.largeRateBps : rule.standardRateBps;
+  // floor((amount * rate + 5000) / 10000): round half up, in integers. amount <= 1e10 and
+  // rate <= 10000 keep the product below 2^53.
+  const fee = Math.floor((amountFen * rateBps + 5000) / 10000);
+  return {
+    companyServiceFeeFen: fee,
+    companyServiceFeeRateBps: rateBps,
+    merchantRateBps: rule.merchantRateBps,
+    merchantSettlementFen: amountFen - fee,
+    ruleVersion: rule.ruleVersion,
+    thresholdFen: rule.thresholdFen,
+    tier: large ? 'LARGE' : 'STANDARD',
+  };
+}
+
+export type EntityType = 'INDIVIDUAL' | 'CORPORATE';
+export const INDIVIDUAL_DEFAULT_CEILING_FEN = 500_000;
+
+export interface ReceivingAccount {
+  accountId: string;
+  entityType: EntityType;
+  agreedCeilingFen: number | null;
+}
+
+export function ceilingOf(entityType: EntityType, agreedCeilingFen: number | null): number | null {
+  if (entityType === 'CORPORATE') return null;
+  return agreedCeilingFen ?? INDIVIDUAL_DEFAULT_CEILING_FEN;
+}
+
+export interface Allocation {
+  mode: 'SINGLE' | 'PRIORITY' | 'RATIO';
+  participants: string[];
+  ratios: { accountId: string; shareBps: number }[] | null;
+  unavailablePolicy: 'FAIL' | 'NEXT_AVAILABLE' | 'REDISTRIBUTE';
+}
+
+/**
+ * Splits an amount into receiving legs. RATIO: each leg floor(amount * share / 10000), the
+ * remainder (at most a few fen) to the first participant. SINGLE and PRIORITY: the whole amount
+ * to the first participant.
+ */
+export function receivingLegs(amountFen: number, allocation: Allocation): { accountId: string; amountFen: number }[] {
+  if (allocation.mode !== 'RATIO' || allocation.ratios === null) {
+    const first = allocation.participants[0];
+    return first === undefined ? [] : [{ accountId: first, amountFen }];
+  }
+  const legs = allocation.ratios.map((r) => ({ accountId: r.accountId, amountFen: Math.floor((amountFen * r.shareBps) / 10000) }));
+  const rest = amountFen - legs.reduce((s, l) => s + l.amountFen, 0);
+  if (legs[0]) legs[0].amountFen += rest;
+  return legs;
+}
+
+/** True when some receiving leg exceeds its account's ceiling (scope SINGLE_AMOUNT). */
+export function exceedsSingleCeiling(
+  amountFen: number,
+  merchantEntityType: EntityType,
+  allocation: Allocation | null,
+  accounts: ReadonlyMap<string, ReceivingAccount>,
+): boolean {
+  if (allocation === null || allocation.participants.length === 0) {
+    const c = ceilingOf(merchantEntityType, null);
+    return c !== null && amountFen > c;
+  }
+  for (const leg of receivingLegs(amountFen, allocation)) {
+    const acc = accounts.get(leg.accountId);
+    if (!acc) continue;
+    const c = ceilingOf(acc.entityType, acc.agreedCeilingFen);
+    if (c !== null && leg.amountFen > c) return true;
+  }
+  return false;
+}
+
+/** The Asia/Shanghai calendar day (UTC+8, no DST) of an instant, as YYYY-MM-DD. */
+export function shanghaiDay(at: Date): string {
+  return new Date(at.getTime() + 8 * 3600_000).toISOString().slice(0, 10);
+}

@@ -1,0 +1,169 @@
+/**
+ * A deliberately small JSON Schema subset, interpreted exactly: no type coercion, no silent
+ * stripping of unknown properties, string lengths in Unicode code points (decisions.md section 6).
+ * The same schema objects are published in the OpenAPI document, so what is documented is what
+ * is enforced.
+ */
+export interface StringSchema {
+  type: 'string';
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  enum?: readonly string[];
+  const?: string;
+  format?: string;
+  description?: string;
+}
+export interface IntegerSchema {
+  type: 'integer';
+  minimum?: number;
+  maximum?: number;
+  description?: string;
+}
+export interface BooleanSchema {
+  type: 'boolean';
+  description?: string;
+}
+export interface ArraySchema {
+  type: 'array';
+  items: Schema;
+  minItems?: number;
+  maxItems?: number;
+  uniqueItems?: boolean;
+  description?: string;
+}
+export interface ObjectSchema {
+  type: 'object';
+  properties: Record<string, Schema>;
+  required?: readonly string[];
+  additionalProperties: false;
+  minProperties?: number;
+  description?: string;
+}
+export interface NullableSchema {
+  anyOf: readonly [Schema, { type: 'null' }];
+  description?: string;
+}
+export type Schema = StringSchema | IntegerSchema | BooleanSchema | ArraySchema | ObjectSchema | NullableSchema;
+
+export interface SchemaViolation {
+  /** Dotted path of the offending field ('' for the whole body). */
+  field: string;
+  message: string;
+}
+
+export function codePointLength(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+const patternCache = new Map<string, RegExp>();
+function re(p: string): RegExp {
+  let r = patternCache.get(p);
+  if (r === undefined) {
+    r = new RegExp(p, 'u');
+    patternCache.set(p, r);
+  }
+  return r;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number' && !Number.isInteger(v)) return 'decimal number';
+  return typeof v;
+}
+
+/**
+ * Validates `value` against `schema`; returns the first violation or null.
+ * `decimalLiterals` names top-level keys whose number was written with a fraction or exponent
+ * (so `1.0` is refused where an integer is required).
+ */
+export function validate(
+  schema: Schema,
+  value: unknown,
+  field = '',
+  decimalLiterals: ReadonlySet<string> = new Set(),
+): SchemaViolation | null {
+  if ('anyOf' in schema) {
+    if (value === null) return null;
+    return validate(schema.anyOf[0], value, field, decimalLiterals);
+  }
+  switch (schema.type) {
+    case 'string': {
+      if (typeof value !== 'string') return { field, message: `${field || 'value'} must be a string, not ${describe(value)}` };
+      if (schema.const !== undefined && value !== schema.const) return { field, message: `${field} must be exactly ${schema.const}` };
+      if (schema.enum !== undefined && !schema.enum.includes(value)) {
+        return { field, message: `${field} must be one of ${schema.enum.join(', ')}` };
+      }
+      const len = schema.minLength !== undefined || schema.maxLength !== undefined ? codePointLength(value) : 0;
+      if (schema.minLength !== undefined && len < schema.minLength) {
+        return { field, message: `${field} must have at least ${schema.minLength} characters` };
+      }
+      if (schema.maxLength !== undefined && len > schema.maxLength) {
+        return { field, message: `${field} must have at most ${schema.maxLength} characters` };
+      }
+      if (schema.pattern !== undefined && !re(schema.pattern).test(value)) {
+        return { field, message: `${field} has an invalid format` };
+      }
+      return null;
+    }
+    case 'integer': {
+      const top = field.includes('.') ? undefined : field;
+      if (typeof value !== 'number' || !Number.isSafeInteger(value) || (top !== undefined && decimalLiterals.has(top))) {
+        return { field, message: `${field || 'value'} must be an integer, not ${describe(value)}` };
+      }
+      if (schema.minimum !== undefined && value < schema.minimum) return { field, message: `${field} must be at least ${schema.minimum}` };
+      if (schema.maximum !== undefined && value > schema.maximum) return { field, message: `${field} must be at most ${schema.maximum}` };
+      return null;
+    }
+    case 'boolean':
+      return typeof value === 'boolean' ? null : { field, message: `${field} must be true or false` };
+    case 'array': {
+      if (!Array.isArray(value)) return { field, message: `${field || 'value'} must be an array, not ${describe(value)}` };
+      if (schema.minItems !== undefined && value.length < schema.minItems)
+        return { field, message: `${field} must have at least ${schema.minItems} items` };
+      if (schema.maxItems !== undefined && value.length > schema.maxItems)
+        return { field, message: `${field} must have at most ${schema.maxItems} items` };
+      for (let i = 0; i < value.length; i++) {
+        const v = validate(schema.items, value[i], `${field}[${i}]`);
+        if (v) return v;
+      }
+      if (schema.uniqueItems && new Set(value.map((x) => JSON.stringify(x))).size !== value.length) {
+        return { field, message: `${field} must not repeat items` };
+      }
+      return null;
+    }
+    case 'object': {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+        return { field, message: `${field || 'body'} must be a JSON object, not ${describe(value)}` };
+      }
+      const obj = value as Record<string, unknown>;
+      for (const key of Object.keys(obj)) {
+        if (!Object.hasOwn(schema.properties, key)) {
+          const f = field ? `${field}.${key}` : key;
+          return { field: f, message: `${f} is not a known field` };
+        }
+      }
+      for (const key of schema.required ?? []) {
+        if (!Object.hasOwn(obj, key)) {
+          const f = field ? `${field}.${key}` : key;
+          return { field: f, message: `${f} is required` };
+        }
+      }
+      if (schema.minProperties !== undefined && Object.keys(obj).length < schema.minProperties) {
+        return { field, message: `${field || 'body'} must have at least ${schema.minProperties} field(s)` };
+      }
+      for (const [key, sub] of Object.entries(schema.properties)) {
+        if (!Object.hasOwn(obj, key)) continue;
+        const v = validate(sub, obj[key], field ? `${field}.${key}` : key, field ? undefined : decimalLiterals);
+        if (v) return v;
+      }
+      return null;
+    }
+  }
+}
+
+export const nullable = <S extends Schema>(s: S, description?: string): NullableSchema =>
+  description === undefined ? { anyOf: [s, { type: 'null' }] } : { anyOf: [s, { type: 'null' }], description };

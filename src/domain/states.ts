@@ -1,0 +1,68 @@
+/**
+ * State machines as explicit transition tables (seed "States and transitions"; docs/state-machines.md).
+ * A refused transition names the flow, the current state and the states that were allowed.
+ */
+export const ORDER_STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+export const CLOSED_REASONS = ['EXPIRED', 'CLOSE_REQUESTED', 'PROVIDER_CLOSED', 'MERCHANT_CLOSED'] as const;
+export type ClosedReason = (typeof CLOSED_REASONS)[number];
+export const ATTEMPT_STATES = ['PENDING', 'ACCEPTED', 'UNKNOWN', 'PAID', 'CLOSED', 'FAILED'] as const;
+export type AttemptState = (typeof ATTEMPT_STATES)[number];
+export const REFUND_STATES = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'] as const;
+export type RefundState = (typeof REFUND_STATES)[number];
+
+export const ORDER_TRANSITIONS: Readonly<Record<OrderStatus, readonly OrderStatus[]>> = {
+  // CREATED: recorded, no live attempt (first attempt pending, or the provider refused it).
+  CREATED: ['PAYING', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
+  // PAYING: a live attempt the buyer can pay. Back to CREATED when a replacement attempt is refused.
+  PAYING: ['CREATED', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
+  // UNKNOWN: the provider outcome of the latest attempt is uncertain; the reconciler converges it.
+  UNKNOWN: ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED'],
+  SUCCEEDED: [],
+  CLOSED: [],
+  FAILED: [],
+};
+
+export const ATTEMPT_TRANSITIONS: Readonly<Record<AttemptState, readonly AttemptState[]>> = {
+  PENDING: ['ACCEPTED', 'UNKNOWN', 'PAID', 'CLOSED', 'FAILED'],
+  ACCEPTED: ['UNKNOWN', 'PAID', 'CLOSED', 'FAILED'],
+  UNKNOWN: ['ACCEPTED', 'PAID', 'CLOSED', 'FAILED'],
+  PAID: [],
+  CLOSED: [],
+  FAILED: [],
+};
+
+export const REFUND_TRANSITIONS: Readonly<Record<RefundState, readonly RefundState[]>> = {
+  REQUESTED: ['PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'],
+  PENDING: ['SUCCEEDED', 'FAILED', 'UNKNOWN'],
+  UNKNOWN: ['PENDING', 'SUCCEEDED', 'FAILED'],
+  SUCCEEDED: [],
+  FAILED: [],
+};
+
+export class TransitionError extends Error {
+  override name = 'TransitionError';
+}
+
+type Tables = {
+  order: [OrderStatus, typeof ORDER_TRANSITIONS];
+  attempt: [AttemptState, typeof ATTEMPT_TRANSITIONS];
+  refund: [RefundState, typeof REFUND_TRANSITIONS];
+};
+const TABLES = { order: ORDER_TRANSITIONS, attempt: ATTEMPT_TRANSITIONS, refund: REFUND_TRANSITIONS };
+
+export function canTransition<K extends keyof Tables>(entity: K, from: Tables[K][0], to: Tables[K][0]): boolean {
+  return (TABLES[entity] as Record<string, readonly string[]>)[from]?.includes(to) ?? false;
+}
+
+export function assertTransition<K extends keyof Tables>(entity: K, flow: string, from: Tables[K][0], to: Tables[K][0]): void {
+  if (!canTransition(entity, from, to)) {
+    const allowed = (TABLES[entity] as Record<string, readonly string[]>)[from] ?? [];
+    throw new TransitionError(
+      `${flow}: ${entity} cannot go from ${from} to ${to} (allowed from ${from}: ${allowed.length ? allowed.join(', ') : 'none, it is final'})`,
+    );
+  }
+}
+
+/** Refund states that hold refundable amount (decisions.md section 6). */
+export const REFUND_COUNTING_STATES: readonly RefundState[] = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'UNKNOWN'];

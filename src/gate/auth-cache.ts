@@ -1,0 +1,69 @@
+/**
+ * App and merchant-key lookups for authentication, with parsed public keys cached (parsing a PEM
+ * costs as much as a verification). Entries live a few seconds so changes made on another
+ * instance take effect quickly; changes made through this instance's admin API invalidate at once.
+ */
+import { type KeyObject, createPublicKey } from 'node:crypto';
+import type { Db } from '../store/db.ts';
+import { type AppRow, getApp, getAppKey, getMerchant } from '../store/merchants.ts';
+
+export interface AuthApp {
+  app: AppRow;
+  merchantEntityType: 'INDIVIDUAL' | 'CORPORATE';
+}
+
+interface Entry<T> {
+  value: T;
+  expires: number;
+}
+
+const TTL_MS = 3000;
+const MAX_ENTRIES = 10_000;
+
+export class AuthCache {
+  readonly #db: Db;
+  readonly #apps = new Map<string, Entry<AuthApp | null>>();
+  readonly #keys = new Map<string, Entry<KeyObject | null>>();
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  async app(appId: string): Promise<AuthApp | null> {
+    const hit = this.#apps.get(appId);
+    if (hit && hit.expires > Date.now()) return hit.value;
+    const app = await getApp(this.#db, appId);
+    const merchant = app ? await getMerchant(this.#db, app.merchantId) : null;
+    const value = app && merchant ? { app, merchantEntityType: merchant.entityType } : null;
+    this.#put(this.#apps, appId, value);
+    return value;
+  }
+
+  /** The active public key registered for (appId, keyId), or null. */
+  async key(appId: string, keyId: string): Promise<KeyObject | null> {
+    const k = `${appId}\u0000${keyId}`;
+    const hit = this.#keys.get(k);
+    if (hit && hit.expires > Date.now()) return hit.value;
+    const row = await getAppKey(this.#db, appId, keyId);
+    let value: KeyObject | null = null;
+    if (row && row.status === 'ACTIVE') {
+      try {
+        value = createPublicKey(row.publicKeyPem);
+      } catch {
+        value = null;
+      }
+    }
+    this.#put(this.#keys, k, value);
+    return value;
+  }
+
+  invalidateApp(appId: string): void {
+    this.#apps.delete(appId);
+    for (const k of this.#keys.keys()) if (k.startsWith(`${appId}\u0000`)) this.#keys.delete(k);
+  }
+
+  #put<T>(m: Map<string, Entry<T>>, k: string, value: T): void {
+    if (m.size >= MAX_ENTRIES) m.delete(m.keys().next().value as string);
+    m.set(k, { value, expires: Date.now() + TTL_MS });
+  }
+}

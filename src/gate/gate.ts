@@ -1,0 +1,369 @@
+/**
+ * The open-API gate (decisions.md section 2), in its exact order:
+ *  1 body guard  2 platform source IP  3 the six headers  4 timestamp/app/key/signature
+ *  5 nonce  6 app IP allowlist  7 Content-Type on POST  8 rate limit  9 (route) replay, schema, business.
+ * Every open response leaves through sendOpen(), which applies the X-SVC-Request-Id and
+ * response-signature rules of how far the request got (decisions.md section 3).
+ */
+import { verify } from 'node:crypto';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '../../packages/sdk/src/signing.ts';
+import { ApiError, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import { CidrList, parseIpStrict } from '../net/ip.ts';
+import { resolveSource } from '../net/source-ip.ts';
+import { SigningKeyUnavailableError } from '../platform/keys.ts';
+import type { Services } from '../services.ts';
+import type { AppRow } from '../store/merchants.ts';
+import { BodyError, type ParsedBody, parseJsonBody } from '../http/common.ts';
+import { type SignedHeaders, checkSignedHeaders, isStrictBase64 } from './headers.ts';
+
+export const BODY_LIMIT_BYTES = 65_536;
+export const TIMESTAMP_WINDOW_SECONDS = 300;
+
+export interface GateContext {
+  gatewayId: string;
+  /** Set once step 3 passed: the merchant's X-SVC-Request-Id. */
+  headers: SignedHeaders | null;
+  /** Step 4 passed: the response carries X-SVC-Request-Id... (it does from step 4's rejection on). */
+  /** Step 6 passed: responses are signed from here on. */
+  signed: boolean;
+  contentType: string | undefined;
+  body: ParsedBody | undefined;
+  app: AppRow | null;
+  merchantEntityType: 'INDIVIDUAL' | 'CORPORATE' | null;
+  clientKey: string | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    gate: GateContext;
+  }
+}
+
+export interface OpenResult {
+  status: number;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+/** The failure envelope {code, message, requestId[, details]}. */
+export function failure(req: FastifyRequest, code: OpenApiCode, message?: string, details?: Record<string, unknown>): OpenResult {
+  const body: Record<string, unknown> = {
+    code,
+    message: message ?? OPEN_API_ERRORS[code].message,
+    requestId: req.gate.headers?.requestId ?? req.gate.gatewayId,
+  };
+  if (details !== undefined) body.details = details;
+  return { status: OPEN_API_ERRORS[code].status, body };
+}
+
+export function fromApiError(req: FastifyRequest, err: ApiError): OpenResult {
+  const r = failure(req, err.code, err.message, err.details);
+  if (err.headers) r.headers = err.headers;
+  return r;
+}
+
+/** Serializes and sends an open-API response with the header and signature rules of section 3. */
+export async function sendOpen(
+  svc: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  payload: string,
+  extra?: Record<string, string>,
+): Promise<FastifyReply> {
+  const g = req.gate;
+  reply.code(status).header('content-type', 'application/json; charset=utf-8').header('cache-control', 'no-store');
+  if (extra) for (const [k, v] of Object.entries(extra)) reply.header(k, v);
+  const requestId = g.headers?.requestId;
+  if (requestId !== undefined) reply.header('X-SVC-Request-Id', requestId);
+  if (g.signed && requestId !== undefined) {
+    const ts = String(Math.floor(svc.clock.now() / 1000));
+    const nonce = newId.nonce32();
+    try {
+      const s = await svc.keys.sign(responseSigningString({ timestamp: ts, nonce, requestId, status, body: payload }));
+      reply
+        .header('X-SVC-Response-Sign', s.signature)
+        .header('X-SVC-Response-Key-Id', s.keyId)
+        .header('X-SVC-Response-Timestamp', ts)
+        .header('X-SVC-Response-Nonce', nonce);
+    } catch (err) {
+      if (!(err instanceof SigningKeyUnavailableError)) req.log.error({ err }, 'response signing failed');
+      else req.log.error('platform signing key unavailable');
+      // decisions.md section 3: 503, unsigned, requestId "" in the body, the value in the header.
+      reply.code(503);
+      return reply.send(
+        JSON.stringify({ code: 'OPEN_API_GUARD_UNAVAILABLE', message: OPEN_API_ERRORS.OPEN_API_GUARD_UNAVAILABLE.message, requestId: '' }),
+      );
+    }
+  }
+  return reply.send(payload);
+}
+
+export function sendResult(svc: Services, req: FastifyRequest, reply: FastifyReply, r: OpenResult): Promise<FastifyReply> {
+  return sendOpen(svc, req, reply, r.status, JSON.stringify(r.body), r.headers);
+}
+
+/** Reads the raw body with a streaming limit, without destroying the connection on overflow. */
+function readBody(
+  stream: NodeJS.ReadableStream & { headers?: Record<string, unknown> },
+  declaredLength: string | undefined,
+): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (declaredLength !== undefined && /^\d+$/.test(declaredLength) && Number(declaredLength) > BODY_LIMIT_BYTES) {
+      // Discard what arrives; the answer goes out at once and the connection stays usable.
+      stream.resume();
+      reject(new BodyError('TOO_LARGE', OPEN_API_ERRORS.OPEN_API_BODY_TOO_LARGE.message));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > BODY_LIMIT_BYTES) {
+        cleanup();
+        stream.resume();
+        reject(new BodyError('TOO_LARGE', OPEN_API_ERRORS.OPEN_API_BODY_TOO_LARGE.message));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const cleanup = () => {
+      stream.removeListener('data', onData);
+      stream.removeListener('end', onEnd);
+      stream.removeListener('error', onError);
+    };
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.on('error', onError);
+  });
+}
+
+function forwardingHeaders(raw: readonly string[]): { xForwardedFor: string[]; forwarded: string[]; xRealIp: string[] } {
+  const out = { xForwardedFor: [] as string[], forwarded: [] as string[], xRealIp: [] as string[] };
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const n = raw[i]!.toLowerCase();
+    if (n === 'x-forwarded-for') out.xForwardedFor.push(raw[i + 1]!);
+    else if (n === 'forwarded') out.forwarded.push(raw[i + 1]!);
+    else if (n === 'x-real-ip') out.xRealIp.push(raw[i + 1]!);
+  }
+  return out;
+}
+
+/** Installs the gate on the open scope: body guard (preParsing) and steps 2-8 (preValidation). */
+export function installGate(scope: FastifyInstance, svc: Services): void {
+  scope.decorateRequest('gate', null as unknown as GateContext);
+
+  scope.addHook('onRequest', async (req) => {
+    req.gate = {
+      gatewayId: newId.gateway(),
+      headers: null,
+      signed: false,
+      contentType: undefined,
+      body: undefined,
+      app: null,
+      merchantEntityType: null,
+      clientKey: null,
+    };
+  });
+
+  // Step 1: the body guard, before any header is looked at, for every method.
+  scope.addHook('preParsing', async (req, _reply, payload) => {
+    const h = req.headers;
+    req.gate.contentType = typeof h['content-type'] === 'string' ? h['content-type'] : undefined;
+    const raw = await readBody(payload, typeof h['content-length'] === 'string' ? h['content-length'] : undefined);
+    req.gate.body = parseJsonBody(raw);
+    // The body is consumed here; Fastify sees an empty one and no media type to judge.
+    delete h['content-type'];
+    delete h['transfer-encoding'];
+    h['content-length'] = '0';
+    return Readable.from([]);
+  });
+
+  scope.addHook('preValidation', async (req, reply) => {
+    const r = await runGate(svc, req);
+    if (r !== null) {
+      await sendResult(svc, req, reply, r);
+      return reply;
+    }
+  });
+
+  scope.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    if (!req.gate) return reply.code(503).send({ code: 'OPEN_API_GUARD_UNAVAILABLE', message: 'unavailable', requestId: '' });
+    if (err instanceof BodyError) {
+      return sendResult(
+        svc,
+        req,
+        reply,
+        failure(req, err.kind === 'TOO_LARGE' ? 'OPEN_API_BODY_TOO_LARGE' : 'OPEN_API_BODY_INVALID', err.message),
+      );
+    }
+    if (err instanceof ApiError) return sendResult(svc, req, reply, fromApiError(req, err));
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendResult(svc, req, reply, failure(req, 'OPEN_API_BODY_TOO_LARGE'));
+    // Client aborts and framework faults end here too: never a 500 (seed "Common rules").
+    req.log.error({ err }, 'open API fault');
+    return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
+  });
+}
+
+async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult | null> {
+  const g = req.gate;
+  const raw = req.raw.rawHeaders;
+
+  // Step 2: platform source-IP policy. The observed address is never echoed.
+  const policy = await svc.ipPolicy.current();
+  const src = resolveSource(req.raw.socket.remoteAddress, forwardingHeaders(raw), policy, (k) => svc.authFailures.isBlocked(k));
+  if (!src.ok) return failure(req, 'OPEN_API_SOURCE_IP_REJECTED', undefined, { reason: src.reason });
+  g.clientKey = src.key;
+
+  // Step 3: the six headers.
+  const hc = checkSignedHeaders(raw);
+  if (!hc.ok) {
+    return failure(req, 'OPEN_API_HEADER_INVALID', hc.repeated ? `The header ${hc.repeated} was sent more than once.` : undefined);
+  }
+  const h = hc.headers;
+  g.headers = h;
+
+  // Step 4: time window, app and key known and active, signature. One answer for every failure.
+  const authFailed = () => {
+    svc.authFailures.recordFailure(src.key);
+    return failure(req, 'OPEN_API_AUTH_FAILED');
+  };
+  const nowSec = Math.floor(svc.clock.now() / 1000);
+  if (Math.abs(nowSec - Number(h.timestamp)) > TIMESTAMP_WINDOW_SECONDS) return authFailed();
+  const authApp = await svc.authCache.app(h.appId);
+  if (!authApp || authApp.app.status !== 'ACTIVE') return authFailed();
+  const key = await svc.authCache.key(h.appId, h.keyId);
+  if (!key || !isStrictBase64(h.sign)) return authFailed();
+  const signingString = requestSigningString({
+    method: req.method,
+    target: req.raw.url ?? '',
+    appId: h.appId,
+    keyId: h.keyId,
+    timestamp: h.timestamp,
+    nonce: h.nonce,
+    requestId: h.requestId,
+    contentType: g.contentType,
+    body: g.body?.raw ?? Buffer.alloc(0),
+  });
+  let good: boolean;
+  try {
+    good = verify('sha256', Buffer.from(signingString, 'utf8'), key, Buffer.from(h.sign, 'base64'));
+  } catch {
+    good = false;
+  }
+  if (!good) return authFailed();
+  svc.authFailures.recordSuccess(src.key);
+  g.app = authApp.app;
+  g.merchantEntityType = authApp.merchantEntityType;
+
+  // Step 5: nonce replay, per app.
+  if (!(await svc.nonces.claim(h.appId, h.nonce))) return failure(req, 'OPEN_API_NONCE_REPLAYED');
+
+  // Step 6: the application's IP allowlist: three fields only.
+  if (authApp.app.ipAllowlist.length > 0) {
+    const addr = parseIpStrict(src.key);
+    if (!addr || !svc.allowlists.get(authApp.app.ipAllowlist).contains(addr)) {
+      return failure(req, 'OPEN_API_SOURCE_IP_REJECTED');
+    }
+  }
+  g.signed = true;
+
+  // Step 7: Content-Type on POST.
+  if (req.method === 'POST' && normalizeContentType(g.contentType) !== 'application/json') {
+    return failure(req, 'OPEN_API_CONTENT_TYPE_INVALID');
+  }
+
+  // Step 8: per-app rate limit.
+  const rl = await svc.rateLimiter.consume(h.appId, authApp.app.rateLimitPerSecond);
+  if (!rl.allowed) {
+    const r = failure(req, 'OPEN_API_RATE_LIMITED');
+    r.headers = { 'Retry-After': String(rl.retryAfterSeconds) };
+    return r;
+  }
+  return null;
+}
+
+/** Compiled app allowlists, cached by content. */
+export class AllowlistCache {
+  readonly #m = new Map<string, CidrList>();
+  get(entries: string[]): CidrList {
+    const k = entries.join(',');
+    let l = this.#m.get(k);
+    if (!l) {
+      l = CidrList.parse(entries);
+      if (this.#m.size > 5000) this.#m.clear();
+      this.#m.set(k, l);
+    }
+    return l;
+  }
+}
+
+/**
+ * Step 9 for the POST operations: X-SVC-Request-Id replay around the operation. The operation's
+ * answer (success or contract failure) is kept and replayed; 429/503 and faults are not kept.
+ */
+export async function runWithReplay(
+  svc: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: () => Promise<OpenResult>,
+): Promise<FastifyReply> {
+  const g = req.gate;
+  const key = {
+    appId: g.app!.id,
+    requestId: g.headers!.requestId,
+    method: req.method,
+    target: req.raw.url ?? '',
+    bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
+  };
+  const begin = await svc.replays.begin(key);
+  if (begin.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
+  if (begin.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
+  if (begin.kind === 'replay') return sendOpen(svc, req, reply, begin.status, begin.body);
+  let result: OpenResult;
+  try {
+    result = await op();
+  } catch (err) {
+    if (err instanceof ApiError) {
+      result = fromApiError(req, err);
+    } else {
+      await svc.replays.abandon(key).catch(() => {});
+      throw err;
+    }
+  }
+  const payload = JSON.stringify(result.body);
+  try {
+    await svc.replays.complete(key, result.status, payload);
+  } catch (err) {
+    req.log.error({ err }, 'could not record the response for request-id replay');
+  }
+  return sendOpen(svc, req, reply, result.status, payload, result.headers);
+}
+
+/** Step 9 for the GET operations: answered from current state, contract failures mapped. */
+export async function runRead(
+  svc: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: () => Promise<OpenResult>,
+): Promise<FastifyReply> {
+  let result: OpenResult;
+  try {
+    result = await op();
+  } catch (err) {
+    if (err instanceof ApiError) result = fromApiError(req, err);
+    else throw err;
+  }
+  return sendResult(svc, req, reply, result);
+}

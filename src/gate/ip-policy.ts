@@ -1,0 +1,70 @@
+/** The platform source-IP policy in force: environment defaults, overridable from the back office. */
+import { CidrList } from '../net/ip.ts';
+import type { SourceIpPolicy } from '../net/source-ip.ts';
+import type { Db } from '../store/db.ts';
+
+export interface IpPolicyView {
+  trustedProxies: string[];
+  allowlist: string[] | null;
+  denylist: string[];
+  allowIpv4: boolean;
+  allowIpv6: boolean;
+}
+
+function compile(v: IpPolicyView): SourceIpPolicy {
+  return {
+    trustedProxies: CidrList.parse(v.trustedProxies),
+    allowlist: v.allowlist === null ? null : CidrList.parse(v.allowlist),
+    denylist: CidrList.parse(v.denylist),
+    allowIpv4: v.allowIpv4,
+    allowIpv6: v.allowIpv6,
+  };
+}
+
+const REFRESH_MS = 5000;
+
+export class IpPolicyHolder {
+  readonly #db: Db;
+  #view: IpPolicyView;
+  #policy: SourceIpPolicy;
+  readonly #defaults: IpPolicyView;
+  #loadedAt = 0;
+
+  constructor(db: Db, defaults: IpPolicyView) {
+    this.#db = db;
+    this.#defaults = defaults;
+    this.#view = defaults;
+    this.#policy = compile(defaults);
+  }
+
+  /** The policy for a request; re-read from the database every few seconds (other instances' changes). */
+  async current(): Promise<SourceIpPolicy> {
+    if (Date.now() - this.#loadedAt > REFRESH_MS) await this.refresh();
+    return this.#policy;
+  }
+
+  async refresh(): Promise<void> {
+    const r = await this.#db.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy'`);
+    const stored = r.rows[0]?.value ?? {};
+    const view = { ...this.#defaults, ...stored };
+    this.#policy = compile(view);
+    this.#view = view;
+    this.#loadedAt = Date.now();
+  }
+
+  view(): IpPolicyView {
+    return this.#view;
+  }
+
+  async update(patch: { [K in keyof IpPolicyView]?: IpPolicyView[K] | undefined }): Promise<void> {
+    const r = await this.#db.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy'`);
+    const next: Partial<IpPolicyView> = { ...(r.rows[0]?.value ?? {}) };
+    for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
+    compile({ ...this.#defaults, ...next });
+    await this.#db.query(
+      `INSERT INTO platform_settings(name, value) VALUES ('ip_policy', $1) ON CONFLICT (name) DO UPDATE SET value = $1, updated_at = now()`,
+      [JSON.stringify(next)],
+    );
+    await this.refresh();
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * X-SVC-Request-Id replay of the POST operations (decisions.md section 5): the first response is
+ * kept at least 24 h and replayed byte for byte; another method, target or body under the same id
+ * is a conflict; a concurrent duplicate waits for the first and replays it, so the operation never
+ * executes twice. 429 and 503 answers are not kept. A holder that died mid-flight loses its lease
+ * after LEASE_SECONDS and a retry may take over (business idempotency still protects the order).
+ */
+import type { Db } from '../store/db.ts';
+
+export const REPLAY_RETENTION_HOURS = 24;
+const LEASE_SECONDS = 120;
+const WAIT_LIMIT_MS = 30_000;
+
+export type ReplayBegin = { kind: 'execute' } | { kind: 'replay'; status: number; body: string } | { kind: 'conflict' } | { kind: 'busy' };
+
+export interface ReplayKey {
+  appId: string;
+  requestId: string;
+  method: string;
+  target: string;
+  bodySha256: string;
+}
+
+interface Row {
+  method: string;
+  target: string;
+  body_sha256: string;
+  state: 'IN_PROGRESS' | 'DONE';
+  status_code: number | null;
+  response_body: string | null;
+  lease_expired: boolean;
+}
+
+export class ReplayStore {
+  readonly #db: Db;
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  async begin(k: ReplayKey): Promise<ReplayBegin> {
+    const started = Date.now();
+    let delay = 10;
+    for (;;) {
+      const ins = await this.#db.query(
+        `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
+         VALUES ($1, $2, $3, $4, $5, 'IN_PROGRESS', now() + make_interval(secs => $6))
+         ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1`,
+        [k.appId, k.requestId, k.method, k.target, k.bodySha256, LEASE_SECONDS],
+      );
+      if (ins.rowCount === 1) return { kind: 'execute' };
+      const r = await this.#db.query<Row>(
+        `SELECT method, target, body_sha256, state, status_code, response_body, (lease_until < now()) AS lease_expired
+           FROM request_replays WHERE app_id = $1 AND request_id = $2`,
+        [k.appId, k.requestId],
+      );
+      const row = r.rows[0];
+      if (!row) continue; // deleted in between (a 429/503 was dropped): try to insert again
+      if (row.method !== k.method || row.target !== k.target || row.body_sha256 !== k.bodySha256) return { kind: 'conflict' };
+      if (row.state === 'DONE') return { kind: 'replay', status: row.status_code!, body: row.response_body! };
+      if (row.lease_expired) {
+        const take = await this.#db.query(
+          `UPDATE request_replays SET lease_until = now() + make_interval(secs => $3)
+            WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS' AND lease_until < now() RETURNING 1`,
+          [k.appId, k.requestId, LEASE_SECONDS],
+        );
+        if (take.rowCount === 1) return { kind: 'execute' };
+      }
+      if (Date.now() - started > WAIT_LIMIT_MS) return { kind: 'busy' };
+      await new Promise((res) => setTimeout(res, delay));
+      delay = Math.min(delay * 2, 200);
+    }
+  }
+
+  async complete(k: ReplayKey, status: number, body: string): Promise<void> {
+    if (status === 429 || status === 503) {
+      await this.abandon(k);
+      return;
+    }
+    await this.#db.query(
+      `UPDATE request_replays SET state = 'DONE', status_code = $3, response_body = $4, lease_until = NULL
+        WHERE app_id = $1 AND request_id = $2`,
+      [k.appId, k.requestId, status, body],
+    );
+  }
+
+  async abandon(k: ReplayKey): Promise<void> {
+    await this.#db.query(`DELETE FROM request_replays WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS'`, [
+      k.appId,
+      k.requestId,
+    ]);
+  }
+
+  async purge(): Promise<number> {
+    const r = await this.#db.query(
+      `DELETE FROM request_replays WHERE ctid IN (SELECT ctid FROM request_replays
+        WHERE created_at < now() - make_interval(hours => $1) AND state = 'DONE' LIMIT 5000)`,
+      [REPLAY_RETENTION_HOURS],
+    );
+    return r.rowCount ?? 0;
+  }
+}

@@ -1,0 +1,135 @@
+/** Back-office request schemas (decisions.md section 8): validated as strictly as the open API's. */
+import { CHANNELS, TRADE_SCOPES } from '../domain/open-schemas.ts';
+import { type ObjectSchema, nullable } from '../domain/schema.ts';
+
+const LINKS = ['ALIPAY_AGGREGATION_NATIVE', 'WECHAT_JSAPI'] as const;
+const ENTITY = { type: 'string', enum: ['INDIVIDUAL', 'CORPORATE'] } as const;
+
+export const createMerchantSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'entityType'],
+  properties: { name: { type: 'string', minLength: 1, maxLength: 128 }, entityType: ENTITY },
+} as const satisfies ObjectSchema;
+
+const appFields = {
+  notifyUrl: nullable({ type: 'string', minLength: 1, maxLength: 512 }),
+  channels: { type: 'array', items: { type: 'string', enum: CHANNELS }, uniqueItems: true, maxItems: 2 },
+  tradeScopes: { type: 'array', items: { type: 'string', enum: TRADE_SCOPES }, uniqueItems: true, maxItems: 2 },
+  voidedLinks: { type: 'array', items: { type: 'string', enum: LINKS }, uniqueItems: true, maxItems: 2 },
+  ipAllowlist: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, maxItems: 200 },
+  paymentWindowSeconds: { type: 'integer', minimum: 60, maximum: 7200 },
+  dailyAmountCeilingFen: nullable({ type: 'integer', minimum: 1, maximum: 1_000_000_000_000 }),
+  rateLimitPerSecond: { type: 'integer', minimum: 1, maximum: 100_000 },
+} as const;
+
+export const createAppSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: appFields,
+} as const satisfies ObjectSchema;
+
+export const patchAppSchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { ...appFields, status: { type: 'string', enum: ['ACTIVE', 'DISABLED'] } },
+} as const satisfies ObjectSchema;
+
+export const addKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['keyId', 'publicKeyPem'],
+  properties: {
+    keyId: { type: 'string', pattern: '^[\\x21-\\x7e]{1,128}$' },
+    publicKeyPem: { type: 'string', minLength: 1, maxLength: 8192 },
+  },
+} as const satisfies ObjectSchema;
+
+export const patchKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['status'],
+  properties: { status: { type: 'string', enum: ['ACTIVE', 'DISABLED'] } },
+} as const satisfies ObjectSchema;
+
+export const createAccountSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['entityType', 'entityName', 'merchantNo', 'cardNumber'],
+  properties: {
+    entityType: ENTITY,
+    entityName: { type: 'string', minLength: 1, maxLength: 128 },
+    merchantNo: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
+    cardNumber: { type: 'string', pattern: '^[0-9]{12,19}$', description: 'Digits only; only the last 4 are stored.' },
+    agreedCeilingFen: nullable({ type: 'integer', minimum: 1, maximum: 10_000_000_000 }),
+  },
+} as const satisfies ObjectSchema;
+
+export const allocationSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['mode', 'participants', 'unavailablePolicy'],
+  properties: {
+    mode: { type: 'string', enum: ['SINGLE', 'PRIORITY', 'RATIO'] },
+    participants: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, minItems: 1, maxItems: 4, uniqueItems: true },
+    ratios: {
+      type: 'array',
+      minItems: 2,
+      maxItems: 4,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['accountId', 'shareBps'],
+        properties: {
+          accountId: { type: 'string', minLength: 1, maxLength: 64 },
+          shareBps: { type: 'integer', minimum: 1, maximum: 9999 },
+        },
+      },
+    },
+    unavailablePolicy: { type: 'string', enum: ['FAIL', 'NEXT_AVAILABLE', 'REDISTRIBUTE'] },
+  },
+} as const satisfies ObjectSchema;
+
+export const feeRuleSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['ruleVersion', 'standardRateBps', 'largeRateBps', 'thresholdFen', 'merchantRateBps'],
+  properties: {
+    ruleVersion: { type: 'integer', minimum: 0, maximum: 2_147_483_647 },
+    standardRateBps: { type: 'integer', minimum: 0, maximum: 10000 },
+    largeRateBps: { type: 'integer', minimum: 0, maximum: 10000 },
+    thresholdFen: { type: 'integer', minimum: 0, maximum: 10_000_000_000 },
+    merchantRateBps: { type: 'integer', minimum: 0, maximum: 10000 },
+  },
+} as const satisfies ObjectSchema;
+
+export const ipPolicySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    trustedProxies: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, maxItems: 200 },
+    allowlist: nullable({ type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, maxItems: 1000 }),
+    denylist: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, maxItems: 1000 },
+    allowIpv4: { type: 'boolean' },
+    allowIpv6: { type: 'boolean' },
+  },
+} as const satisfies ObjectSchema;
+
+export const faultSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['operation', 'outcome'],
+  properties: {
+    operation: { type: 'string', enum: ['CREATE_ATTEMPT', 'CLOSE', 'REFUND'] },
+    outcome: { type: 'string', enum: ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS'] },
+    times: { type: 'integer', minimum: 1, maximum: 1000 },
+    delayMs: { type: 'integer', minimum: 0, maximum: 60_000 },
+  },
+} as const satisfies ObjectSchema;
+
+export const sandboxPaySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { attemptId: { type: 'string', minLength: 1, maxLength: 64 } },
+} as const satisfies ObjectSchema;

@@ -1,0 +1,118 @@
+/**
+ * Platform signing keys (decisions.md sections 3 and 8). Read from PLATFORM_KEY_FILE, or generated
+ * into DATA_DIR/platform-keys at first start (mode 0600) and reused after. Each key has an id
+ * derived from its public key; several can be published at once (rotation): the newest signs.
+ */
+import { type KeyObject, createHash, createPrivateKey, createPublicKey, generateKeyPair, sign } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const generateKeyPairAsync = promisify(generateKeyPair);
+
+export interface PlatformKey {
+  keyId: string;
+  publicKeyPem: string;
+  privateKey: KeyObject;
+  createdAt: Date;
+}
+
+export function keyIdOf(publicKey: KeyObject): string {
+  const der = publicKey.export({ type: 'spki', format: 'der' });
+  return `pk_${createHash('sha256').update(der).digest('hex').slice(0, 16)}`;
+}
+
+function fromPem(pem: string, source: string, createdAt: Date): PlatformKey {
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(pem);
+  } catch {
+    throw new Error(`${source} does not hold a PEM private key`);
+  }
+  if (privateKey.asymmetricKeyType !== 'rsa') throw new Error(`${source} must hold an RSA private key`);
+  const bits = privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
+  if (bits < 2048 || bits > 4096) throw new Error(`${source} must hold an RSA key of 2048 to 4096 bits (got ${bits})`);
+  const publicKey = createPublicKey(privateKey);
+  return {
+    keyId: keyIdOf(publicKey),
+    publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    privateKey,
+    createdAt,
+  };
+}
+
+export class PlatformKeyRing {
+  #keys: PlatformKey[];
+  readonly #dir: string | null;
+  /** Test and operations hook: when set, signing fails as if the key were unavailable. */
+  unavailable = false;
+
+  private constructor(keys: PlatformKey[], dir: string | null) {
+    this.#keys = keys;
+    this.#dir = dir;
+  }
+
+  static async load(opts: { keyFile: string | null; dataDir: string; log: (msg: string) => void }): Promise<PlatformKeyRing> {
+    if (opts.keyFile !== null) {
+      let pem: string;
+      try {
+        pem = await fs.readFile(opts.keyFile, 'utf8');
+      } catch {
+        throw new Error(`PLATFORM_KEY_FILE cannot be read: ${opts.keyFile}`);
+      }
+      return new PlatformKeyRing([fromPem(pem, 'PLATFORM_KEY_FILE', new Date(0))], null);
+    }
+    const dir = path.join(opts.dataDir, 'platform-keys');
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    const keys: PlatformKey[] = [];
+    for (const f of (await fs.readdir(dir)).filter((n) => n.endsWith('.pem')).sort()) {
+      const file = path.join(dir, f);
+      const st = await fs.stat(file);
+      keys.push(fromPem(await fs.readFile(file, 'utf8'), file, st.mtime));
+    }
+    const ring = new PlatformKeyRing(keys, dir);
+    if (keys.length === 0) {
+      const k = await ring.rotate();
+      opts.log(`generated platform signing key ${k.keyId} in ${dir}`);
+    }
+    return ring;
+  }
+
+  /** Generates a new key that signs from now on; older keys stay published for verification. */
+  async rotate(): Promise<PlatformKey> {
+    if (this.#dir === null) throw new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there');
+    const { privateKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const k = fromPem(pem, 'generated key', new Date());
+    // Name files so that lexical order is creation order.
+    const file = path.join(this.#dir, `${Date.now().toString().padStart(15, '0')}-${k.keyId}.pem`);
+    await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
+    this.#keys.push(k);
+    return k;
+  }
+
+  get current(): PlatformKey | null {
+    return this.unavailable ? null : (this.#keys.at(-1) ?? null);
+  }
+
+  list(): { keyId: string; publicKeyPem: string; current: boolean }[] {
+    const cur = this.#keys.at(-1)?.keyId;
+    return this.#keys.map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, current: k.keyId === cur }));
+  }
+
+  /** RSASSA-PKCS1-v1_5 / SHA-256 on libuv's thread pool (does not block the event loop). */
+  sign(data: string): Promise<{ keyId: string; signature: string }> {
+    const k = this.current;
+    if (k === null) return Promise.reject(new SigningKeyUnavailableError());
+    return new Promise((resolve, reject) => {
+      sign('sha256', Buffer.from(data, 'utf8'), k.privateKey, (err, sig) => {
+        if (err) reject(new SigningKeyUnavailableError(err.message));
+        else resolve({ keyId: k.keyId, signature: sig.toString('base64') });
+      });
+    });
+  }
+}
+
+export class SigningKeyUnavailableError extends Error {
+  override name = 'SigningKeyUnavailableError';
+}

@@ -1,0 +1,259 @@
+/**
+ * The sandbox provider: a full, deterministic PaymentProvider with programmable faults
+ * (decisions.md section 8). It keeps its own books in the sandbox_* tables, as a real provider
+ * keeps its own; the service reaches them only through this interface. Buyer actions (pay, fail)
+ * come back to the service as signed notifications through the same path a real provider's would.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Db } from '../../store/db.ts';
+import {
+  type CloseResult,
+  type CreateAttemptInput,
+  type CreateAttemptResult,
+  type PaymentProvider,
+  type PaymentQueryResult,
+  type ProviderNotification,
+  ProviderNotificationError,
+  type ProviderRefundState,
+  ProviderRejectedError,
+  ProviderUncertainError,
+  type RefundInput,
+  type RefundResult,
+} from '../provider.ts';
+
+export const FAULT_OPERATIONS = ['CREATE_ATTEMPT', 'CLOSE', 'REFUND'] as const;
+export const FAULT_OUTCOMES = ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS'] as const;
+export type FaultOperation = (typeof FAULT_OPERATIONS)[number];
+export type FaultOutcome = (typeof FAULT_OUTCOMES)[number];
+
+/** How long the sandbox takes to settle an accepted refund. */
+export const REFUND_SETTLE_MS = 1000;
+
+export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>) => Promise<void>;
+
+export class SandboxProvider implements PaymentProvider {
+  readonly name = 'sandbox';
+  readonly #db: Db;
+  #secret: Buffer | null = null;
+  #sink: NotificationSink | null = null;
+  readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #log: (msg: string, err?: unknown) => void;
+
+  constructor(db: Db, log: (msg: string, err?: unknown) => void = () => {}) {
+    this.#db = db;
+    this.#log = log;
+  }
+
+  /** Where the sandbox sends its notifications (the service's provider-notification handler). */
+  setNotificationSink(sink: NotificationSink): void {
+    this.#sink = sink;
+  }
+
+  async #key(): Promise<Buffer> {
+    if (this.#secret) return this.#secret;
+    // Shared by all instances on one database, so any instance verifies any instance's notices.
+    const candidate = randomBytes(32).toString('hex');
+    await this.#db.query(
+      `INSERT INTO platform_settings(name, value) VALUES ('sandbox_notify_secret', to_jsonb($1::text)) ON CONFLICT (name) DO NOTHING`,
+      [candidate],
+    );
+    const r = await this.#db.query<{ v: string }>(`SELECT value #>> '{}' AS v FROM platform_settings WHERE name = 'sandbox_notify_secret'`);
+    this.#secret = Buffer.from(r.rows[0]!.v, 'hex');
+    return this.#secret;
+  }
+
+  async programFault(operation: FaultOperation, outcome: FaultOutcome, times: number, delayMs: number | null): Promise<void> {
+    await this.#db.query('INSERT INTO sandbox_faults(operation, outcome, delay_ms, remaining) VALUES ($1, $2, $3, $4)', [
+      operation,
+      outcome,
+      delayMs,
+      times,
+    ]);
+  }
+
+  async clearFaults(): Promise<void> {
+    await this.#db.query('DELETE FROM sandbox_faults');
+  }
+
+  async listFaults(): Promise<{ operation: string; outcome: string; delayMs: number | null; remaining: number }[]> {
+    const r = await this.#db.query(
+      'SELECT operation, outcome, delay_ms AS "delayMs", remaining FROM sandbox_faults WHERE remaining > 0 ORDER BY id',
+    );
+    return r.rows;
+  }
+
+  /** Takes one programmed fault for the operation, if any. DELAY_MS waits and then proceeds normally. */
+  async #fault(operation: FaultOperation): Promise<'REJECT' | 'TIMEOUT' | 'PAID' | null> {
+    const r = await this.#db.query<{ outcome: FaultOutcome; delay_ms: number | null }>(
+      `UPDATE sandbox_faults SET remaining = remaining - 1
+        WHERE id = (SELECT id FROM sandbox_faults WHERE operation = $1 AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+        RETURNING outcome, delay_ms`,
+      [operation],
+    );
+    const f = r.rows[0];
+    if (!f) return null;
+    if (f.outcome === 'DELAY_MS') {
+      await new Promise((res) => setTimeout(res, f.delay_ms ?? 0));
+      return null;
+    }
+    return f.outcome;
+  }
+
+  async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
+    const fault = await this.#fault('CREATE_ATTEMPT');
+    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    const ref = `sbx_pay_${input.attemptId.slice(4)}`;
+    const state = fault === 'PAID' ? 'PAID' : 'OPEN';
+    const r = await this.#db.query<{ state: string }>(
+      `INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state`,
+      [ref, input.attemptId, input.channel, input.amountFen, state],
+    );
+    // TIMEOUT: the provider did the work, but the answer is lost on the way back.
+    if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: create attempt timed out');
+    if (r.rows[0]!.state === 'PAID') return { outcome: 'PAID', providerRef: ref };
+    return { outcome: 'ACCEPTED', providerRef: ref, material: this.#material(input.channel, ref) };
+  }
+
+  #material(channel: string, ref: string): { qrCode: string | null; prepayId: string | null } {
+    return channel === 'ALIPAY_H5'
+      ? { qrCode: `https://qr.sandbox.invalid/alipay/${ref}`, prepayId: null }
+      : { qrCode: null, prepayId: `wx_prepay_${ref.slice(8)}` };
+  }
+
+  async queryPayment(attemptId: string): Promise<PaymentQueryResult> {
+    const r = await this.#db.query<{ provider_ref: string; channel: string; state: 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED' }>(
+      'SELECT provider_ref, channel, state FROM sandbox_payments WHERE attempt_id = $1',
+      [attemptId],
+    );
+    const row = r.rows[0];
+    if (!row) return { state: 'NOT_FOUND', providerRef: null, material: null };
+    return {
+      state: row.state,
+      providerRef: row.provider_ref,
+      material: row.state === 'OPEN' ? this.#material(row.channel, row.provider_ref) : null,
+    };
+  }
+
+  async closePayment(attemptId: string): Promise<CloseResult> {
+    const fault = await this.#fault('CLOSE');
+    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    if (fault === 'PAID') {
+      await this.#db.query(`UPDATE sandbox_payments SET state = 'PAID', updated_at = now() WHERE attempt_id = $1 AND state = 'OPEN'`, [
+        attemptId,
+      ]);
+    }
+    await this.#db.query(`UPDATE sandbox_payments SET state = 'CLOSED', updated_at = now() WHERE attempt_id = $1 AND state = 'OPEN'`, [
+      attemptId,
+    ]);
+    if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: close timed out');
+    const r = await this.#db.query<{ state: string }>('SELECT state FROM sandbox_payments WHERE attempt_id = $1', [attemptId]);
+    return r.rows[0]?.state === 'PAID' ? { outcome: 'PAID' } : { outcome: 'CLOSED' };
+  }
+
+  async refund(input: RefundInput): Promise<RefundResult> {
+    const fault = await this.#fault('REFUND');
+    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    const pay = await this.#db.query<{ provider_ref: string; state: string; amount_fen: number }>(
+      'SELECT provider_ref, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1',
+      [input.paidAttemptId],
+    );
+    const p = pay.rows[0];
+    if (!p || p.state !== 'PAID') throw new ProviderRejectedError('PAYMENT_NOT_PAID');
+    const done = await this.#db.query<{ total: number }>(
+      `SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM sandbox_refunds WHERE payment_ref = $1 AND state <> 'FAILED' AND refund_key <> $2`,
+      [p.provider_ref, input.refundId],
+    );
+    if (done.rows[0]!.total + input.amountFen > p.amount_fen) throw new ProviderRejectedError('REFUND_EXCEEDS_PAYMENT');
+    const ref = `sbx_rf_${input.refundId.replace(/^[a-z]+_/, '')}`;
+    const immediate = fault === 'PAID';
+    const r = await this.#db.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
+      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at)
+       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
+       ON CONFLICT (refund_key) DO UPDATE SET refund_key = excluded.refund_key RETURNING state, provider_ref`,
+      [ref, input.refundId, p.provider_ref, input.amountFen, immediate ? 'SUCCEEDED' : 'PENDING', immediate ? 0 : REFUND_SETTLE_MS / 1000],
+    );
+    if (!immediate) this.#scheduleRefundSettlement(input.refundId);
+    if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: refund timed out');
+    return { outcome: r.rows[0]!.state, providerRef: r.rows[0]!.provider_ref };
+  }
+
+  #scheduleRefundSettlement(refundId: string): void {
+    const t = setTimeout(() => {
+      this.#timers.delete(t);
+      void this.queryRefund(refundId)
+        .then((state) => (state === 'SUCCEEDED' ? this.#notify({ kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null }) : undefined))
+        .catch((err) => this.#log('sandbox refund settlement notice failed; the reconciler will converge it', err));
+    }, REFUND_SETTLE_MS + 50);
+    t.unref();
+    this.#timers.add(t);
+  }
+
+  async queryRefund(refundId: string): Promise<ProviderRefundState> {
+    // Settlement is a function of time: a pending refund is settled once settle_at has passed.
+    const r = await this.#db.query<{ state: ProviderRefundState }>(
+      `UPDATE sandbox_refunds SET state = CASE WHEN state = 'PENDING' AND settle_at <= now() THEN 'SUCCEEDED' ELSE state END
+        WHERE refund_key = $1 RETURNING state`,
+      [refundId],
+    );
+    return r.rows[0]?.state ?? 'NOT_FOUND';
+  }
+
+  /** Buyer action: pays (or fails) one attempt's payment, then notifies the service. */
+  async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN'> {
+    const r = await this.#db.query<{ state: string }>(
+      `UPDATE sandbox_payments SET state = $2, updated_at = now() WHERE attempt_id = $1 AND state = 'OPEN' RETURNING state`,
+      [attemptId, action === 'PAY' ? 'PAID' : 'FAILED'],
+    );
+    if (r.rowCount === 0) {
+      const e = await this.#db.query<{ state: string }>('SELECT state FROM sandbox_payments WHERE attempt_id = $1', [attemptId]);
+      if (!e.rows[0]) return 'NOT_FOUND';
+      // Paying an already-paid payment again re-sends the notice (idempotent for the service).
+      if (!(action === 'PAY' && e.rows[0].state === 'PAID')) return 'NOT_OPEN';
+    }
+    await this.#notify({
+      kind: 'PAYMENT',
+      attemptId,
+      state: action === 'PAY' ? 'PAID' : 'FAILED',
+      reason: action === 'FAIL' ? 'BUYER_PAYMENT_FAILED' : null,
+    });
+    return 'OK';
+  }
+
+  async #notify(n: ProviderNotification): Promise<void> {
+    if (!this.#sink) throw new Error('sandbox: no notification sink');
+    const raw = Buffer.from(JSON.stringify(n));
+    const sig = createHmac('sha256', await this.#key())
+      .update(raw)
+      .digest('hex');
+    await this.#sink(raw, { 'content-type': 'application/json', 'x-sandbox-signature': sig });
+  }
+
+  async parseNotification(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification> {
+    const sig = headers['x-sandbox-signature'];
+    if (typeof sig !== 'string' || !/^[0-9a-f]{64}$/.test(sig)) throw new ProviderNotificationError('missing or malformed signature');
+    const expected = createHmac('sha256', await this.#key())
+      .update(rawBody)
+      .digest();
+    if (!timingSafeEqual(expected, Buffer.from(sig, 'hex'))) throw new ProviderNotificationError('bad signature');
+    let n: unknown;
+    try {
+      n = JSON.parse(rawBody.toString('utf8'));
+    } catch {
+      throw new ProviderNotificationError('body is not JSON');
+    }
+    const o = n as Record<string, unknown>;
+    if (o.kind === 'PAYMENT' && typeof o.attemptId === 'string' && (o.state === 'PAID' || o.state === 'FAILED' || o.state === 'CLOSED')) {
+      return { kind: 'PAYMENT', attemptId: o.attemptId, state: o.state, reason: typeof o.reason === 'string' ? o.reason : null };
+    }
+    if (o.kind === 'REFUND' && typeof o.refundId === 'string' && (o.state === 'SUCCEEDED' || o.state === 'FAILED')) {
+      return { kind: 'REFUND', refundId: o.refundId, state: o.state, reason: typeof o.reason === 'string' ? o.reason : null };
+    }
+    throw new ProviderNotificationError('unknown notification');
+  }
+
+  close(): void {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+  }
+}

@@ -1,0 +1,98 @@
+/** The wiring of one service instance: stores, caches, provider, background tasks. */
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+import type { Config } from './config/config.ts';
+import { AuthCache } from './gate/auth-cache.ts';
+import { AuthFailureTracker } from './gate/auth-failures.ts';
+import { AllowlistCache } from './gate/gate.ts';
+import { IpPolicyHolder } from './gate/ip-policy.ts';
+import { type NonceStore, PgNonceStore, RedisNonceStore } from './gate/nonce-store.ts';
+import { AppRateLimiter } from './gate/rate-limit.ts';
+import { ReplayStore } from './gate/replay.ts';
+import type { PlatformKeyRing } from './platform/keys.ts';
+import type { PaymentProvider } from './providers/provider.ts';
+import { SandboxProvider } from './providers/sandbox/sandbox.ts';
+import type { Db } from './store/db.ts';
+import { BackgroundTasks } from './usecases/background.ts';
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+export interface Services {
+  config: Config;
+  db: Db;
+  redis: Redis | null;
+  keys: PlatformKeyRing;
+  provider: PaymentProvider;
+  sandbox: SandboxProvider | null;
+  log: FastifyBaseLogger;
+  clock: Clock;
+  authCache: AuthCache;
+  authFailures: AuthFailureTracker;
+  ipPolicy: IpPolicyHolder;
+  nonces: NonceStore;
+  rateLimiter: AppRateLimiter;
+  replays: ReplayStore;
+  allowlists: AllowlistCache;
+  tasks: BackgroundTasks;
+  /** Asks the background workers to look for due work now (set by the worker runner). */
+  wakeWorkers?: () => void;
+}
+
+export interface ServiceDeps {
+  config: Config;
+  db: Db;
+  keys: PlatformKeyRing;
+  log: FastifyBaseLogger;
+  clock?: Clock;
+  provider?: PaymentProvider;
+}
+
+export async function createServices(d: ServiceDeps): Promise<Services> {
+  const { config, db } = d;
+  let redis: Redis | null = null;
+  if (config.redisUrl !== null) {
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: true });
+    redis.on('error', (err) => d.log.warn({ err: err.message }, 'redis error'));
+    await redis.connect();
+  }
+  const sandbox = d.provider ? null : new SandboxProvider(db, (msg, err) => d.log.warn({ err }, msg));
+  const provider = d.provider ?? sandbox!;
+  const ipPolicy = new IpPolicyHolder(db, {
+    trustedProxies: config.trustedProxies,
+    allowlist: config.platformIpAllowlist,
+    denylist: config.platformIpDenylist,
+    allowIpv4: config.allowIpv4,
+    allowIpv6: config.allowIpv6,
+  });
+  await ipPolicy.refresh();
+  const svc: Services = {
+    config,
+    db,
+    redis,
+    keys: d.keys,
+    provider,
+    sandbox,
+    log: d.log,
+    clock: d.clock ?? { now: () => Date.now() },
+    authCache: new AuthCache(db),
+    authFailures: new AuthFailureTracker({
+      maxFailures: config.authFailureLimit,
+      windowMs: config.authFailureWindowSeconds * 1000,
+      blockMs: config.authBlockSeconds * 1000,
+      maxTrackedAddresses: 100_000,
+    }),
+    ipPolicy,
+    nonces: redis ? new RedisNonceStore(redis) : new PgNonceStore(db),
+    rateLimiter: new AppRateLimiter(redis),
+    replays: new ReplayStore(db),
+    allowlists: new AllowlistCache(),
+    tasks: new BackgroundTasks(),
+  };
+  svc.tasks.bind(svc);
+  return svc;
+}

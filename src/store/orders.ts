@@ -1,0 +1,111 @@
+/** Repository: orders, attempts and refunds rows. */
+import type { AttemptState, ClosedReason, OrderStatus, RefundState } from '../domain/states.ts';
+import type { FeeProjection } from '../domain/money.ts';
+import type { Queryable } from './db.ts';
+
+export interface OrderRow {
+  id: string;
+  appId: string;
+  merchantId: string;
+  outTradeNo: string;
+  channel: 'ALIPAY_H5' | 'WECHAT_H5';
+  tradeScope: string | null;
+  amountFen: number;
+  currency: string;
+  subject: string;
+  description: string | null;
+  attach: string | null;
+  returnUrl: string | null;
+  payerClientIp: string;
+  digest: string;
+  links: string[];
+  status: OrderStatus;
+  closedReason: ClosedReason | null;
+  failureReason: string | null;
+  expireAt: Date;
+  feeProjection: FeeProjection;
+  stateVersion: number;
+  paidAttemptId: string | null;
+  paidAt: Date | null;
+  closePending: ClosedReason | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const ORDER_COLS = `id, app_id AS "appId", merchant_id AS "merchantId", out_trade_no AS "outTradeNo", channel,
+  trade_scope AS "tradeScope", amount_fen AS "amountFen", currency, subject, description, attach, return_url AS "returnUrl",
+  payer_client_ip AS "payerClientIp", digest, links, status, closed_reason AS "closedReason", failure_reason AS "failureReason",
+  expire_at AS "expireAt", fee_projection AS "feeProjection", state_version AS "stateVersion", paid_attempt_id AS "paidAttemptId",
+  paid_at AS "paidAt", close_pending AS "closePending", created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+export interface AttemptRow {
+  id: string;
+  orderId: string;
+  seq: number;
+  state: AttemptState;
+  cashierToken: string;
+  qrCode: string | null;
+  providerRef: string | null;
+  expireAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode",
+  provider_ref AS "providerRef", expire_at AS "expireAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+export interface RefundRow {
+  id: string;
+  orderId: string;
+  appId: string;
+  outRefundNo: string;
+  amountFen: number;
+  reason: string | null;
+  digest: string;
+  state: RefundState;
+  failureReason: string | null;
+  providerRef: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
+  reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+export async function findOrder(db: Queryable, appId: string, outTradeNo: string, lock = false): Promise<OrderRow | null> {
+  const r = await db.query<OrderRow>(
+    `SELECT ${ORDER_COLS} FROM orders WHERE app_id = $1 AND out_trade_no = $2${lock ? ' FOR UPDATE' : ''}`,
+    [appId, outTradeNo],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function getOrder(db: Queryable, id: string, lock = false): Promise<OrderRow | null> {
+  const r = await db.query<OrderRow>(`SELECT ${ORDER_COLS} FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
+  return r.rows[0] ?? null;
+}
+
+export async function attemptsOf(db: Queryable, orderId: string): Promise<AttemptRow[]> {
+  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq`, [orderId]);
+  return r.rows;
+}
+
+export async function latestAttempt(db: Queryable, orderId: string): Promise<AttemptRow | null> {
+  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq DESC LIMIT 1`, [orderId]);
+  return r.rows[0] ?? null;
+}
+
+export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
+  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, [id]);
+  return r.rows[0] ?? null;
+}
+
+export async function findRefund(db: Queryable, appId: string, outRefundNo: string): Promise<RefundRow | null> {
+  const r = await db.query<RefundRow>(`SELECT ${REFUND_COLS} FROM refunds WHERE app_id = $1 AND out_refund_no = $2`, [appId, outRefundNo]);
+  return r.rows[0] ?? null;
+}
+
+export async function getRefund(db: Queryable, id: string): Promise<RefundRow | null> {
+  const r = await db.query<RefundRow>(`SELECT ${REFUND_COLS} FROM refunds WHERE id = $1`, [id]);
+  return r.rows[0] ?? null;
+}

@@ -1,0 +1,87 @@
+/**
+ * Follow-up work started by a request or notification that must not delay its answer (closing
+ * stray attempts, refunding duplicate payments). Tracked so shutdown can wait for it; anything
+ * lost in a crash is picked up again by the reconciler.
+ */
+import type { Services } from '../services.ts';
+import { withTx } from '../store/db.ts';
+import { attemptsOf, getAttempt, getOrder } from '../store/orders.ts';
+import { setAttempt } from './payment-state.ts';
+import { ProviderRejectedError } from '../providers/provider.ts';
+
+export class BackgroundTasks {
+  #svc: Services | null = null;
+  readonly #inFlight = new Set<Promise<unknown>>();
+
+  bind(svc: Services): void {
+    this.#svc = svc;
+  }
+
+  #run(name: string, fn: (svc: Services) => Promise<void>): void {
+    const svc = this.#svc!;
+    const p = fn(svc)
+      .catch((err) => svc.log.warn({ err, task: name }, 'background task failed; the reconciler will retry'))
+      .finally(() => this.#inFlight.delete(p));
+    this.#inFlight.add(p);
+  }
+
+  async drainBackground(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** An attempt accepted by the provider for an order that can no longer use it: close it there. */
+  closeStrayAttempt(attemptId: string): void {
+    this.#run('close stray attempt', async (svc) => {
+      const out = await svc.provider.closePayment(attemptId);
+      if (out.outcome === 'PAID') {
+        const { applyNotification } = await import('./notifications.ts');
+        await applyNotification(svc, { kind: 'PAYMENT', attemptId, state: 'PAID', reason: null });
+        return;
+      }
+      await withTx(svc.db, async (tx) => {
+        const a = await getAttempt(tx, attemptId);
+        if (!a) return;
+        await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [a.orderId]);
+        const fresh = (await getAttempt(tx, attemptId))!;
+        if (fresh.state === 'ACCEPTED' || fresh.state === 'UNKNOWN') await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED');
+      });
+    });
+  }
+
+  /** After a payment, the order's other live attempts are closed at the provider. */
+  closeSiblingAttempts(orderId: string, paidAttemptId: string): void {
+    this.#run('close sibling attempts', async (svc) => {
+      const o = await getOrder(svc.db, orderId);
+      if (!o) return;
+      for (const a of await attemptsOf(svc.db, orderId)) {
+        if (a.id !== paidAttemptId && a.state === 'ACCEPTED') this.closeStrayAttempt(a.id);
+      }
+    });
+  }
+
+  /** A second payment of an order is refunded automatically and stays visible in the back office. */
+  refundDuplicate(duplicateId: string): void {
+    this.#run('refund duplicate payment', async (svc) => {
+      const r = await svc.db.query<{ attempt_id: string; amount_fen: number; refund_state: string }>(
+        'SELECT attempt_id, amount_fen, refund_state FROM duplicate_payments WHERE id = $1',
+        [duplicateId],
+      );
+      const d = r.rows[0];
+      if (!d || d.refund_state === 'REFUNDED') return;
+      let state: 'REFUNDED' | 'FAILED' | 'UNKNOWN' | 'PENDING';
+      let ref: string | null = null;
+      try {
+        const out = await svc.provider.refund({ refundId: duplicateId, paidAttemptId: d.attempt_id, amountFen: d.amount_fen });
+        ref = out.providerRef;
+        state = out.outcome === 'SUCCEEDED' ? 'REFUNDED' : 'PENDING';
+      } catch (err) {
+        state = err instanceof ProviderRejectedError ? 'FAILED' : 'UNKNOWN';
+      }
+      await svc.db.query(
+        'UPDATE duplicate_payments SET refund_state = $2, provider_ref = COALESCE($3, provider_ref), updated_at = now() WHERE id = $1',
+        [duplicateId, state, ref],
+      );
+      svc.log.warn({ duplicateId, state }, 'duplicate payment recorded and refunded automatically');
+    });
+  }
+}

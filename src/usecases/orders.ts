@@ -1,0 +1,336 @@
+/**
+ * Create order, re-create attempt, query order, close order (seed "Endpoints"). Each operation
+ * records its intent, calls the provider outside any transaction, then records the outcome and
+ * its event in one transaction with the order row locked.
+ */
+import { ApiError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import { DEFAULT_FEE_RULE, type ReceivingAccount, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
+import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.ts';
+import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
+import type { ClosedReason } from '../domain/states.ts';
+import type { OpenResult } from '../gate/gate.ts';
+import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
+import type { Services } from '../services.ts';
+import { withTx } from '../store/db.ts';
+import { getAllocation, getFeeRule, listAccounts, type AppRow } from '../store/merchants.ts';
+import { type AttemptRow, type OrderRow, attemptsOf, findOrder, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
+import { confirmPaid, insertAttempt, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
+import { orderSnapshot } from './projection.ts';
+
+export interface Caller {
+  app: AppRow;
+  merchantEntityType: 'INDIVIDUAL' | 'CORPORATE';
+  requestId: string;
+}
+
+const NOT_FOUND = () => new ApiError('OPEN_API_NOT_FOUND');
+
+function snapshot(svc: Services, caller: Caller, o: OrderRow, a: AttemptRow | null, view: 'create' | 'query' | 'close', replayed = false) {
+  return orderSnapshot(o, a, {
+    view,
+    nowMs: svc.clock.now(),
+    publicBaseUrl: svc.config.publicBaseUrl,
+    voidedLinks: caller.app.voidedLinks,
+    replayed,
+  });
+}
+
+function ok(status: number, caller: Caller, fields: Record<string, unknown>): OpenResult {
+  return { status, body: { requestId: caller.requestId, ...fields } };
+}
+
+/** Waits (bounded) while an attempt of the order is being created by a concurrent request. */
+async function settledLatest(svc: Services, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
+  const deadline = Date.now() + 20_000;
+  let delay = 10;
+  for (;;) {
+    const attempt = await latestAttempt(svc.db, orderId);
+    if (!attempt || attempt.state !== 'PENDING' || Date.now() > deadline) {
+      return { order: (await getOrder(svc.db, orderId))!, attempt };
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+async function replayOrConflict(svc: Services, caller: Caller, existing: OrderRow, digest: string): Promise<OpenResult> {
+  if (existing.digest !== digest) throw new ApiError('OPEN_API_IDEMPOTENCY_CONFLICT');
+  const { order, attempt } = await settledLatest(svc, existing.id);
+  return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
+}
+
+async function receivingAccounts(svc: Services, merchantId: string) {
+  const [allocation, accounts] = await Promise.all([getAllocation(svc.db, merchantId), listAccounts(svc.db, merchantId)]);
+  const map = new Map<string, ReceivingAccount>(
+    accounts.map((a) => [a.accountId, { accountId: a.accountId, entityType: a.entityType, agreedCeilingFen: a.agreedCeilingFen }]),
+  );
+  return { allocation, map };
+}
+
+export async function createOrder(svc: Services, caller: Caller, input: CreateOrderInput): Promise<OpenResult> {
+  const app = caller.app;
+  const digest = orderDigest(input);
+  const existing = await findOrder(svc.db, app.id, input.outTradeNo);
+  if (existing) return replayOrConflict(svc, caller, existing, digest);
+
+  if (!app.channels.includes(input.channel)) throw new ApiError('OPEN_API_CHANNEL_UNAVAILABLE');
+  if (input.tradeScope !== null && !app.tradeScopes.includes(input.tradeScope)) throw new ApiError('OPEN_API_TRADE_SCOPE_UNAVAILABLE');
+
+  const { allocation, map } = await receivingAccounts(svc, app.merchantId);
+  const singleExceeded = exceedsSingleCeiling(input.amountFen, caller.merchantEntityType, allocation, map);
+  const rule = (await getFeeRule(svc.db, app.merchantId)) ?? DEFAULT_FEE_RULE;
+  const now = new Date(svc.clock.now());
+  const day = shanghaiDay(now);
+  const ceiling = app.dailyAmountCeilingFen;
+
+  const created = await withTx(svc.db, async (tx) => {
+    // The app's created amount today, reserved atomically against its ceiling.
+    let dailyExceeded = false;
+    if (ceiling !== null) {
+      const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
+        app.id,
+        day,
+      ]);
+      dailyExceeded = (cur.rows[0]?.amount_fen ?? 0) + input.amountFen > ceiling;
+    }
+    if (singleExceeded || dailyExceeded) {
+      const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
+      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes });
+    }
+    const id = newId.order();
+    const expireAt = new Date(now.getTime() + app.paymentWindowSeconds * 1000);
+    const links = [LINK_OF_CHANNEL[input.channel]].filter((l) => !app.voidedLinks.includes(l));
+    const ins = await tx.query(
+      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+                          attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18)
+       ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING id`,
+      [
+        id,
+        app.id,
+        app.merchantId,
+        input.outTradeNo,
+        input.channel,
+        input.tradeScope,
+        input.amountFen,
+        input.currency,
+        input.subject,
+        input.description,
+        input.attach,
+        input.returnUrl,
+        input.payerClientIp,
+        digest,
+        links,
+        expireAt,
+        JSON.stringify(feeProjection(input.amountFen, rule)),
+        now,
+      ],
+    );
+    if (ins.rowCount === 0) return null; // a concurrent create won the order number
+    const reserved = await tx.query(
+      `INSERT INTO app_daily_amounts(app_id, day, amount_fen) VALUES ($1, $2, $3)
+       ON CONFLICT (app_id, day) DO UPDATE SET amount_fen = app_daily_amounts.amount_fen + excluded.amount_fen
+         WHERE $4::bigint IS NULL OR app_daily_amounts.amount_fen + excluded.amount_fen <= $4::bigint
+       RETURNING amount_fen`,
+      [app.id, day, input.amountFen, ceiling],
+    );
+    if (reserved.rowCount === 0 || (ceiling !== null && reserved.rows[0].amount_fen > ceiling)) {
+      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['DAILY_AMOUNT'] });
+    }
+    const order = (await getOrder(tx, id))!;
+    const attempt = await insertAttempt(tx, order);
+    return { order, attempt };
+  });
+  if (created === null) {
+    const winner = (await findOrder(svc.db, app.id, input.outTradeNo))!;
+    return replayOrConflict(svc, caller, winner, digest);
+  }
+  return runAttempt(svc, caller, created.order, created.attempt, 'create order');
+}
+
+/** Calls the provider for a PENDING attempt and records the outcome; answers 201, 502 or 201-unknown. */
+async function runAttempt(svc: Services, caller: Caller, order: OrderRow, attempt: AttemptRow, flow: string): Promise<OpenResult> {
+  let result: CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
+  try {
+    result = await svc.provider.createAttempt({
+      attemptId: attempt.id,
+      openOrderId: order.id,
+      channel: order.channel,
+      amountFen: order.amountFen,
+      subject: order.subject,
+      expireAt: order.expireAt,
+      payerClientIp: order.payerClientIp,
+    });
+  } catch (err) {
+    if (err instanceof ProviderRejectedError) result = 'REJECTED';
+    else if (err instanceof ProviderUncertainError) result = 'UNCERTAIN';
+    else {
+      svc.log.warn({ err, attemptId: attempt.id }, 'provider call failed; outcome treated as uncertain');
+      result = 'UNCERTAIN';
+    }
+  }
+  const after = await withTx(svc.db, async (tx) => {
+    const o = (await getOrder(tx, order.id, true))!;
+    const a = (await getAttempt(tx, attempt.id))!;
+    const now = new Date(svc.clock.now());
+    if (a.state !== 'PENDING') return { order: o, attempt: a }; // the reconciler got there first
+    if (result === 'REJECTED') {
+      await setAttempt(tx, flow, a, 'FAILED');
+      const fresh = o.status === 'PAYING' || o.status === 'UNKNOWN' ? await setOrderStatus(tx, flow, o, 'CREATED', {}, now) : o;
+      return { order: fresh, attempt: a };
+    }
+    if (result === 'UNCERTAIN') {
+      await setAttempt(tx, flow, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) });
+      const fresh = o.status === 'CREATED' || o.status === 'PAYING' ? await setOrderStatus(tx, flow, o, 'UNKNOWN', {}, now) : o;
+      return { order: fresh, attempt: a };
+    }
+    if (result.outcome === 'PAID') {
+      await setAttempt(tx, flow, a, 'ACCEPTED', { providerRef: result.providerRef });
+      const r = await confirmPaid(tx, flow, o, a, now);
+      return { order: r.order, attempt: a };
+    }
+    if (o.status === 'CREATED' || o.status === 'UNKNOWN' || o.status === 'PAYING') {
+      await setAttempt(tx, flow, a, 'ACCEPTED', { providerRef: result.providerRef, material: result.material });
+      const fresh = await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
+      return { order: fresh, attempt: { ...a, qrCode: result.material.qrCode } };
+    }
+    // The order ended (closed or paid) while the provider answered: this attempt must not be payable.
+    await setAttempt(tx, flow, a, 'ACCEPTED', { providerRef: result.providerRef, material: result.material });
+    return { order: o, attempt: a };
+  });
+  if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
+  if (after.attempt.state === 'ACCEPTED' && after.order.status !== 'PAYING') svc.tasks.closeStrayAttempt(after.attempt.id);
+  return ok(201, caller, snapshot(svc, caller, after.order, after.attempt, 'create'));
+}
+
+function checkNo(outTradeNo: string): void {
+  if (!MERCHANT_NO_RE.test(outTradeNo)) throw NOT_FOUND();
+}
+
+export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
+  checkNo(outTradeNo);
+  const nowMs = svc.clock.now();
+  const start = await withTx(svc.db, async (tx) => {
+    const o = await findOrder(tx, caller.app.id, outTradeNo, true);
+    if (!o) throw NOT_FOUND();
+    if (!['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status) || o.expireAt.getTime() <= nowMs) {
+      throw new ApiError(
+        'OPEN_API_STATE_INVALID',
+        `The order is ${o.status}${o.status === 'CREATED' || o.status === 'PAYING' ? ' and its payment window has ended' : ''}; no new attempt can be created.`,
+      );
+    }
+    const attempts = await attemptsOf(tx, o.id);
+    if (attempts.some((a) => a.state === 'PENDING')) return { kind: 'loser' as const, order: o };
+    const fresh = await insertAttempt(tx, o);
+    return { kind: 'winner' as const, order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
+  });
+  if (start.kind === 'loser') {
+    // A concurrent re-create is creating the attempt: answer with a projection of that winner.
+    const { order, attempt } = await settledLatest(svc, start.order.id);
+    return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
+  }
+  // Close the in-progress attempts at the provider first: their material must not stay payable.
+  for (const old of start.previous) {
+    let outcome: 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
+    try {
+      outcome = (await svc.provider.closePayment(old.id)).outcome;
+    } catch (err) {
+      outcome = err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN';
+    }
+    const flow = 're-create attempt';
+    const stop = await withTx(svc.db, async (tx) => {
+      const o = (await getOrder(tx, start.order.id, true))!;
+      const a = (await getAttempt(tx, old.id))!;
+      const pending = (await getAttempt(tx, start.attempt.id))!;
+      const now = new Date(svc.clock.now());
+      if (outcome === 'CLOSED') {
+        if (a.state === 'ACCEPTED' || a.state === 'UNKNOWN') await setAttempt(tx, flow, a, 'CLOSED');
+        return null;
+      }
+      if (outcome === 'UNCERTAIN') {
+        // Uncertain attempts are not closed; the reconciler converges them.
+        if (a.state === 'ACCEPTED') await setAttempt(tx, flow, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) });
+        return null;
+      }
+      await setAttempt(tx, flow, pending, 'CLOSED');
+      if (outcome === 'PAID') {
+        await confirmPaid(tx, flow, o, a, now);
+        return new ApiError('OPEN_API_STATE_INVALID', 'The order has been paid; query the order.');
+      }
+      return new ApiError('OPEN_API_PROVIDER_REJECTED');
+    });
+    if (stop) throw stop;
+  }
+  return runAttempt(svc, caller, start.order, start.attempt, 're-create attempt');
+}
+
+export async function queryOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
+  checkNo(outTradeNo);
+  const o = await findOrder(svc.db, caller.app.id, outTradeNo);
+  if (!o) throw NOT_FOUND();
+  return ok(200, caller, snapshot(svc, caller, o, await latestAttempt(svc.db, o.id), 'query'));
+}
+
+export type CloseState = 'CLOSE_REQUESTED' | 'ALREADY_CLOSED' | 'UNKNOWN_KEPT' | 'PROVIDER_PAID_CONFLICT';
+
+/**
+ * Closes an order after the provider confirms it unpaid (seed "Close order"). Shared by the open
+ * API (CLOSE_REQUESTED), the back office (MERCHANT_CLOSED) and expiry (EXPIRED).
+ */
+export async function closeOrderById(
+  svc: Services,
+  orderId: string,
+  reason: ClosedReason,
+): Promise<{ closeState: CloseState; order: OrderRow }> {
+  const flow = `close order (${reason})`;
+  const o = await getOrder(svc.db, orderId);
+  if (!o) throw NOT_FOUND();
+  if (o.status === 'SUCCEEDED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has already been paid; query the order.');
+  if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
+  if (o.status === 'FAILED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has failed; it cannot be closed.');
+  const live = (await attemptsOf(svc.db, o.id)).filter((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING');
+  const outcomes = new Map<string, 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED'>();
+  for (const a of live) {
+    try {
+      outcomes.set(a.id, (await svc.provider.closePayment(a.id)).outcome);
+    } catch (err) {
+      outcomes.set(a.id, err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN');
+    }
+  }
+  const values = [...outcomes.values()];
+  return withTx(svc.db, async (tx) => {
+    let order = (await getOrder(tx, o.id, true))!;
+    const now = new Date(svc.clock.now());
+    if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT' as const, order };
+    if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED' as const, order };
+    if (order.status === 'FAILED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has failed; it cannot be closed.');
+    for (const [id, outcome] of outcomes) {
+      const a = (await getAttempt(tx, id))!;
+      if (outcome === 'PAID') {
+        const r = await confirmPaid(tx, flow, order, a, now);
+        order = r.order;
+      } else if (outcome === 'CLOSED' && (a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING')) {
+        await setAttempt(tx, flow, a, 'CLOSED');
+      }
+    }
+    if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT' as const, order };
+    if (values.includes('REJECTED')) {
+      throw new ApiError('OPEN_API_PROVIDER_REJECTED');
+    }
+    if (values.includes('UNCERTAIN')) {
+      await tx.query('UPDATE orders SET close_pending = $2, worker_lease_until = NULL WHERE id = $1', [order.id, reason]);
+      return { closeState: 'UNKNOWN_KEPT' as const, order: (await getOrder(tx, order.id))! };
+    }
+    order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
+    return { closeState: 'CLOSE_REQUESTED' as const, order };
+  });
+}
+
+export async function closeOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
+  checkNo(outTradeNo);
+  const o = await findOrder(svc.db, caller.app.id, outTradeNo);
+  if (!o) throw NOT_FOUND();
+  const r = await closeOrderById(svc, o.id, 'CLOSE_REQUESTED');
+  return ok(200, caller, { closeState: r.closeState, ...snapshot(svc, caller, r.order, null, 'close') });
+}

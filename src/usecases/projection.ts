@@ -1,0 +1,78 @@
+/** Order snapshot and refund projection (seed "Resources and their fields"; decisions.md section 6). */
+import type { OrderRow, AttemptRow, RefundRow } from '../store/orders.ts';
+
+export type SnapshotView = 'create' | 'query' | 'close';
+
+export interface SnapshotOptions {
+  view: SnapshotView;
+  nowMs: number;
+  publicBaseUrl: string;
+  voidedLinks: readonly string[];
+  replayed?: boolean;
+}
+
+const PAYABLE = new Set(['CREATED', 'PAYING']);
+
+/** The attempt the buyer can pay right now, if any: accepted and not past the order's window. */
+export function validAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): AttemptRow | null {
+  if (!a || a.state !== 'ACCEPTED' || o.status !== 'PAYING') return null;
+  if (a.expireAt.getTime() <= nowMs || o.expireAt.getTime() <= nowMs) return null;
+  return a;
+}
+
+export function needsNewAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): boolean {
+  if (!PAYABLE.has(o.status) || o.expireAt.getTime() <= nowMs) return false;
+  if (a && (a.state === 'PENDING' || a.state === 'UNKNOWN')) return false;
+  return validAttempt(o, a, nowMs) === null;
+}
+
+export function cashierUrl(publicBaseUrl: string, token: string): string {
+  return `${publicBaseUrl}/cashier/${token}`;
+}
+
+export function orderSnapshot(o: OrderRow, latest: AttemptRow | null, opt: SnapshotOptions): Record<string, unknown> {
+  const valid = opt.view === 'create' ? validAttempt(o, latest, opt.nowMs) : null;
+  const s: Record<string, unknown> = {
+    openOrderId: o.id,
+    outTradeNo: o.outTradeNo,
+    status: o.status,
+    closedReason: o.closedReason,
+    channel: o.channel,
+    tradeScope: o.tradeScope,
+    links: o.links.filter((l) => !opt.voidedLinks.includes(l)),
+    amountFen: o.amountFen,
+    currency: o.currency,
+    attach: o.attach,
+    expireAt: o.expireAt.toISOString(),
+    payUrl: valid ? cashierUrl(opt.publicBaseUrl, valid.cashierToken) : null,
+  };
+  if (opt.view !== 'create') s.qrCode = null;
+  else if (o.channel === 'ALIPAY_H5') s.qrCode = valid ? valid.qrCode : null;
+  s.payUrlExpireHint = Math.floor(o.expireAt.getTime() / 1000);
+  if (needsNewAttempt(o, latest, opt.nowMs)) s.nextAction = 'CREATE_ATTEMPT';
+  if (opt.view === 'query') s.latestAttempt = latest ? { state: latest.state, expireAt: latest.expireAt.toISOString() } : null;
+  if (opt.view === 'close') s.latestAttempt = null;
+  s.feeProjection = o.feeProjection;
+  if (opt.view === 'create') {
+    s.replayed = opt.replayed === true;
+    if (o.status === 'UNKNOWN' || latest?.state === 'UNKNOWN') s.unknown = true;
+  }
+  return s;
+}
+
+export function refundProjection(r: RefundRow, o: OrderRow, replayed: boolean): Record<string, unknown> {
+  const p: Record<string, unknown> = {
+    refundAttemptId: r.id,
+    outRefundNo: r.outRefundNo,
+    outTradeNo: o.outTradeNo,
+    openOrderId: o.id,
+    amountFen: r.amountFen,
+    state: r.state,
+    reason: r.reason,
+    createdAt: r.createdAt.toISOString(),
+    updatedAt: r.updatedAt.toISOString(),
+    replayed,
+  };
+  if (r.state === 'UNKNOWN') p.unknown = true;
+  return p;
+}

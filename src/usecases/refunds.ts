@@ -1,0 +1,145 @@
+/**
+ * Create refund, query refund, read settlement (seed "Create refund", "Query refund", "Read
+ * settlement"). The cumulative limit is enforced with the order row locked, so concurrent refunds
+ * of one order are serialized on the row that owns the invariant.
+ */
+import { ApiError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import type { CreateRefundInput } from '../domain/open-schemas.ts';
+import { MERCHANT_NO_RE, refundDigest } from '../domain/order-input.ts';
+import { REFUND_COUNTING_STATES, type RefundState, assertTransition } from '../domain/states.ts';
+import type { OpenResult } from '../gate/gate.ts';
+import { bumpStateVersion, writeEvent } from '../events/outbox.ts';
+import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
+import type { Services } from '../services.ts';
+import { type Tx, withTx } from '../store/db.ts';
+import { getAllocation, listAccounts } from '../store/merchants.ts';
+import { type RefundRow, findOrder, findRefund, getOrder, getRefund } from '../store/orders.ts';
+import type { Caller } from './orders.ts';
+import { nextCheckAt } from './payment-state.ts';
+import { refundProjection } from './projection.ts';
+
+/** Moves a refund to `to`, bumps the order's stateVersion, writes REFUND_SUCCEEDED / REFUND_FAILED. */
+export async function setRefundState(
+  tx: Tx,
+  flow: string,
+  refund: RefundRow,
+  to: RefundState,
+  extra: { providerRef?: string | null; failureReason?: string | null; nextCheckAt?: Date | null } = {},
+  now: Date = new Date(),
+): Promise<RefundRow> {
+  if (refund.state === to) return refund;
+  assertTransition('refund', flow, refund.state, to);
+  await tx.query(
+    `UPDATE refunds SET state = $2, provider_ref = COALESCE($3, provider_ref), failure_reason = COALESCE($4, failure_reason),
+            next_check_at = $5, updated_at = $6 WHERE id = $1`,
+    [refund.id, to, extra.providerRef ?? null, extra.failureReason ?? null, extra.nextCheckAt ?? null, now],
+  );
+  const version = await bumpStateVersion(tx, refund.orderId);
+  const fresh = (await getRefund(tx, refund.id))!;
+  const type = to === 'SUCCEEDED' ? 'REFUND_SUCCEEDED' : to === 'FAILED' ? 'REFUND_FAILED' : null;
+  if (type) await writeEvent(tx, type, (await getOrder(tx, refund.orderId))!, version, now, fresh);
+  return fresh;
+}
+
+export async function createRefund(svc: Services, caller: Caller, input: CreateRefundInput): Promise<OpenResult> {
+  const flow = 'create refund';
+  const digest = refundDigest(input);
+  const step = await withTx(svc.db, async (tx) => {
+    const order = await findOrder(tx, caller.app.id, input.outTradeNo, true);
+    if (!order) throw new ApiError('OPEN_API_NOT_FOUND');
+    const existing = await findRefund(tx, caller.app.id, input.outRefundNo);
+    if (existing) {
+      if (existing.digest !== digest) throw new ApiError('OPEN_API_IDEMPOTENCY_CONFLICT');
+      return { kind: 'replay' as const, order, refund: existing };
+    }
+    if (order.status !== 'SUCCEEDED') {
+      throw new ApiError('OPEN_API_STATE_INVALID', `Only SUCCEEDED orders can be refunded; the order is ${order.status}.`);
+    }
+    const used = await tx.query<{ total: number }>(
+      'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
+      [order.id, REFUND_COUNTING_STATES],
+    );
+    if (used.rows[0]!.total + input.refundAmountFen > order.amountFen) {
+      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', 'The refund would exceed the amount paid.', {
+        scope: 'REFUND_CUMULATIVE',
+        outRefundNo: input.outRefundNo,
+      });
+    }
+    const id = newId.refund();
+    const now = new Date(svc.clock.now());
+    await tx.query(
+      `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, next_check_at, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', now() + interval '60 seconds', $8, $8)`,
+      [id, order.id, caller.app.id, input.outRefundNo, input.refundAmountFen, input.reason, digest, now],
+    );
+    await bumpStateVersion(tx, order.id);
+    return { kind: 'new' as const, order, refund: (await getRefund(tx, id))! };
+  });
+  if (step.kind === 'replay') {
+    return { status: 200, body: { requestId: caller.requestId, ...refundProjection(step.refund, step.order, true) } };
+  }
+  let result: RefundResult | 'REJECTED' | 'UNCERTAIN';
+  let rejectReason = 'PROVIDER_REJECTED';
+  try {
+    result = await svc.provider.refund({
+      refundId: step.refund.id,
+      paidAttemptId: step.order.paidAttemptId!,
+      amountFen: step.refund.amountFen,
+    });
+  } catch (err) {
+    if (err instanceof ProviderRejectedError) {
+      result = 'REJECTED';
+      rejectReason = err.reason;
+    } else {
+      result = 'UNCERTAIN';
+    }
+  }
+  const refund = await withTx(svc.db, async (tx) => {
+    await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [step.order.id]);
+    const r = (await getRefund(tx, step.refund.id))!;
+    const now = new Date(svc.clock.now());
+    if (r.state !== 'REQUESTED') return r; // a notification or the reconciler got there first
+    if (result === 'REJECTED') return setRefundState(tx, flow, r, 'FAILED', { failureReason: rejectReason }, now);
+    if (result === 'UNCERTAIN') return setRefundState(tx, flow, r, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+    return setRefundState(
+      tx,
+      flow,
+      r,
+      result.outcome,
+      { providerRef: result.providerRef, nextCheckAt: result.outcome === 'PENDING' ? new Date(now.getTime() + 5000) : null },
+      now,
+    );
+  });
+  if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
+  return { status: 201, body: { requestId: caller.requestId, ...refundProjection(refund, step.order, false) } };
+}
+
+export async function queryRefund(svc: Services, caller: Caller, outRefundNo: string): Promise<OpenResult> {
+  if (!MERCHANT_NO_RE.test(outRefundNo)) throw new ApiError('OPEN_API_NOT_FOUND');
+  const r = await findRefund(svc.db, caller.app.id, outRefundNo);
+  if (!r) throw new ApiError('OPEN_API_NOT_FOUND');
+  const o = (await getOrder(svc.db, r.orderId))!;
+  return { status: 200, body: { requestId: caller.requestId, ...refundProjection(r, o, true) } };
+}
+
+/** decisions.md section 6: the settlement view; only the last 4 card digits ever leave the database. */
+export async function readSettlement(svc: Services, caller: Caller): Promise<OpenResult> {
+  const merchantId = caller.app.merchantId;
+  const [accounts, allocation] = await Promise.all([listAccounts(svc.db, merchantId), getAllocation(svc.db, merchantId)]);
+  const body: Record<string, unknown> = {
+    requestId: caller.requestId,
+    accounts: accounts.map((a) => ({
+      accountId: a.accountId,
+      entityType: a.entityType,
+      entityName: a.entityName,
+      merchantNo: a.merchantNo,
+      cardLast4: a.cardLast4,
+    })),
+    mode: allocation?.mode ?? null,
+    participants: allocation?.participants ?? [],
+  };
+  if (allocation?.mode === 'RATIO') body.ratios = allocation.ratios;
+  body.unavailablePolicy = allocation?.unavailablePolicy ?? null;
+  return { status: 200, body };
+}
