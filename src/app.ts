@@ -17,6 +17,7 @@ import { type Clock, type Services, createServices } from './services.ts';
 import { type Db, createPool, migrate } from './store/db.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
+import { createDispatcher } from './events/dispatcher.ts';
 
 export interface BuiltApp {
   server: FastifyInstance;
@@ -94,7 +95,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     server.get('/healthz', async () => ({ status: 'ok' }));
     await server.ready();
 
-    const workers = new Workers(svc);
+    const workers = new Workers(svc, [createDispatcher(svc)]);
     let closed = false;
     return {
       server,
