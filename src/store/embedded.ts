@@ -151,7 +151,7 @@ async function loadBinaries(): Promise<Binaries> {
   try {
     mod = (await import(pkg)) as Record<string, unknown>;
   } catch (err) {
-    throw new Error(`PostgreSQL binaries package ${pkg} cannot be loaded: ${errMessage(err)}`);
+    throw new Error(`PostgreSQL binaries package ${pkg} cannot be loaded: ${errMessage(err)}`, { cause: err });
   }
   const def = mod.default;
   const src = typeof def === 'object' && def !== null ? (def as Record<string, unknown>) : mod;

@@ -1,0 +1,132 @@
+/**
+ * The service as a newcomer runs it: `node src/main.ts` on the embedded PostgreSQL (no
+ * DATABASE_URL). Start, provision, restart keeps data, kill -9 recovers, a second instance on the
+ * same DATA_DIR is refused, a wrong setting stops with one line naming the variable.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+
+const root = path.resolve(import.meta.dirname, '../..');
+let dataDir: string;
+
+before(async () => {
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-'));
+});
+after(async () => {
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+interface Running {
+  child: ChildProcess;
+  base: string;
+  adminToken: string | null;
+  output: () => string;
+}
+
+function start(env: Record<string, string>, dir = dataDir): Promise<Running> {
+  const childEnv: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/tmp',
+    DATA_DIR: dir,
+    PORT: '0',
+    LOG_LEVEL: 'info',
+    ...env,
+  };
+  const child = spawn(process.execPath, ['src/main.ts'], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 60 s:\n${out}`)), 60_000);
+    const poll = setInterval(() => {
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m) {
+        clearInterval(poll);
+        clearTimeout(timer);
+        resolve({ child, base: m[1]!, adminToken: /^ADMIN_TOKEN=(\S+)$/m.exec(out)?.[1] ?? null, output: () => out });
+      }
+    }, 50);
+    child.on('exit', (code) => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      reject(Object.assign(new Error(`exited with ${code}:\n${out}`), { code, out }));
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    else child.once('exit', (c) => resolve(c));
+  });
+}
+
+async function admin(r: Running, token: string, method: string, p: string, body?: unknown) {
+  const res = await fetch(`${r.base}/api/admin/v1${p}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const TOKEN = 'startup-admin-token-0123456789';
+
+test('npm start on the embedded database: generated admin token, provisioning, graceful stop, restart keeps data', async () => {
+  const first = await start({});
+  assert.match(first.adminToken ?? '', /^[A-Za-z0-9_-]{20,}$/, 'prints a generated ADMIN_TOKEN line');
+  const m = await admin(first, first.adminToken!, 'POST', '/merchants', { name: 'Startup Shop', entityType: 'INDIVIDUAL' });
+  assert.equal(m.status, 201);
+  const keyFile = (await fs.readdir(path.join(dataDir, 'platform-keys'))).find((f) => f.endsWith('.pem'))!;
+  const st = await fs.stat(path.join(dataDir, 'platform-keys', keyFile));
+  assert.equal(st.mode & 0o777, 0o600, 'platform key file is 0600');
+  const keysBefore = await admin(first, first.adminToken!, 'GET', '/platform-keys');
+  first.child.kill('SIGTERM');
+  assert.equal(await exited(first.child), 0, 'graceful stop exits 0');
+
+  const second = await start({ ADMIN_TOKEN: TOKEN });
+  assert.equal(second.adminToken, null, 'no token printed when ADMIN_TOKEN is set');
+  const got = await admin(second, TOKEN, 'GET', `/merchants/${m.body.merchantId}`);
+  assert.equal(got.status, 200);
+  assert.equal(got.body.name, 'Startup Shop');
+  const keysAfter = await admin(second, TOKEN, 'GET', '/platform-keys');
+  assert.deepEqual(keysAfter.body.keys, keysBefore.body.keys, 'the platform key is reused after a restart');
+
+  // A second instance on the same DATA_DIR is refused with a clear message.
+  await assert.rejects(start({ ADMIN_TOKEN: TOKEN }), (err: Error & { code?: number; out?: string }) => {
+    assert.equal(err.code, 3);
+    assert.match(err.out ?? '', /another instance \(pid \d+\) is already using DATA_DIR/);
+    return true;
+  });
+
+  // kill -9: the embedded server is orphaned and the lock is stale; the next start recovers both.
+  second.child.kill('SIGKILL');
+  await exited(second.child);
+  const third = await start({ ADMIN_TOKEN: TOKEN });
+  const again = await admin(third, TOKEN, 'GET', `/merchants/${m.body.merchantId}`);
+  assert.equal(again.status, 200);
+  third.child.kill('SIGINT');
+  assert.equal(await exited(third.child), 0);
+});
+
+test('a wrong setting stops the process with one plain line naming the variable', async () => {
+  for (const [name, value] of [
+    ['PORT', 'eighty'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['PROVIDER', 'paypal'],
+    ['PUBLIC_BASE_URL', 'ftp://x'],
+    ['ADMIN_TOKEN', 'short'],
+  ] as const) {
+    await assert.rejects(start({ [name]: value }), (err: Error & { code?: number; out?: string }) => {
+      assert.equal(err.code, 2, `${name} exit code`);
+      const lines = (err.out ?? '').trim().split('\n');
+      assert.equal(lines.length, 1, `one line for ${name}: ${err.out}`);
+      assert.match(lines[0]!, new RegExp(`^configuration error: ${name} `));
+      return true;
+    });
+  }
+});
