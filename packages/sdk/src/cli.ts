@@ -1,0 +1,293 @@
+#!/usr/bin/env node
+/**
+ * mps-merchant: the SDK from a shell. Exit codes: 0 success, 1 the call or the verification
+ * failed (details as JSON on stderr), 2 the command line is wrong.
+ */
+import { chmod, mkdir, open, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { PaymentClient } from './client.ts';
+import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
+import { DEFAULT_RSA_BITS, generateRsaKeyPair, parsePlatformKeysJson } from './keys.ts';
+import type { CreateOrderRequest, CreateRefundRequest } from './types.ts';
+import { verifyNotification } from './webhooks.ts';
+
+const USAGE = `Usage: mps-merchant <command> [options]
+
+Commands:
+  keygen --out-dir DIR [--bits 2048] [--force]
+                          write merchant-private.pem (PKCS#8, mode 0600) and merchant-public.pem (SPKI)
+  create-order  --json '{...}' | --file FILE     POST /api/open/v1/payments
+  recreate-attempt OUT_TRADE_NO                  POST /api/open/v1/payments/{outTradeNo}/attempts
+  query-order   OUT_TRADE_NO                     GET  /api/open/v1/payments/{outTradeNo}
+  close-order   OUT_TRADE_NO                     POST /api/open/v1/payments/{outTradeNo}/close
+  create-refund --json '{...}' | --file FILE     POST /api/open/v1/refunds
+  query-refund  OUT_REFUND_NO                    GET  /api/open/v1/refunds/{outRefundNo}
+  settlement                                     GET  /api/open/v1/settlement/accounts
+  verify-notification --headers FILE --body FILE [--tolerance-seconds 300]
+                          FILE of --headers: a JSON object of header names to values;
+                          --body: the raw body bytes; needs the platform keys
+
+Options of the API commands (environment variable in brackets):
+  --base-url URL          platform address                        [MPS_BASE_URL]
+  --app-id ID             svcop_ + 16 letters or digits           [MPS_APP_ID]
+  --key-id ID             id of your registered public key        [MPS_KEY_ID]
+  --private-key FILE      your private key (PEM)                  [MPS_PRIVATE_KEY_FILE]
+  --platform-keys FILE    platform public keys, JSON as GET /api/admin/v1/platform-keys
+                          returns it: {"keys":[{"keyId","publicKeyPem"}]} [MPS_PLATFORM_KEYS_FILE]
+  --platform-key KEYID=FILE | FILE
+                          one platform public key (PEM); repeatable; the bare FILE form
+                          takes its key id from --platform-key-id
+  --platform-key-id ID
+  --request-id ID         X-SVC-Request-Id (8-128 of A-Za-z0-9._:-); reuse it to retry safely
+  --timeout-ms N          per try (default 15000)
+  --max-retries N         on network errors, 429 and 503 (default 2)
+  --json JSON | --file FILE   request body of create-order / create-refund (--file - reads stdin)
+  -h, --help
+
+Without platform keys, response signatures are not verified (a warning is printed).
+Output: the JSON response body on stdout and exit 0 on 2xx; otherwise the error envelope on stderr
+and exit 1.
+`;
+
+const API_COMMANDS = new Set([
+  'create-order',
+  'recreate-attempt',
+  'query-order',
+  'close-order',
+  'create-refund',
+  'query-refund',
+  'settlement',
+]);
+
+class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+const OPTIONS = {
+  'out-dir': { type: 'string' },
+  bits: { type: 'string' },
+  force: { type: 'boolean' },
+  json: { type: 'string' },
+  file: { type: 'string' },
+  'base-url': { type: 'string' },
+  'app-id': { type: 'string' },
+  'key-id': { type: 'string' },
+  'private-key': { type: 'string' },
+  'platform-keys': { type: 'string' },
+  'platform-key': { type: 'string', multiple: true },
+  'platform-key-id': { type: 'string' },
+  'request-id': { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  'max-retries': { type: 'string' },
+  headers: { type: 'string' },
+  body: { type: 'string' },
+  'tolerance-seconds': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function required(value: string | undefined, what: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${what} is required`);
+  return value;
+}
+
+function integer(value: string | undefined, what: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]+$/.test(value)) throw new UsageError(`${what} must be a non-negative integer`);
+  return Number(value);
+}
+
+async function readText(file: string): Promise<string> {
+  if (file === '-') {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  }
+  return readFile(file, 'utf8');
+}
+
+/** Platform keys from --platform-keys / --platform-key, else MPS_PLATFORM_KEYS_FILE; undefined when none. */
+async function platformKeys(values: Values): Promise<Record<string, string> | undefined> {
+  const keys: Record<string, string> = {};
+  let any = false;
+  const jsonFile = values['platform-keys'] ?? (values['platform-key'] === undefined ? process.env.MPS_PLATFORM_KEYS_FILE : undefined);
+  if (jsonFile !== undefined && jsonFile !== '') {
+    Object.assign(keys, parsePlatformKeysJson(await readFile(jsonFile, 'utf8')));
+    any = true;
+  }
+  const single = values['platform-key'] ?? [];
+  const bare = single.filter((entry) => !entry.includes('='));
+  if (bare.length > 1) throw new UsageError('only one --platform-key may omit KEYID=; give the others as KEYID=FILE');
+  for (const entry of single) {
+    const eq = entry.indexOf('=');
+    const keyId = eq === -1 ? required(values['platform-key-id'], '--platform-key-id (for --platform-key FILE)') : entry.slice(0, eq);
+    const file = eq === -1 ? entry : entry.slice(eq + 1);
+    if (keyId === '' || file === '') throw new UsageError(`--platform-key ${entry}: expected KEYID=FILE`);
+    keys[keyId] = await readFile(file, 'utf8');
+    any = true;
+  }
+  return any ? keys : undefined;
+}
+
+async function jsonBody(values: Values): Promise<Record<string, unknown>> {
+  if ((values.json === undefined) === (values.file === undefined))
+    throw new UsageError('give the request body with exactly one of --json and --file');
+  const text = values.json ?? (await readText(values.file as string));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`the request body is not JSON: ${(err as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new UsageError('the request body must be a JSON object');
+  return parsed as Record<string, unknown>;
+}
+
+function argument(positionals: string[], what: string): string {
+  if (positionals.length !== 2) throw new UsageError(`expected exactly one ${what}`);
+  return positionals[1] as string;
+}
+
+async function keygen(values: Values): Promise<number> {
+  const dir = required(values['out-dir'], '--out-dir');
+  const bits = integer(values.bits, '--bits') ?? DEFAULT_RSA_BITS;
+  const pair = await generateRsaKeyPair({ bits });
+  await mkdir(dir, { recursive: true });
+  const flag = values.force ? 'w' : 'wx';
+  const privateFile = join(dir, 'merchant-private.pem');
+  const publicFile = join(dir, 'merchant-public.pem');
+  for (const [file, content, mode] of [
+    [privateFile, pair.privateKeyPem, 0o600],
+    [publicFile, pair.publicKeyPem, 0o644],
+  ] as const) {
+    const handle = await open(file, flag, mode).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'EEXIST') throw new UsageError(`${file} exists; pass --force to overwrite it`);
+      throw err;
+    });
+    try {
+      await handle.writeFile(content);
+    } finally {
+      await handle.close();
+    }
+    await chmod(file, mode); // the umask, or an existing file with --force, may have left other bits
+  }
+  process.stdout.write(`${JSON.stringify({ privateKeyFile: privateFile, publicKeyFile: publicFile, bits }, null, 2)}\n`);
+  return 0;
+}
+
+async function verifyCommand(values: Values): Promise<number> {
+  const headers: unknown = JSON.parse(await readFile(required(values.headers, '--headers'), 'utf8'));
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new UsageError('--headers must hold a JSON object');
+  const rawBody = await readFile(required(values.body, '--body'));
+  const keys = await platformKeys(values);
+  if (keys === undefined) throw new UsageError('verify-notification needs --platform-keys or --platform-key');
+  const payload = verifyNotification({
+    headers: headers as Record<string, string>,
+    rawBody,
+    platformPublicKeys: keys,
+    toleranceSeconds: integer(values['tolerance-seconds'], '--tolerance-seconds'),
+  });
+  process.stdout.write(`${JSON.stringify(payload, null, 2)}\n`);
+  return 0;
+}
+
+async function apiCommand(command: string, values: Values, positionals: string[]): Promise<number> {
+  const env = process.env;
+  const keys = await platformKeys(values);
+  const client = new PaymentClient({
+    baseUrl: required(values['base-url'] ?? env.MPS_BASE_URL, '--base-url (or MPS_BASE_URL)'),
+    appId: required(values['app-id'] ?? env.MPS_APP_ID, '--app-id (or MPS_APP_ID)'),
+    keyId: required(values['key-id'] ?? env.MPS_KEY_ID, '--key-id (or MPS_KEY_ID)'),
+    privateKeyPem: await readFile(
+      required(values['private-key'] ?? env.MPS_PRIVATE_KEY_FILE, '--private-key (or MPS_PRIVATE_KEY_FILE)'),
+      'utf8',
+    ),
+    platformPublicKeys: keys,
+    timeoutMs: integer(values['timeout-ms'], '--timeout-ms'),
+    maxRetries: integer(values['max-retries'], '--max-retries'),
+  });
+  if (keys === undefined) process.stderr.write('warning: no platform public key given; response signatures are not verified\n');
+  const options = values['request-id'] === undefined ? {} : { requestId: values['request-id'] };
+  const noArgument = (): void => {
+    if (positionals.length !== 1) throw new UsageError(`${command} takes no argument`);
+  };
+  let result: { body: unknown };
+  switch (command) {
+    case 'create-order':
+      noArgument();
+      result = await client.createOrder((await jsonBody(values)) as unknown as CreateOrderRequest, options);
+      break;
+    case 'recreate-attempt':
+      result = await client.recreateAttempt(argument(positionals, 'OUT_TRADE_NO'), options);
+      break;
+    case 'query-order':
+      result = await client.queryOrder(argument(positionals, 'OUT_TRADE_NO'), options);
+      break;
+    case 'close-order':
+      result = await client.closeOrder(argument(positionals, 'OUT_TRADE_NO'), options);
+      break;
+    case 'create-refund':
+      noArgument();
+      result = await client.createRefund((await jsonBody(values)) as unknown as CreateRefundRequest, options);
+      break;
+    case 'query-refund':
+      result = await client.queryRefund(argument(positionals, 'OUT_REFUND_NO'), options);
+      break;
+    case 'settlement':
+      noArgument();
+      result = await client.getSettlementAccounts(options);
+      break;
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  }
+  process.stdout.write(`${JSON.stringify(result.body, null, 2)}\n`);
+  return 0;
+}
+
+function report(err: unknown): number {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (err instanceof UsageError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_'))) {
+    process.stderr.write(`mps-merchant: ${(err as Error).message}\n\nRun mps-merchant --help for usage.\n`);
+    return 2;
+  }
+  let out: unknown;
+  if (err instanceof PaymentApiError) {
+    out = err.body;
+  } else if (err instanceof NotificationVerificationError) {
+    out = { error: err.name, reason: err.reason, message: err.message };
+  } else if (err instanceof MpsError) {
+    out = { error: err.name, message: err.message, ...('requestId' in err ? { requestId: err.requestId } : {}) };
+  } else {
+    out = { error: (err as Error)?.name ?? 'Error', message: (err as Error)?.message ?? String(err) };
+  }
+  process.stderr.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 1;
+}
+
+async function main(argv: string[]): Promise<number> {
+  try {
+    const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    const command = positionals[0];
+    if (values.help || command === undefined || command === 'help') {
+      (values.help || command === 'help' ? process.stdout : process.stderr).write(USAGE);
+      return values.help || command === 'help' ? 0 : 2;
+    }
+    if (command === 'keygen') {
+      if (positionals.length !== 1) throw new UsageError('keygen takes no argument');
+      return await keygen(values);
+    }
+    if (command === 'verify-notification') {
+      if (positionals.length !== 1) throw new UsageError('verify-notification takes no argument');
+      return await verifyCommand(values);
+    }
+    if (!API_COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    return await apiCommand(command, values, positionals);
+  } catch (err) {
+    return report(err);
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

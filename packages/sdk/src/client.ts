@@ -1,0 +1,443 @@
+/**
+ * PaymentClient: typed calls of the seven open-API operations, each request signed
+ * (decisions.md section 1), each signed answer verified (section 3), with bounded retries.
+ *
+ * Retries (after stripe-node's RequestSender `_shouldRetry`): only when the request may not have
+ * been executed or the platform asks to come back — network errors and timeouts, 429 and 503.
+ * Every retry reuses the same X-SVC-Request-Id and the same body bytes, so the platform's
+ * request-id replay (section 5) makes a POST that did execute answer with its first response;
+ * nonce, timestamp and signature are fresh each time (a nonce is never reused).
+ */
+import type { KeyObject } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  assertAppId,
+  assertKeyId,
+  assertRequestId,
+  generateNonce,
+  generateRequestId,
+  HEADERS,
+  signRequestHeaders,
+  verifyResponseSignature,
+} from './auth.ts';
+import { apiErrorFor, MpsError, NetworkError, type PaymentApiError, ResponseSignatureError, UnexpectedResponseError } from './errors.ts';
+import { lookupHeader } from './internal.ts';
+import { loadPrivateKey, loadPublicKeys } from './keys.ts';
+import type {
+  CloseOrderResponse,
+  CreateOrderRequest,
+  CreateOrderResponse,
+  CreateRefundRequest,
+  CreateRefundResponse,
+  QueryOrderResponse,
+  QueryRefundResponse,
+  RecreateAttemptResponse,
+  SettlementResponse,
+} from './types.ts';
+
+export interface TransportRequest {
+  method: string;
+  /** Absolute URL; its path plus query is exactly the signed target. */
+  url: string;
+  headers: Record<string, string>;
+  /** undefined: send no body. */
+  body: Buffer | undefined;
+  /** Aborted when the client's timeout fires or the caller's signal aborts. */
+  signal: AbortSignal;
+  timeoutMs: number;
+}
+
+export interface TransportResponse {
+  status: number;
+  /** Header names in any case (they are looked up case-insensitively). */
+  headers: Record<string, string>;
+  /** The raw body bytes, as received (the response signature covers them). */
+  body: Buffer;
+}
+
+/**
+ * Sends one HTTP request. Reject (with anything but an MpsError) when no HTTP answer was obtained:
+ * the client treats that as a network error and may retry. Never follow redirects: the signature
+ * covers the target. An MpsError thrown by a transport is passed to the caller without retry.
+ */
+export type Transport = (request: TransportRequest) => Promise<TransportResponse>;
+
+export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/** The default transport: global fetch, no redirects, response bodies capped (1 MiB by default). */
+export function createFetchTransport(options: { maxResponseBytes?: number } = {}): Transport {
+  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  return async (req) => {
+    const res = await fetch(req.url, {
+      method: req.method,
+      // identity: the response signature covers the body bytes as sent, so ask for no content coding.
+      headers: { accept: 'application/json', 'accept-encoding': 'identity', ...req.headers },
+      body: req.body ?? null,
+      redirect: 'manual',
+      signal: req.signal,
+    });
+    const headers: Record<string, string> = {};
+    res.headers.forEach((value, name) => {
+      headers[name] = value;
+    });
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    if (res.body !== null) {
+      const reader = res.body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > maxBytes) {
+          await reader.cancel();
+          throw new UnexpectedResponseError(`response body over ${maxBytes} bytes`, {
+            status: res.status,
+            requestId: req.headers[HEADERS.requestId] ?? '',
+            headers,
+            bodyText: '',
+          });
+        }
+        chunks.push(value);
+      }
+    }
+    return { status: res.status, headers, body: Buffer.concat(chunks) };
+  };
+}
+
+export interface PaymentClientOptions {
+  /** e.g. https://pay.example.com (a path prefix is kept and is part of the signed target). */
+  baseUrl: string;
+  /** `svcop_` + 16 letters or digits. */
+  appId: string;
+  /** Id of the merchant key registered for this app (1-128 visible ASCII). */
+  keyId: string;
+  /** The merchant's RSA private key (2048-4096 bits): PEM (PKCS#8 or PKCS#1) or a KeyObject. */
+  privateKeyPem: string | KeyObject;
+  /**
+   * The platform's public keys by key id (GET /api/admin/v1/platform-keys). When given, every
+   * answer carrying the four X-SVC-Response-* headers is verified; answers without any of them
+   * (early rejections) are accepted unverified, as the seed requires.
+   */
+  platformPublicKeys?: Readonly<Record<string, string | KeyObject>>;
+  /**
+   * Also reject a 2xx answer that carries none of the four headers (default false). Off by
+   * default because the seed enforces verification only when the headers are present; every 2xx
+   * of a conforming platform is signed (decisions.md section 3), so turning it on closes the gap
+   * of an attacker stripping the headers. Needs platformPublicKeys.
+   */
+  requireSignedSuccess?: boolean;
+  /** Retries after the first try, 0-10 (default 2). */
+  maxRetries?: number;
+  /** Timeout of one try, in milliseconds (default 15000). */
+  timeoutMs?: number;
+  /** First backoff delay (default 500 ms); doubles per retry up to maxRetryDelayMs; jittered to 50-100%. */
+  initialRetryDelayMs?: number;
+  /** Backoff ceiling (default 5000 ms). */
+  maxRetryDelayMs?: number;
+  /** A Retry-After longer than this (default 60 s) is not waited for: the error is thrown at once. */
+  maxRetryAfterSeconds?: number;
+  /** HTTP transport (default: createFetchTransport()). */
+  transport?: Transport;
+  /** Clock in epoch milliseconds (default Date.now); X-SVC-Timestamp is floor(now()/1000). */
+  now?: () => number;
+  /** Nonce source (default: 32 random A-Za-z0-9 characters); must return 16-64 visible ASCII, never twice the same. */
+  randomNonce?: () => string;
+}
+
+export interface RequestOptions {
+  /** X-SVC-Request-Id (8-128 of A-Za-z0-9 . _ : -). Generated when omitted; reuse it to retry the same request later. */
+  requestId?: string;
+  /** Aborts the call, including waits between retries. */
+  signal?: AbortSignal;
+}
+
+export interface ApiResult<T> {
+  /** HTTP status (e.g. 201 created, 200 replay). */
+  status: number;
+  /** The X-SVC-Request-Id of the call. */
+  requestId: string;
+  body: T;
+  /** Response headers, names as the transport gave them (fetch: lower case). */
+  headers: Record<string, string>;
+  /** True when the response signature was present and verified. */
+  signatureVerified: boolean;
+  /** How many times the request was sent (1 + retries). */
+  attempts: number;
+}
+
+const DEFAULTS = {
+  maxRetries: 2,
+  timeoutMs: 15_000,
+  initialRetryDelayMs: 500,
+  maxRetryDelayMs: 5_000,
+  maxRetryAfterSeconds: 60,
+} as const;
+
+function checkNumber(name: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${value}`);
+  return value;
+}
+
+/** One path segment: percent-encoded; dot segments would be resolved away by URL parsing. */
+function segment(name: string, value: string): string {
+  if (typeof value !== 'string' || value === '' || value === '.' || value === '..')
+    throw new TypeError(`${name} must be a non-empty string other than "." and ".."`);
+  return encodeURIComponent(value);
+}
+
+/** Retry-After: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, nowMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  if (/^[0-9]+$/.test(text)) return Number(text);
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, Math.ceil((date - nowMs) / 1000));
+}
+
+type Attempt = { ok: true; response: TransportResponse } | { ok: false; error: unknown; timedOut: boolean };
+
+export class PaymentClient {
+  readonly #base: string;
+  readonly #appId: string;
+  readonly #keyId: string;
+  readonly #privateKey: KeyObject;
+  readonly #platformKeys: ReadonlyMap<string, KeyObject> | undefined;
+  readonly #requireSignedSuccess: boolean;
+  readonly #maxRetries: number;
+  readonly #timeoutMs: number;
+  readonly #initialRetryDelayMs: number;
+  readonly #maxRetryDelayMs: number;
+  readonly #maxRetryAfterSeconds: number;
+  readonly #transport: Transport;
+  readonly #now: () => number;
+  readonly #randomNonce: () => string;
+
+  constructor(options: PaymentClientOptions) {
+    const base = new URL(options.baseUrl);
+    if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new TypeError('baseUrl must be an http(s) URL');
+    if (base.search !== '' || base.hash !== '' || base.username !== '' || base.password !== '') {
+      throw new TypeError('baseUrl must not carry a query, a fragment or user info');
+    }
+    this.#base = base.origin + base.pathname.replace(/\/+$/, '');
+    assertAppId(options.appId);
+    assertKeyId(options.keyId);
+    this.#appId = options.appId;
+    this.#keyId = options.keyId;
+    this.#privateKey = loadPrivateKey(options.privateKeyPem);
+    this.#platformKeys = options.platformPublicKeys === undefined ? undefined : loadPublicKeys(options.platformPublicKeys);
+    this.#requireSignedSuccess = options.requireSignedSuccess ?? false;
+    if (this.#requireSignedSuccess && this.#platformKeys === undefined)
+      throw new TypeError('requireSignedSuccess needs platformPublicKeys');
+    this.#maxRetries = checkNumber('maxRetries', options.maxRetries ?? DEFAULTS.maxRetries, 0, 10);
+    this.#timeoutMs = checkNumber('timeoutMs', options.timeoutMs ?? DEFAULTS.timeoutMs, 1, 600_000);
+    this.#initialRetryDelayMs = checkNumber('initialRetryDelayMs', options.initialRetryDelayMs ?? DEFAULTS.initialRetryDelayMs, 0, 60_000);
+    this.#maxRetryDelayMs = checkNumber('maxRetryDelayMs', options.maxRetryDelayMs ?? DEFAULTS.maxRetryDelayMs, 0, 600_000);
+    this.#maxRetryAfterSeconds = checkNumber(
+      'maxRetryAfterSeconds',
+      options.maxRetryAfterSeconds ?? DEFAULTS.maxRetryAfterSeconds,
+      0,
+      3_600,
+    );
+    this.#transport = options.transport ?? createFetchTransport();
+    this.#now = options.now ?? Date.now;
+    this.#randomNonce = options.randomNonce ?? generateNonce;
+  }
+
+  /** POST /api/open/v1/payments: 201 created, 200 idempotent replay (`replayed: true`). */
+  async createOrder(body: CreateOrderRequest, options: RequestOptions = {}): Promise<ApiResult<CreateOrderResponse>> {
+    return this.request('POST', '/api/open/v1/payments', body, options);
+  }
+
+  /** POST /api/open/v1/payments/{outTradeNo}/attempts: fresh payment material; the old one is void. */
+  async recreateAttempt(outTradeNo: string, options: RequestOptions = {}): Promise<ApiResult<RecreateAttemptResponse>> {
+    return this.request('POST', `/api/open/v1/payments/${segment('outTradeNo', outTradeNo)}/attempts`, undefined, options);
+  }
+
+  /** GET /api/open/v1/payments/{outTradeNo}: the local ledger's projection; no material. */
+  async queryOrder(outTradeNo: string, options: RequestOptions = {}): Promise<ApiResult<QueryOrderResponse>> {
+    return this.request('GET', `/api/open/v1/payments/${segment('outTradeNo', outTradeNo)}`, undefined, options);
+  }
+
+  /**
+   * POST /api/open/v1/payments/{outTradeNo}/close. On `closeState: PROVIDER_PAID_CONFLICT` or a
+   * 409 OPEN_API_STATE_INVALID, query the order; do not retry the close.
+   */
+  async closeOrder(outTradeNo: string, options: RequestOptions = {}): Promise<ApiResult<CloseOrderResponse>> {
+    return this.request('POST', `/api/open/v1/payments/${segment('outTradeNo', outTradeNo)}/close`, undefined, options);
+  }
+
+  /** POST /api/open/v1/refunds: 201 accepted, 200 idempotent replay. */
+  async createRefund(body: CreateRefundRequest, options: RequestOptions = {}): Promise<ApiResult<CreateRefundResponse>> {
+    return this.request('POST', '/api/open/v1/refunds', body, options);
+  }
+
+  /** GET /api/open/v1/refunds/{outRefundNo}. */
+  async queryRefund(outRefundNo: string, options: RequestOptions = {}): Promise<ApiResult<QueryRefundResponse>> {
+    return this.request('GET', `/api/open/v1/refunds/${segment('outRefundNo', outRefundNo)}`, undefined, options);
+  }
+
+  /** GET /api/open/v1/settlement/accounts. */
+  async getSettlementAccounts(options: RequestOptions = {}): Promise<ApiResult<SettlementResponse>> {
+    return this.request('GET', '/api/open/v1/settlement/accounts', undefined, options);
+  }
+
+  /**
+   * A signed call of any open-API path (already percent-encoded, query included). A POST always
+   * carries Content-Type: application/json; `body` (when not undefined) is sent as JSON. A GET
+   * carries neither Content-Type nor body.
+   */
+  async request<T>(method: 'GET' | 'POST', path: string, body: unknown, options: RequestOptions = {}): Promise<ApiResult<T>> {
+    if (!path.startsWith('/')) throw new TypeError('path must start with "/"');
+    if (method === 'GET' && body !== undefined) throw new TypeError('a GET request has no body');
+    const url = new URL(this.#base + path);
+    const target = url.pathname + url.search;
+    const bodyBytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
+    const contentType = method === 'POST' ? 'application/json' : undefined;
+    const requestId = options.requestId ?? generateRequestId();
+    assertRequestId(requestId);
+    const { signal } = options;
+
+    for (let attempt = 1; ; attempt++) {
+      signal?.throwIfAborted();
+      // Fresh timestamp, nonce and signature on every try; same request id and body bytes.
+      const headers = await signRequestHeaders({
+        method,
+        target,
+        appId: this.#appId,
+        keyId: this.#keyId,
+        privateKey: this.#privateKey,
+        body: bodyBytes,
+        contentType,
+        requestId,
+        nonce: this.#randomNonce(),
+        now: this.#now,
+      });
+      const sent = await this.#send({ method, url: url.href, headers, body: bodyBytes }, signal);
+      const canRetry = attempt <= this.#maxRetries;
+
+      if (!sent.ok) {
+        if (sent.error instanceof MpsError || signal?.aborted) throw sent.error;
+        if (canRetry) {
+          await sleep(this.#backoffMs(attempt), undefined, signal ? { signal } : {});
+          continue;
+        }
+        const reason = sent.timedOut ? `timed out after ${this.#timeoutMs} ms` : String((sent.error as Error)?.cause ?? sent.error);
+        throw new NetworkError(`${method} ${target} failed after ${attempt} attempt(s): ${reason}`, {
+          requestId,
+          timedOut: sent.timedOut,
+          attempts: attempt,
+          cause: sent.error,
+        });
+      }
+
+      const outcome = this.#interpret<T>(sent.response, requestId, attempt);
+      if (!('error' in outcome)) return outcome;
+      const { status } = sent.response;
+      if ((status === 429 || status === 503) && canRetry) {
+        const retryAfter = parseRetryAfter(lookupHeaderValue(sent.response.headers, 'Retry-After'), this.#now());
+        if (retryAfter === undefined || retryAfter <= this.#maxRetryAfterSeconds) {
+          await sleep(Math.max(this.#backoffMs(attempt), (retryAfter ?? 0) * 1000), undefined, signal ? { signal } : {});
+          continue;
+        }
+      }
+      throw outcome.error;
+    }
+  }
+
+  /** Capped exponential backoff with jitter (50-100% of the step). */
+  #backoffMs(retryNumber: number): number {
+    const step = Math.min(this.#maxRetryDelayMs, this.#initialRetryDelayMs * 2 ** (retryNumber - 1));
+    return Math.round(step * (0.5 + Math.random() / 2));
+  }
+
+  /** One try through the transport, bounded by timeoutMs and the caller's signal. */
+  async #send(req: Omit<TransportRequest, 'signal' | 'timeoutMs'>, userSignal: AbortSignal | undefined): Promise<Attempt> {
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new DOMException(`timed out after ${this.#timeoutMs} ms`, 'TimeoutError'));
+    }, this.#timeoutMs);
+    const onUserAbort = (): void => controller.abort(userSignal?.reason);
+    userSignal?.addEventListener('abort', onUserAbort, { once: true });
+    try {
+      // The race makes the timeout hold even for a transport that ignores the signal.
+      const response = await new Promise<TransportResponse>((resolve, reject) => {
+        controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true });
+        this.#transport({ ...req, signal: controller.signal, timeoutMs: this.#timeoutMs }).then(resolve, reject);
+      });
+      return { ok: true, response };
+    } catch (error) {
+      return { ok: false, error: userSignal?.aborted ? userSignal.reason : error, timedOut };
+    } finally {
+      clearTimeout(timer);
+      userSignal?.removeEventListener('abort', onUserAbort);
+    }
+  }
+
+  /** Verifies the answer's signature, then turns it into a result or the error to throw. */
+  #interpret<T>(response: TransportResponse, requestId: string, attempts: number): ApiResult<T> | { error: MpsError } {
+    const { status, headers, body } = response;
+    // Throws ResponseSignatureError: a tampered answer is never parsed, and never retried.
+    const signatureVerified =
+      this.#platformKeys !== undefined &&
+      verifyResponseSignature({ status, headers, body, platformPublicKeys: this.#platformKeys, expectedRequestId: requestId }).signed;
+
+    const text = body.toString('utf8');
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const isObject = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed);
+    if (status >= 200 && status < 300) {
+      if (this.#requireSignedSuccess && !signatureVerified) {
+        throw new ResponseSignatureError('MISSING_SIGNATURE', `HTTP ${status} without response signature headers`, {
+          status,
+          requestId,
+          headers,
+        });
+      }
+      if (!isObject) {
+        return {
+          error: new UnexpectedResponseError(`HTTP ${status} with a body that is not a JSON object`, {
+            status,
+            requestId,
+            headers,
+            bodyText: text,
+          }),
+        };
+      }
+      return { status, requestId, body: parsed as T, headers, signatureVerified, attempts };
+    }
+    const envelope = (isObject ? parsed : {}) as { code?: unknown; message?: unknown; requestId?: unknown; details?: unknown };
+    if (typeof envelope.code !== 'string') {
+      return {
+        error: new UnexpectedResponseError(`HTTP ${status} without a failure envelope`, { status, requestId, headers, bodyText: text }),
+      };
+    }
+    const error: PaymentApiError = apiErrorFor({
+      status,
+      code: envelope.code,
+      message: typeof envelope.message === 'string' ? envelope.message : '',
+      requestId:
+        typeof envelope.requestId === 'string' && envelope.requestId !== ''
+          ? envelope.requestId
+          : (lookupHeaderValue(headers, HEADERS.requestId) ?? ''),
+      clientRequestId: requestId,
+      details:
+        typeof envelope.details === 'object' && envelope.details !== null ? (envelope.details as Record<string, unknown>) : undefined,
+      headers,
+      body: parsed,
+      retryAfterSeconds: parseRetryAfter(lookupHeaderValue(headers, 'Retry-After'), this.#now()),
+    });
+    return { error };
+  }
+}
+
+function lookupHeaderValue(headers: Record<string, string>, name: string): string | undefined {
+  const found = lookupHeader(headers, name);
+  return found.ok ? found.value : undefined;
+}
