@@ -85,7 +85,7 @@ CREATE TABLE orders (
   closed_reason    text CHECK (closed_reason IN ('EXPIRED', 'CLOSE_REQUESTED', 'PROVIDER_CLOSED', 'MERCHANT_CLOSED')),
   failure_reason   text,
   expire_at        timestamptz NOT NULL,
-  fee_projection   jsonb NOT NULL,
+  fee_projection   json NOT NULL,  -- json keeps the field order it was written in
   state_version    integer NOT NULL DEFAULT 1,
   paid_attempt_id  text,
   paid_at          timestamptz,
@@ -166,7 +166,7 @@ CREATE TABLE events (
   refund_id        text REFERENCES refunds(id),
   event_type       text NOT NULL,
   state_version    integer NOT NULL,
-  payload          jsonb NOT NULL,
+  payload          json NOT NULL,  -- the exact text delivered and signed
   status           text NOT NULL DEFAULT 'PENDING' CHECK (status IN ('PENDING', 'DELIVERED', 'DEAD')),
   attempts         integer NOT NULL DEFAULT 0,
   next_attempt_at  timestamptz NOT NULL DEFAULT now(),

@@ -29,6 +29,7 @@ export class Workers {
   #running: Promise<void> | null = null;
   #stopped = true;
   #wake = false;
+  #halt = false;
 
   constructor(svc: Services, extra: WorkerTask[] = []) {
     this.#svc = svc;
@@ -79,7 +80,7 @@ export class Workers {
   /** One pass over every task (exported for tests that drive time themselves). */
   async tick(): Promise<void> {
     for (const t of this.#tasks) {
-      if (this.#stopped && this.#timer === null && this.#running === null) break;
+      if (this.#halt) break;
       try {
         await t.run();
       } catch (err) {
@@ -90,6 +91,7 @@ export class Workers {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#halt = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
     await this.#running;

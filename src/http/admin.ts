@@ -176,7 +176,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
         b.ipAllowlist === undefined ? [] : checkCidrs('ipAllowlist', b.ipAllowlist),
         b.paymentWindowSeconds ?? 900,
         b.dailyAmountCeilingFen ?? null,
-        b.rateLimitPerSecond ?? 100,
+        b.rateLimitPerSecond ?? 1000,
       ],
     );
     const app = await getApp(db, id);

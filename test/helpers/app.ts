@@ -30,6 +30,8 @@ export function merchantKeyPair(): { privateKeyPem: string; publicKeyPem: string
 export interface TestApp extends BuiltApp {
   config: Config;
   admin(method: string, url: string, body?: unknown): Promise<LightMyRequestResponse>;
+  /** Sandbox helpers under /api/sandbox/v1 (admin token). */
+  sandbox(method: string, url: string, body?: unknown): Promise<LightMyRequestResponse>;
   stop(): Promise<void>;
 }
 
@@ -45,16 +47,18 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { clo
     ...env,
   });
   const built = await buildApp(config, { clock: opts.clock });
+  const privileged = (prefix: string) => (method: string, url: string, body?: unknown) =>
+    built.server.inject({
+      method: method as 'GET',
+      url: `${prefix}${url}`,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
   return {
     ...built,
     config,
-    admin: (method, url, body) =>
-      built.server.inject({
-        method: method as 'GET',
-        url: `/api/admin/v1${url}`,
-        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-        payload: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      }),
+    admin: privileged('/api/admin/v1'),
+    sandbox: privileged('/api/sandbox/v1'),
     async stop() {
       await built.close();
       await db.drop();

@@ -1,0 +1,595 @@
+/**
+ * Create order, re-create attempt, query order, close order through signed HTTP (seed
+ * "Endpoints", "States and transitions"; decisions.md sections 4-6).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Merchant, type TestApp, call, orderBody, provision, startTestApp, tradeNo } from '../helpers/app.ts';
+
+let t: TestApp;
+let m: Merchant;
+before(async () => {
+  t = await startTestApp();
+  m = await provision(t);
+});
+after(() => t.stop());
+
+const create = (body: Record<string, unknown>, mch = m, o = {}) => call(t, mch, 'POST', '/api/open/v1/payments', body, o);
+const query = (no: string, mch = m) => call(t, mch, 'GET', `/api/open/v1/payments/${no}`);
+const recreate = (no: string, mch = m, o = {}) => call(t, mch, 'POST', `/api/open/v1/payments/${no}/attempts`, undefined, o);
+const closeOrder = (no: string, mch = m) => call(t, mch, 'POST', `/api/open/v1/payments/${no}/close`);
+const fault = async (operation: string, outcome: string, times = 1, delayMs?: number) => {
+  const r = await t.sandbox('POST', '/faults', { operation, outcome, times, ...(delayMs !== undefined ? { delayMs } : {}) });
+  assert.equal(r.statusCode, 201, r.body);
+};
+const pay = async (openOrderId: string, attemptId?: string) => {
+  const r = await t.sandbox('POST', `/payments/${openOrderId}/pay`, attemptId ? { attemptId } : undefined);
+  assert.equal(r.statusCode, 200, r.body);
+};
+
+function expectBodyInvalid(r: { statusCode: number; json(): Record<string, unknown> }, field?: string) {
+  assert.equal(r.statusCode, 400);
+  const b = r.json();
+  assert.equal(b.code, 'OPEN_API_BODY_INVALID');
+  if (field) assert.deepEqual(b.details, { field });
+}
+
+describe('create order', () => {
+  test('201 with the order snapshot of a new order', async () => {
+    const body = orderBody({ attach: '  keep me  ', tradeScope: 'CARD_VIRTUAL', returnUrl: 'https://shop.example/done' });
+    const before = Date.now();
+    const r = await create(body);
+    assert.equal(r.statusCode, 201, r.body);
+    const o = r.json();
+    assert.match(o.requestId, /^req_/);
+    assert.match(o.openOrderId, /^ord_/);
+    assert.equal(o.outTradeNo, body.outTradeNo);
+    assert.equal(o.status, 'PAYING');
+    assert.equal(o.closedReason, null);
+    assert.equal(o.channel, 'ALIPAY_H5');
+    assert.equal(o.tradeScope, 'CARD_VIRTUAL');
+    assert.deepEqual(o.links, ['ALIPAY_AGGREGATION_NATIVE']);
+    assert.equal(o.amountFen, 1000);
+    assert.equal(o.currency, 'CNY');
+    assert.equal(o.attach, 'keep me', 'attach is trimmed');
+    assert.match(o.expireAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const exp = Date.parse(o.expireAt);
+    assert.ok(exp >= before + 900_000 - 2000 && exp <= Date.now() + 900_000 + 2000, 'default window is 15 minutes');
+    assert.equal(o.payUrlExpireHint, Math.floor(exp / 1000));
+    assert.match(o.payUrl, /^https:\/\/pay\.example\.test\/cashier\/[A-Za-z0-9_-]{43}$/);
+    assert.ok(!o.payUrl.includes(body.outTradeNo as string) && !o.payUrl.includes(o.openOrderId));
+    assert.equal(typeof o.qrCode, 'string');
+    assert.ok(!('nextAction' in o));
+    assert.ok(!('latestAttempt' in o));
+    assert.equal(o.replayed, false);
+    assert.ok(!('unknown' in o), 'unknown appears only when true');
+    assert.deepEqual(o.feeProjection, {
+      companyServiceFeeFen: 6,
+      companyServiceFeeRateBps: 60,
+      merchantRateBps: 60,
+      merchantSettlementFen: 994,
+      ruleVersion: 0,
+      thresholdFen: 10_000_000,
+      tier: 'STANDARD',
+    });
+  });
+
+  test('WECHAT_H5 orders get WECHAT_JSAPI and no qrCode field', async () => {
+    const r = await create(orderBody({ channel: 'WECHAT_H5' }));
+    assert.equal(r.statusCode, 201, r.body);
+    assert.deepEqual(r.json().links, ['WECHAT_JSAPI']);
+    assert.ok(!('qrCode' in r.json()));
+  });
+
+  test('fee projection follows the merchant fee rule and its threshold tier', async () => {
+    const mch = await provision(t);
+    const fr = await t.admin('PUT', `/merchants/${mch.merchantId}/fee-rule`, {
+      ruleVersion: 7,
+      standardRateBps: 55,
+      largeRateBps: 30,
+      thresholdFen: 100_000,
+      merchantRateBps: 38,
+    });
+    assert.equal(fr.statusCode, 200, fr.body);
+    const small = (await create(orderBody({ amountFen: 99_999 }), mch)).json().feeProjection;
+    assert.deepEqual(small, {
+      companyServiceFeeFen: Math.floor((99_999 * 55 + 5000) / 10000),
+      companyServiceFeeRateBps: 55,
+      merchantRateBps: 38,
+      merchantSettlementFen: 99_999 - Math.floor((99_999 * 55 + 5000) / 10000),
+      ruleVersion: 7,
+      thresholdFen: 100_000,
+      tier: 'STANDARD',
+    });
+    const large = (await create(orderBody({ amountFen: 100_000 }), mch)).json().feeProjection;
+    assert.equal(large.tier, 'LARGE');
+    assert.equal(large.companyServiceFeeRateBps, 30);
+    assert.equal(large.companyServiceFeeFen, 300);
+  });
+
+  test('field constraints at their boundaries give 400 OPEN_API_BODY_INVALID and create nothing', async () => {
+    const cases: [Record<string, unknown>, string | undefined][] = [
+      [{ outTradeNo: 'A2345' }, 'outTradeNo'],
+      [{ outTradeNo: 'A'.repeat(65) }, 'outTradeNo'],
+      [{ outTradeNo: 'ABC.123456' }, 'outTradeNo'],
+      [{ outTradeNo: 'ABC 123456' }, 'outTradeNo'],
+      [{ outTradeNo: 'ABCé123456' }, 'outTradeNo'],
+      [{ channel: 'alipay_h5' }, 'channel'],
+      [{ tradeScope: 'ONLINE' }, 'tradeScope'],
+      [{ amountFen: 0 }, 'amountFen'],
+      [{ amountFen: -1 }, 'amountFen'],
+      [{ amountFen: 10_000_000_001 }, 'amountFen'],
+      [{ amountFen: 12.5 }, 'amountFen'],
+      [{ amountFen: '100' }, 'amountFen'],
+      [{ amountFen: null }, 'amountFen'],
+      [{ currency: 'cny' }, 'currency'],
+      [{ currency: 'USD' }, 'currency'],
+      [{ subject: 'x'.repeat(129) }, 'subject'],
+      [{ subject: '😀'.repeat(129) }, 'subject'],
+      [{ description: 'd'.repeat(257) }, 'description'],
+      [{ attach: 'a'.repeat(257) }, 'attach'],
+      [{ returnUrl: 'http://shop.example/done' }, 'returnUrl'],
+      [{ returnUrl: 'https://user:pw@shop.example/done' }, 'returnUrl'],
+      [{ returnUrl: 'https://shop.example/done?x=1' }, 'returnUrl'],
+      [{ returnUrl: 'https://shop.example/done?' }, 'returnUrl'],
+      [{ returnUrl: 'https://shop.example/done#top' }, 'returnUrl'],
+      [{ returnUrl: `https://shop.example/${'p'.repeat(513 - 21)}` }, 'returnUrl'],
+      [{ returnUrl: '/relative' }, 'returnUrl'],
+      [{ unknownField: 1 }, 'unknownField'],
+    ];
+    for (const ip of [
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '127.0.0.1',
+      '100.64.0.1',
+      '169.254.1.1',
+      '192.0.2.1',
+      '198.51.100.7',
+      '203.0.113.9',
+      '0.0.0.0',
+      '255.255.255.255',
+      '224.0.0.1',
+      '::1',
+      'fe80::1',
+      'fc00::1',
+      '2001:db8::1',
+      '::ffff:10.0.0.1',
+      'not-an-ip',
+      '8.8.8',
+    ]) {
+      cases.push([{ payerClientIp: ip }, 'payerClientIp']);
+    }
+    for (const [patch, field] of cases) {
+      const body = orderBody(patch);
+      const r = await create(body);
+      assert.equal(r.statusCode, 400, `${JSON.stringify(patch).slice(0, 60)}: ${r.body}`);
+      expectBodyInvalid(r, field);
+      assert.equal(
+        (
+          await query(
+            String(body.outTradeNo)
+              .replace(/[^A-Za-z0-9_-]/g, '_')
+              .padEnd(6, '_')
+              .slice(0, 64),
+          )
+        ).statusCode,
+        404,
+      );
+    }
+    for (const required of ['outTradeNo', 'channel', 'amountFen', 'currency', 'subject', 'payerClientIp']) {
+      const body = orderBody();
+      delete body[required];
+      expectBodyInvalid(await create(body), required);
+    }
+    expectBodyInvalid(await create([orderBody()] as unknown as Record<string, unknown>));
+    // 1.0 is a decimal even though JSON.parse reads it as 1.
+    const raw = JSON.stringify(orderBody({ amountFen: 7 })).replace('"amountFen":7', '"amountFen":1.0');
+    expectBodyInvalid(await create(raw as unknown as Record<string, unknown>), 'amountFen');
+    const exp = JSON.stringify(orderBody({ amountFen: 7 })).replace('"amountFen":7', '"amountFen":1e2');
+    expectBodyInvalid(await create(exp as unknown as Record<string, unknown>), 'amountFen');
+  });
+
+  test('limits just inside the boundaries are accepted', async () => {
+    const ok = [
+      { outTradeNo: `A${'b'.repeat(5)}` },
+      { outTradeNo: 'Z'.repeat(63) + tradeNo().slice(-1) },
+      { amountFen: 1 },
+      { amountFen: 10_000_000_000 },
+      { subject: '😀'.repeat(128) },
+      { description: 'd'.repeat(256) },
+      { attach: `   ${'a'.repeat(256)}   ` },
+      { returnUrl: `https://shop.example/${'p'.repeat(512 - 21)}` },
+      { payerClientIp: '2606:4700:4700::1111' },
+      { payerClientIp: '1.1.1.1' },
+    ];
+    for (const patch of ok) {
+      const body = orderBody({ ...patch, ...(patch.outTradeNo ? {} : {}) });
+      if (patch.outTradeNo) body.outTradeNo = `${patch.outTradeNo}`.slice(0, 64);
+      if (patch.outTradeNo === `A${'b'.repeat(5)}`) body.outTradeNo = `A${tradeNo().slice(-5)}`;
+      const r = await create(body);
+      assert.equal(r.statusCode, 201, `${JSON.stringify(patch).slice(0, 80)}: ${r.body}`);
+    }
+  });
+
+  test('same outTradeNo and digest replays (payerClientIp outside the digest); another digest conflicts', async () => {
+    const body = orderBody({ returnUrl: 'https://shop.example/r', attach: 'x' });
+    const first = (await create(body)).json();
+    const again = await create({ ...body, payerClientIp: '1.0.0.1', attach: '  x ' });
+    assert.equal(again.statusCode, 200, again.body);
+    const a = again.json();
+    assert.equal(a.replayed, true);
+    assert.equal(a.openOrderId, first.openOrderId);
+    assert.equal(a.payUrl, first.payUrl, 'the valid attempt is still offered');
+    for (const patch of [
+      { amountFen: 1001 },
+      { returnUrl: 'https://shop.example/other' },
+      { subject: 'Tea' },
+      { description: 'd' },
+      { tradeScope: 'PHYSICAL_FACE_TO_FACE' },
+      { channel: 'WECHAT_H5' },
+      { attach: 'y' },
+    ]) {
+      const c = await create({ ...body, ...patch });
+      assert.equal(c.statusCode, 409, JSON.stringify(patch));
+      assert.equal(c.json().code, 'OPEN_API_IDEMPOTENCY_CONFLICT');
+    }
+  });
+
+  test('a repeated X-SVC-Request-Id returns the first response, not the current state', async () => {
+    const body = orderBody();
+    const rid = `rid_${tradeNo()}`;
+    const first = await create(body, m, { requestId: rid });
+    assert.equal(first.statusCode, 201);
+    await closeOrder(String(body.outTradeNo));
+    const again = await create(body, m, { requestId: rid });
+    assert.equal(again.statusCode, 201);
+    assert.equal(again.body, first.body, 'byte for byte');
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
+  });
+
+  test('channel and trade scope availability give 422', async () => {
+    const mch = await provision(t, { app: { channels: ['WECHAT_H5'], tradeScopes: ['PHYSICAL_FACE_TO_FACE'] } });
+    const c = await create(orderBody(), mch);
+    assert.equal(c.statusCode, 422);
+    assert.equal(c.json().code, 'OPEN_API_CHANNEL_UNAVAILABLE');
+    const s = await create(orderBody({ channel: 'WECHAT_H5', tradeScope: 'CARD_VIRTUAL' }), mch);
+    assert.equal(s.statusCode, 422);
+    assert.equal(s.json().code, 'OPEN_API_TRADE_SCOPE_UNAVAILABLE');
+    assert.equal((await create(orderBody({ channel: 'WECHAT_H5' }), mch)).statusCode, 201);
+  });
+
+  test('a voided link is never listed', async () => {
+    const mch = await provision(t, { app: { voidedLinks: ['ALIPAY_AGGREGATION_NATIVE'] } });
+    const r = await create(orderBody(), mch);
+    assert.equal(r.statusCode, 201, r.body);
+    assert.deepEqual(r.json().links, []);
+  });
+
+  test('amount ceilings: individual default tier, agreed value, RATIO legs, corporate none, daily ceiling', async () => {
+    const ind = await provision(t, { entityType: 'INDIVIDUAL' });
+    assert.equal((await create(orderBody({ amountFen: 500_000 }), ind)).statusCode, 201);
+    const over = await create(orderBody({ amountFen: 500_001 }), ind);
+    assert.equal(over.statusCode, 422);
+    assert.deepEqual(over.json(), {
+      code: 'OPEN_API_LIMIT_EXCEEDED',
+      message: over.json().message,
+      requestId: over.json().requestId,
+      details: { scopes: ['SINGLE_AMOUNT'] },
+    });
+
+    const corp = await provision(t, { entityType: 'CORPORATE' });
+    assert.equal((await create(orderBody({ amountFen: 9_000_000_000 }), corp)).statusCode, 201);
+
+    // RATIO: each leg against its own account; the corporate leg has no ceiling.
+    const mix = await provision(t, { entityType: 'CORPORATE' });
+    const acc = async (entityType: string, agreedCeilingFen?: number) =>
+      (
+        await t.admin('POST', `/merchants/${mix.merchantId}/settlement-accounts`, {
+          entityType,
+          entityName: 'E',
+          merchantNo: 'M1',
+          cardNumber: '6222020000001234',
+          ...(agreedCeilingFen ? { agreedCeilingFen } : {}),
+        })
+      ).json().accountId as string;
+    const a1 = await acc('INDIVIDUAL', 1_000_000);
+    const a2 = await acc('CORPORATE');
+    const al = await t.admin('PUT', `/merchants/${mix.merchantId}/allocation`, {
+      mode: 'RATIO',
+      participants: [a1, a2],
+      ratios: [
+        { accountId: a1, shareBps: 2500 },
+        { accountId: a2, shareBps: 7500 },
+      ],
+      unavailablePolicy: 'FAIL',
+    });
+    assert.equal(al.statusCode, 200, al.body);
+    assert.equal((await create(orderBody({ amountFen: 4_000_000 }), mix)).statusCode, 201, 'individual leg 1,000,000 = agreed ceiling');
+    const r = await create(orderBody({ amountFen: 4_000_004 }), mix);
+    assert.equal(r.statusCode, 422, 'individual leg 1,000,001 (remainder to the first leg)');
+    assert.deepEqual(r.json().details, { scopes: ['SINGLE_AMOUNT'] });
+
+    const daily = await provision(t, { app: { dailyAmountCeilingFen: 3000 } });
+    assert.equal((await create(orderBody({ amountFen: 2000 }), daily)).statusCode, 201);
+    const d = await create(orderBody({ amountFen: 1001 }), daily);
+    assert.equal(d.statusCode, 422);
+    assert.deepEqual(d.json().details, { scopes: ['DAILY_AMOUNT'] });
+    assert.equal((await create(orderBody({ amountFen: 1000 }), daily)).statusCode, 201, 'exactly the ceiling');
+
+    const both = await provision(t, { entityType: 'INDIVIDUAL', app: { dailyAmountCeilingFen: 100 } });
+    const b = await create(orderBody({ amountFen: 600_000 }), both);
+    assert.deepEqual(b.json().details, { scopes: ['SINGLE_AMOUNT', 'DAILY_AMOUNT'] });
+  });
+
+  test('50 parallel creates with one outTradeNo make one order', async () => {
+    const body = orderBody();
+    const rs = await Promise.all(Array.from({ length: 50 }, () => create(body)));
+    const statuses = rs.map((r) => r.statusCode).sort();
+    assert.ok(
+      rs.every((r) => r.statusCode < 300),
+      rs
+        .filter((r) => r.statusCode >= 300)
+        .map((r) => r.body)
+        .slice(0, 3)
+        .join('\n'),
+    );
+    assert.equal(statuses.filter((s) => s === 201).length, 1, statuses.join(','));
+    assert.equal(statuses.filter((s) => s === 200).length, 49);
+    const ids = new Set(rs.map((r) => r.json().openOrderId));
+    assert.equal(ids.size, 1);
+    const payUrls = new Set(rs.map((r) => r.json().payUrl));
+    assert.equal(payUrls.size, 1, 'every answer offers the same attempt');
+    const adm = await t.admin('GET', `/orders/${[...ids][0]}`);
+    assert.equal(adm.json().attempts.length, 1);
+  });
+
+  test('provider outcomes: REJECT gives 502 and a payable order; TIMEOUT gives unknown; PAID succeeds at once', async () => {
+    await fault('CREATE_ATTEMPT', 'REJECT');
+    const rejected = orderBody();
+    const r = await create(rejected);
+    assert.equal(r.statusCode, 502);
+    assert.deepEqual(Object.keys(r.json()).sort(), ['code', 'message', 'requestId']);
+    assert.equal(r.json().code, 'OPEN_API_PROVIDER_REJECTED');
+    const replay = await create(rejected);
+    assert.equal(replay.statusCode, 200);
+    assert.equal(replay.json().status, 'CREATED');
+    assert.equal(replay.json().payUrl, null);
+    assert.equal(replay.json().nextAction, 'CREATE_ATTEMPT');
+
+    await fault('CREATE_ATTEMPT', 'TIMEOUT');
+    const uncertain = orderBody();
+    const u = await create(uncertain);
+    assert.equal(u.statusCode, 201, u.body);
+    assert.equal(u.json().unknown, true);
+    assert.equal(u.json().status, 'UNKNOWN');
+    assert.equal(u.json().payUrl, null);
+
+    await fault('CREATE_ATTEMPT', 'PAID');
+    const paid = await create(orderBody());
+    assert.equal(paid.statusCode, 201);
+    assert.equal(paid.json().status, 'SUCCEEDED');
+    assert.equal(paid.json().payUrl, null);
+  });
+});
+
+describe('query order', () => {
+  test('local projection with latestAttempt; payUrl and qrCode null; no replayed/unknown', async () => {
+    const body = orderBody();
+    const c = (await create(body)).json();
+    const r = await query(String(body.outTradeNo));
+    assert.equal(r.statusCode, 200);
+    const q = r.json();
+    assert.equal(q.openOrderId, c.openOrderId);
+    assert.equal(q.payUrl, null);
+    assert.equal(q.qrCode, null);
+    assert.deepEqual(q.latestAttempt, { state: 'ACCEPTED', expireAt: c.expireAt });
+    assert.ok(!('replayed' in q) && !('unknown' in q) && !('nextAction' in q));
+    assert.deepEqual(q.feeProjection, c.feeProjection);
+  });
+
+  test('missing, cross-app, cross-merchant and malformed references give the same neutral 404', async () => {
+    const sameMerchantOtherApp = await provision(t);
+    const body = orderBody();
+    await create(body);
+    const other = await provision(t);
+    const bodies = [];
+    for (const [mch, no] of [
+      [m, tradeNo()],
+      [other, body.outTradeNo],
+      [m, 'bad.ref!'],
+      [m, 'x'],
+      [m, 'A'.repeat(65)],
+      [m, '%E4%BD%A0%E5%A5%BD123'],
+    ] as const) {
+      const r = await query(String(no), mch);
+      assert.equal(r.statusCode, 404, `${no}: ${r.body}`);
+      const { requestId: _r, ...rest } = r.json();
+      bodies.push(JSON.stringify(rest));
+    }
+    void sameMerchantOtherApp;
+    assert.equal(new Set(bodies).size, 1, bodies.join('\n'));
+    assert.deepEqual(JSON.parse(bodies[0]!), { code: 'OPEN_API_NOT_FOUND', message: 'Not found.' });
+  });
+});
+
+describe('re-create attempt', () => {
+  test('closes the old attempt and offers new material; old material is not reusable', async () => {
+    const body = orderBody();
+    const first = (await create(body)).json();
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 201, r.body);
+    const n = r.json();
+    assert.notEqual(n.payUrl, first.payUrl);
+    assert.notEqual(n.qrCode, first.qrCode);
+    assert.equal(n.replayed, false);
+    assert.equal(n.status, 'PAYING');
+    const adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['CLOSED', 'ACCEPTED'],
+    );
+    // The buyer can no longer pay the old attempt at the provider.
+    const old = await t.sandbox('POST', `/payments/${first.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(old.statusCode, 409);
+  });
+
+  test('concurrent re-creates produce one 201 and 200 projections of that winner', async () => {
+    const body = orderBody();
+    const first = (await create(body)).json();
+    const rs = await Promise.all(Array.from({ length: 12 }, () => recreate(String(body.outTradeNo))));
+    const created = rs.filter((r) => r.statusCode === 201);
+    assert.equal(created.length, 1, rs.map((r) => `${r.statusCode}`).join(','));
+    assert.ok(
+      rs.every((r) => r.statusCode === 201 || r.statusCode === 200),
+      rs.map((r) => r.body).join('\n'),
+    );
+    const winnerUrl = created[0]!.json().payUrl;
+    for (const r of rs) assert.equal(r.json().payUrl, winnerUrl);
+    const adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.equal(adm.attempts.filter((a: { state: string }) => a.state === 'ACCEPTED').length, 1, 'never two live attempts');
+  });
+
+  test('409 when the order is not payable; 404 when unknown', async () => {
+    await fault('CREATE_ATTEMPT', 'PAID');
+    const body = orderBody();
+    await create(body);
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 409);
+    assert.equal(r.json().code, 'OPEN_API_STATE_INVALID');
+    assert.equal((await recreate(tradeNo())).statusCode, 404);
+  });
+
+  test('an uncertain attempt is not closed; if it later turns out paid too, the duplicate is refunded automatically', async () => {
+    await fault('CREATE_ATTEMPT', 'TIMEOUT');
+    const body = orderBody();
+    const first = (await create(body)).json();
+    assert.equal(first.unknown, true);
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().status, 'PAYING');
+    let adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['UNKNOWN', 'ACCEPTED'],
+    );
+    await pay(first.openOrderId, adm.attempts[1].attemptId);
+    await pay(first.openOrderId, adm.attempts[0].attemptId);
+    await t.svc.tasks.drainBackground();
+    adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.equal(adm.status, 'SUCCEEDED');
+    assert.equal(adm.duplicatePayments.length, 1);
+    assert.equal(adm.duplicatePayments[0].attemptId, adm.attempts[0].attemptId);
+    assert.ok(['PENDING', 'REFUNDED'].includes(adm.duplicatePayments[0].refundState));
+    const list = (await t.admin('GET', '/duplicate-payments')).json().duplicatePayments;
+    assert.ok(list.some((d: { openOrderId: string }) => d.openOrderId === first.openOrderId));
+    assert.equal(adm.events.filter((e: { eventType: string }) => e.eventType === 'PAYMENT_SUCCEEDED').length, 1, 'one payment event');
+  });
+});
+
+describe('close order', () => {
+  test('CLOSE_REQUESTED: the provider confirms unpaid; then ALREADY_CLOSED', async () => {
+    const body = orderBody();
+    await create(body);
+    const r = await closeOrder(String(body.outTradeNo));
+    assert.equal(r.statusCode, 200, r.body);
+    const c = r.json();
+    assert.equal(c.closeState, 'CLOSE_REQUESTED');
+    assert.equal(c.status, 'CLOSED');
+    assert.equal(c.closedReason, 'CLOSE_REQUESTED');
+    assert.equal(c.payUrl, null);
+    assert.equal(c.latestAttempt, null);
+    assert.equal(c.qrCode, null);
+    assert.ok(!('replayed' in c) && !('unknown' in c) && !('nextAction' in c));
+    const again = await closeOrder(String(body.outTradeNo));
+    assert.equal(again.json().closeState, 'ALREADY_CLOSED');
+    assert.equal((await recreate(String(body.outTradeNo))).statusCode, 409, 'a closed order takes no new attempt');
+  });
+
+  test('409 OPEN_API_STATE_INVALID for an order already known paid, with only code, message, requestId', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await pay(o.openOrderId);
+    const r = await closeOrder(String(body.outTradeNo));
+    assert.equal(r.statusCode, 409);
+    assert.deepEqual(Object.keys(r.json()).sort(), ['code', 'message', 'requestId']);
+    assert.equal(r.json().code, 'OPEN_API_STATE_INVALID');
+  });
+
+  test('UNKNOWN_KEPT when the provider outcome is uncertain; the order is kept, then converges', async () => {
+    const body = orderBody();
+    await create(body);
+    await fault('CLOSE', 'TIMEOUT');
+    const r = await closeOrder(String(body.outTradeNo));
+    assert.equal(r.statusCode, 200, r.body);
+    assert.equal(r.json().closeState, 'UNKNOWN_KEPT');
+    assert.equal(r.json().status, 'PAYING');
+    await t.workers.tick();
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
+  });
+
+  test('PROVIDER_PAID_CONFLICT when the provider reports paid during the close', async () => {
+    const body = orderBody();
+    await create(body);
+    await fault('CLOSE', 'PAID');
+    const r = await closeOrder(String(body.outTradeNo));
+    assert.equal(r.statusCode, 200, r.body);
+    assert.equal(r.json().closeState, 'PROVIDER_PAID_CONFLICT');
+    assert.equal(r.json().status, 'SUCCEEDED');
+  });
+
+  test('a close the provider rejects answers 502 and leaves the order as it was', async () => {
+    const body = orderBody();
+    await create(body);
+    await fault('CLOSE', 'REJECT');
+    const r = await closeOrder(String(body.outTradeNo));
+    assert.equal(r.statusCode, 502);
+    assert.equal(r.json().code, 'OPEN_API_PROVIDER_REJECTED');
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
+  });
+
+  test('404 for an unknown order', async () => {
+    assert.equal((await closeOrder(tradeNo())).statusCode, 404);
+  });
+});
+
+describe('background work', () => {
+  test('an order past expireAt is closed as EXPIRED once the provider confirms it unpaid', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/expire`)).statusCode, 200);
+    await t.workers.tick();
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CLOSED');
+    assert.equal(q.closedReason, 'EXPIRED');
+    const replay = await create(body);
+    assert.equal(replay.json().payUrl, null, 'no expired material is returned');
+    assert.ok(!('nextAction' in replay.json()), 'a closed order needs no new attempt');
+  });
+
+  test('the reconciler converges an UNKNOWN attempt by asking the provider', async () => {
+    await fault('CREATE_ATTEMPT', 'TIMEOUT');
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() WHERE order_id = $1`, [o.openOrderId]);
+    await t.workers.tick();
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'PAYING');
+    assert.equal(q.latestAttempt.state, 'ACCEPTED');
+    const replay = (await create(body)).json();
+    assert.match(replay.payUrl, /cashier/, 'the converged attempt is payable');
+  });
+
+  test('state changes bump stateVersion and write one event each', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await pay(o.openOrderId);
+    const adm = (await t.admin('GET', `/orders/${o.openOrderId}`)).json();
+    assert.equal(adm.status, 'SUCCEEDED');
+    assert.deepEqual(
+      adm.events.map((e: { eventType: string }) => e.eventType),
+      ['PAYMENT_SUCCEEDED'],
+    );
+    assert.equal(adm.events[0].stateVersion, adm.stateVersion);
+  });
+});
