@@ -9,6 +9,7 @@ import type { Config } from './config/config.ts';
 import { adminPlugin } from './http/admin.ts';
 import { openMethodNotAllowed, openPlugin } from './http/open.ts';
 import { providerNotifyPlugin } from './http/provider-notify.ts';
+import { docsPlugin } from './http/openapi.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
@@ -92,6 +93,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     if (svc.sandbox) await server.register(sandboxPlugin, { prefix: '/api/sandbox/v1', svc, sandbox: svc.sandbox, adminToken });
     await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
     await server.register(cashierPlugin, { prefix: '/cashier', svc });
+    await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
     server.get('/healthz', async () => ({ status: 'ok' }));
     await server.ready();
 

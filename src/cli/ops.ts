@@ -1,0 +1,214 @@
+#!/usr/bin/env node
+/**
+ * Operator CLI: provisioning through the back-office API of a running service (the same code
+ * paths as the admin API), so a newcomer can set up a merchant without writing HTTP by hand.
+ *   npm run ops -- help
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { generateRsaKeyPair } from '../../packages/sdk/src/keys.ts';
+
+const USAGE = `usage: npm run ops -- <command> [options]
+
+Connection (or env MPS_ADMIN_URL, ADMIN_TOKEN):
+  --url http://127.0.0.1:8080   --token <admin token>
+
+Commands:
+  provision --name NAME [--entity-type CORPORATE|INDIVIDUAL] [--notify-url URL] --out-dir DIR
+        merchant + app + a fresh RSA-2048 key pair (registered) + a settlement account and a
+        SINGLE allocation; writes merchant-private.pem, merchant-public.pem, platform-keys.json
+        and merchant.env (for the merchant CLI: MPS_BASE_URL, MPS_APP_ID, ...) into DIR
+  merchant create --name NAME --entity-type CORPORATE|INDIVIDUAL
+  merchant get MERCHANT_ID
+  merchant list
+  app create --merchant MERCHANT_ID [--json '{"notifyUrl": ..., "channels": [...], ...}']
+  app get APP_ID
+  app update APP_ID --json '{"rateLimitPerSecond": 50, ...}'
+  key add --app APP_ID --key-id KEY_ID --public-key FILE.pem
+  key list APP_ID
+  account add --merchant MERCHANT_ID --entity-type T --entity-name N --merchant-no NO --card-number DIGITS [--agreed-ceiling-fen N]
+  allocation set --merchant MERCHANT_ID --json '{"mode": "RATIO", "participants": [...], "ratios": [...], "unavailablePolicy": "FAIL"}'
+  fee-rule set --merchant MERCHANT_ID --json '{"ruleVersion": 1, "standardRateBps": 60, "largeRateBps": 38, "thresholdFen": 10000000, "merchantRateBps": 60}'
+  platform-key                 print the current platform public key (PEM)
+  platform-keys                print all published platform keys as JSON
+  order get OPEN_ORDER_ID      back-office view of an order (attempts, refunds, events)
+  events [--status DEAD]       list events;  event get EVENT_ID;  event redeliver EVENT_ID
+  request METHOD PATH [--json BODY]   any admin API call
+`;
+
+const { values: opt, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    url: { type: 'string' },
+    token: { type: 'string' },
+    name: { type: 'string' },
+    'entity-type': { type: 'string' },
+    'entity-name': { type: 'string' },
+    'merchant-no': { type: 'string' },
+    'card-number': { type: 'string' },
+    'agreed-ceiling-fen': { type: 'string' },
+    'notify-url': { type: 'string' },
+    'out-dir': { type: 'string' },
+    merchant: { type: 'string' },
+    app: { type: 'string' },
+    'key-id': { type: 'string' },
+    'public-key': { type: 'string' },
+    json: { type: 'string' },
+    status: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+
+const base = (opt.url ?? process.env.MPS_ADMIN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+const token = opt.token ?? process.env.ADMIN_TOKEN;
+
+class CliError extends Error {}
+
+async function api(method: string, p: string, body?: unknown): Promise<Record<string, unknown>> {
+  if (!token) throw new CliError('an admin token is required: --token or ADMIN_TOKEN');
+  let res: Response;
+  try {
+    res = await fetch(`${base}/api/admin/v1${p}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new CliError(`cannot reach ${base}: ${(err as Error).message}`);
+  }
+  const text = await res.text();
+  const json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  if (!res.ok) throw new CliError(`${method} ${p} -> ${res.status} ${json.code ?? ''}: ${json.message ?? text}`);
+  return json;
+}
+
+function need(name: string, v: string | undefined): string {
+  if (v === undefined || v === '') throw new CliError(`--${name} is required`);
+  return v;
+}
+
+function json(): Record<string, unknown> {
+  if (opt.json === undefined) return {};
+  try {
+    return JSON.parse(opt.json) as Record<string, unknown>;
+  } catch {
+    throw new CliError('--json must be a JSON object');
+  }
+}
+
+function int(name: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) throw new CliError(`--${name} must be an integer`);
+  return Number(v);
+}
+
+async function provision(): Promise<unknown> {
+  const outDir = path.resolve(need('out-dir', opt['out-dir']));
+  const entityType = opt['entity-type'] ?? 'CORPORATE';
+  const m = await api('POST', '/merchants', { name: need('name', opt.name), entityType });
+  const merchantId = m.merchantId as string;
+  const a = await api('POST', `/merchants/${merchantId}/apps`, opt['notify-url'] ? { notifyUrl: opt['notify-url'] } : {});
+  const appId = a.appId as string;
+  const keys = await generateRsaKeyPair();
+  const keyId = 'key-1';
+  await api('POST', `/apps/${appId}/keys`, { keyId, publicKeyPem: keys.publicKeyPem });
+  const acc = await api('POST', `/merchants/${merchantId}/settlement-accounts`, {
+    entityType,
+    entityName: opt.name,
+    merchantNo: `M${Date.now()}`,
+    cardNumber: '6222000000000000',
+  });
+  await api('PUT', `/merchants/${merchantId}/allocation`, { mode: 'SINGLE', participants: [acc.accountId], unavailablePolicy: 'FAIL' });
+  const platform = await api('GET', '/platform-keys');
+  await fs.mkdir(outDir, { recursive: true });
+  await fs.writeFile(path.join(outDir, 'merchant-private.pem'), keys.privateKeyPem, { mode: 0o600 });
+  await fs.writeFile(path.join(outDir, 'merchant-public.pem'), keys.publicKeyPem);
+  await fs.writeFile(path.join(outDir, 'platform-keys.json'), `${JSON.stringify({ keys: platform.keys }, null, 2)}\n`);
+  const env = [
+    `MPS_BASE_URL=${base}`,
+    `MPS_APP_ID=${appId}`,
+    `MPS_KEY_ID=${keyId}`,
+    `MPS_PRIVATE_KEY_FILE=${path.join(outDir, 'merchant-private.pem')}`,
+    `MPS_PLATFORM_KEYS_FILE=${path.join(outDir, 'platform-keys.json')}`,
+  ];
+  await fs.writeFile(path.join(outDir, 'merchant.env'), `${env.join('\n')}\n`);
+  return { merchantId, appId, keyId, accountId: acc.accountId, outDir };
+}
+
+async function run(): Promise<unknown> {
+  const [cmd, sub, arg] = positionals;
+  if (opt.help || cmd === undefined || cmd === 'help') {
+    process.stdout.write(USAGE);
+    return undefined;
+  }
+  switch (`${cmd} ${sub ?? ''}`.trim()) {
+    case 'provision':
+      return provision();
+    case 'merchant create':
+      return api('POST', '/merchants', { name: need('name', opt.name), entityType: need('entity-type', opt['entity-type']) });
+    case 'merchant get':
+      return api('GET', `/merchants/${need('merchant id', arg)}`);
+    case 'merchant list':
+      return api('GET', '/merchants');
+    case 'app create':
+      return api('POST', `/merchants/${need('merchant', opt.merchant)}/apps`, json());
+    case 'app get':
+      return api('GET', `/apps/${need('app id', arg)}`);
+    case 'app update':
+      return api('PATCH', `/apps/${need('app id', arg)}`, json());
+    case 'key add':
+      return api('POST', `/apps/${need('app', opt.app)}/keys`, {
+        keyId: need('key-id', opt['key-id']),
+        publicKeyPem: await fs.readFile(need('public-key', opt['public-key']), 'utf8'),
+      });
+    case 'key list':
+      return api('GET', `/apps/${need('app id', arg)}/keys`);
+    case 'account add':
+      return api('POST', `/merchants/${need('merchant', opt.merchant)}/settlement-accounts`, {
+        entityType: need('entity-type', opt['entity-type']),
+        entityName: need('entity-name', opt['entity-name']),
+        merchantNo: need('merchant-no', opt['merchant-no']),
+        cardNumber: need('card-number', opt['card-number']),
+        ...(opt['agreed-ceiling-fen'] !== undefined ? { agreedCeilingFen: int('agreed-ceiling-fen', opt['agreed-ceiling-fen']) } : {}),
+      });
+    case 'allocation set':
+      return api('PUT', `/merchants/${need('merchant', opt.merchant)}/allocation`, json());
+    case 'fee-rule set':
+      return api('PUT', `/merchants/${need('merchant', opt.merchant)}/fee-rule`, json());
+    case 'platform-key': {
+      const k = await api('GET', '/platform-keys');
+      const cur = (k.keys as { keyId: string; publicKeyPem: string }[]).find((x) => x.keyId === k.currentKeyId);
+      process.stdout.write(`# keyId ${cur?.keyId}\n${cur?.publicKeyPem ?? ''}`);
+      return undefined;
+    }
+    case 'platform-keys':
+      return api('GET', '/platform-keys');
+    case 'order get':
+      return api('GET', `/orders/${need('open order id', arg)}`);
+    case 'events':
+      return api('GET', `/events${opt.status ? `?status=${encodeURIComponent(opt.status)}` : ''}`);
+    case 'event get':
+      return api('GET', `/events/${need('event id', arg)}`);
+    case 'event redeliver':
+      return api('POST', `/events/${need('event id', arg)}/redeliver`);
+    case 'request GET':
+    case 'request POST':
+    case 'request PUT':
+    case 'request PATCH':
+    case 'request DELETE':
+      return api(sub!, need('path', arg), opt.json === undefined ? undefined : json());
+    default:
+      throw new CliError(`unknown command '${positionals.join(' ')}' (try: npm run ops -- help)`);
+  }
+}
+
+run().then(
+  (out) => {
+    if (out !== undefined) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  },
+  (err) => {
+    process.stderr.write(`error: ${err instanceof CliError ? err.message : (err as Error).stack}\n`);
+    process.exitCode = 1;
+  },
+);
