@@ -58,18 +58,25 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log })
   await fs.mkdir(dataDir, { recursive: true });
   const bins = await loadBinaries();
   const runAs = await resolveRunAs(log);
+  // Where the cluster lives: DATA_DIR, or (as root, when the server's OS user cannot reach DATA_DIR,
+  // e.g. a clone inside a 0700 home or temp directory) a persistent directory it can reach.
+  let root = dataDir;
   if (runAs) {
-    await ensureTraversable(dataDir, runAs, log);
+    try {
+      await ensureTraversable(dataDir, runAs, log);
+    } catch (err) {
+      root = await fallbackClusterRoot(dataDir, runAs, log, err as Error);
+    }
     await assertTraversable(path.dirname(bins.postgres), runAs, 'the PostgreSQL binaries');
   }
 
-  const pgDir = path.join(dataDir, 'pg');
-  const logPath = path.join(dataDir, 'pg.log');
+  const pgDir = path.join(root, 'pg');
+  const logPath = path.join(root, 'pg.log');
   const pidFile = path.join(pgDir, 'postmaster.pid');
-  const sockDir = chooseSocketDir(dataDir);
+  const sockDir = chooseSocketDir(root);
 
   const tInit = performance.now();
-  const initialized = await ensureCluster(bins, dataDir, pgDir, runAs, log);
+  const initialized = await ensureCluster(bins, root, pgDir, runAs, log);
   const initMs = performance.now() - tInit;
   await fixClusterOwnership(pgDir, runAs, log);
   await prepareSocketDir(sockDir, runAs);
@@ -225,6 +232,30 @@ async function assertTraversable(dir: string, runAs: RunAs, what: string): Promi
       );
     }
   }
+}
+
+export const FALLBACK_CLUSTER_BASE = '/var/lib/mps-embedded-pg';
+
+/**
+ * A persistent cluster directory the server's OS user can reach, one per DATA_DIR (keyed by its
+ * real path), recorded in DATA_DIR/pg-location so an operator can find it.
+ */
+async function fallbackClusterRoot(dataDir: string, runAs: RunAs, log: Log, why: Error): Promise<string> {
+  const real = await fs.realpath(dataDir);
+  const dir = path.join(FALLBACK_CLUSTER_BASE, createHash('sha256').update(real).digest('hex').slice(0, 16));
+  await fs.mkdir(dir, { recursive: true, mode: 0o711 });
+  for (const d of [FALLBACK_CLUSTER_BASE, dir]) {
+    const st = await fs.stat(d);
+    if (!canSearch(st, runAs)) await fs.chmod(d, (st.mode & 0o7777) | 0o001);
+  }
+  try {
+    await assertTraversable(dir, runAs, `the fallback cluster directory ${dir}`);
+  } catch {
+    throw why;
+  }
+  await fs.writeFile(path.join(dataDir, 'pg-location'), `${dir}\n`);
+  log(`${why.message.split(';')[0]}; the PostgreSQL cluster of this DATA_DIR lives in ${dir} instead (see DATA_DIR/pg-location)`);
+  return dir;
 }
 
 /** Ancestors of DATA_DIR must already be traversable; DATA_DIR itself (ours) gets o+x if it lacks it. */

@@ -1,0 +1,179 @@
+/**
+ * docs/quickstart.md, step by step, as a newcomer runs it: `npm start` on the embedded database,
+ * the operator CLI, the example receiver, the merchant CLI (SDK), the sandbox pay helper.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const ADMIN_TOKEN = 'quickstart-admin-token-123';
+const children: ChildProcess[] = [];
+let work: string;
+
+after(async () => {
+  for (const c of children) {
+    try {
+      process.kill(-c.pid!, 'SIGTERM');
+    } catch {
+      /* already gone */
+    }
+  }
+  await Promise.all(children.map((c) => (c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : null)));
+  if (work) {
+    // A clone in a 0700 temp dir run as root keeps its cluster elsewhere (DATA_DIR/pg-location).
+    const moved = await fs.readFile(path.join(work, 'data', 'pg-location'), 'utf8').catch(() => null);
+    if (moved) await fs.rm(moved.trim(), { recursive: true, force: true });
+    await fs.rm(work, { recursive: true, force: true });
+  }
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function background(cmd: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<{ out: () => string }> {
+  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  children.push(child);
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} not ready:\n${out}`)), 90_000);
+    const poll = setInterval(() => {
+      if (ready.test(out)) {
+        clearInterval(poll);
+        clearTimeout(timer);
+        resolve({ out: () => out });
+      }
+    }, 50);
+    child.once('exit', (code) => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      reject(new Error(`${args.join(' ')} exited ${code}:\n${out}`));
+    });
+  });
+}
+
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  return new Promise((resolve) => child.on('exit', (code) => resolve({ code: code ?? 1, stdout, stderr })));
+}
+
+async function waitFor(what: string, get: () => string, re: RegExp, ms = 30_000): Promise<RegExpExecArray> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const m = re.exec(get());
+    if (m) return m;
+    if (Date.now() > until) throw new Error(`${what}: no ${re} in:\n${get()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function envFile(text: string): Record<string, string> {
+  return Object.fromEntries(
+    text
+      .trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
+}
+
+test('quickstart: empty folder to a paid sandbox order and a verified event', { timeout: 180_000 }, async () => {
+  work = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-quickstart-'));
+  const port = await freePort();
+  const hookPort = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+
+  // 1. npm start (embedded PostgreSQL in a fresh DATA_DIR)
+  await background(
+    'npm',
+    ['start'],
+    { ADMIN_TOKEN, PORT: String(port), DATA_DIR: path.join(work, 'data'), DATABASE_URL: '' },
+    /Server listening/,
+  );
+
+  // 2. provision
+  const outDir = path.join(work, 'my-shop');
+  const prov = await run(
+    'npm',
+    ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--notify-url', `http://127.0.0.1:${hookPort}/hook`, '--out-dir', outDir],
+    {
+      ADMIN_TOKEN,
+      MPS_ADMIN_URL: base,
+    },
+  );
+  assert.equal(prov.code, 0, prov.stderr + prov.stdout);
+  const merchantEnv = envFile(await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8'));
+  assert.equal(merchantEnv.MPS_BASE_URL, base);
+
+  // 3. receiver
+  const receiver = await background(
+    'node',
+    ['packages/sdk/examples/webhook-receiver.ts', String(hookPort)],
+    merchantEnv,
+    /receiver listening/,
+  );
+
+  // 4. create order with the merchant CLI
+  const order = JSON.stringify({
+    outTradeNo: 'ORDER_000001',
+    channel: 'ALIPAY_H5',
+    amountFen: 1234,
+    currency: 'CNY',
+    subject: 'Coffee',
+    payerClientIp: '8.8.8.8',
+  });
+  const created = await run('node', ['packages/sdk/src/cli.ts', 'create-order', '--json', order], merchantEnv);
+  assert.equal(created.code, 0, created.stderr + created.stdout);
+  const o = JSON.parse(created.stdout);
+  assert.equal(o.status, 'PAYING');
+  assert.match(o.payUrl, new RegExp(`^${base}/cashier/`));
+
+  // 5. pay in the sandbox
+  const pay = await fetch(`${base}/api/sandbox/v1/payments/${o.openOrderId}/pay`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  assert.equal(pay.status, 200, await pay.text());
+
+  // 6. query: SUCCEEDED, and the receiver verified the event
+  const q = await run('node', ['packages/sdk/src/cli.ts', 'query-order', 'ORDER_000001'], merchantEnv);
+  assert.equal(q.code, 0, q.stderr);
+  assert.equal(JSON.parse(q.stdout).status, 'SUCCEEDED');
+  const ev = await waitFor('receiver', receiver.out, /verified PAYMENT_SUCCEEDED ORDER_000001 stateVersion=(\d+) (\{.*\})/);
+  const payload = JSON.parse(ev[2]!);
+  assert.equal(payload.eventAmountFen, 1234);
+  assert.equal(payload.grossAmountFen, 1234);
+  assert.equal(payload.status, 'SUCCEEDED');
+  assert.equal(payload.outRefundNo, null);
+  assert.ok(payload.feeProjection);
+
+  // Next: a partial refund and its REFUND_SUCCEEDED about a second later.
+  const rf = await run(
+    'node',
+    [
+      'packages/sdk/src/cli.ts',
+      'create-refund',
+      '--json',
+      JSON.stringify({ outTradeNo: 'ORDER_000001', outRefundNo: 'REFUND_000001', refundAmountFen: 234 }),
+    ],
+    merchantEnv,
+  );
+  assert.equal(rf.code, 0, rf.stderr);
+  const rev = await waitFor('receiver', receiver.out, /verified REFUND_SUCCEEDED ORDER_000001 stateVersion=(\d+)/);
+  assert.ok(Number(rev[1]) > Number(ev[1]), 'refund events carry a higher stateVersion');
+});
