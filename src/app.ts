@@ -10,6 +10,7 @@ import { adminPlugin } from './http/admin.ts';
 import { openMethodNotAllowed, openPlugin } from './http/open.ts';
 import { providerNotifyPlugin } from './http/provider-notify.ts';
 import { docsPlugin } from './http/openapi.ts';
+import { createMetrics, installMetrics } from './http/metrics.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
@@ -70,6 +71,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
 
     svc.sandbox?.setNotificationSink((raw, headers) => handleProviderNotification(svc, raw, headers));
 
+    installMetrics(server, createMetrics(svc), adminToken);
     server.setNotFoundHandler((req, reply) => {
       reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`));
     });

@@ -147,7 +147,7 @@ test('bad input gets a clear 400 and changes nothing', async () => {
   badRequest(await acc({ cardNumber: '6222 0202 0011 2345' }), /cardNumber/);
   badRequest(await acc({ cardNumber: 6222020200112345 }), /cardNumber/);
   badRequest(await acc({ agreedCeilingFen: 0 }), /agreedCeilingFen/);
-  const ids = [];
+  const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push((await acc({})).json().accountId as string);
   const ratio = (ratios: [number, number][], extra: Record<string, unknown> = {}) =>
     t.admin('PUT', `/merchants/${id}/allocation`, {
@@ -249,4 +249,15 @@ test('unknown ids give 404', async () => {
   assert.equal((await t.admin('GET', '/apps/svcop_AAAAAAAAAAAAAAAA')).statusCode, 404);
   assert.equal((await t.admin('PATCH', '/apps/svcop_AAAAAAAAAAAAAAAA', { rateLimitPerSecond: 3 })).statusCode, 404);
   assert.equal((await t.admin('GET', '/orders/ord_nope')).statusCode, 404);
+});
+
+test('GET /metrics needs the admin token and exposes request and outbox metrics', async () => {
+  assert.equal((await t.server.inject({ method: 'GET', url: '/metrics' })).statusCode, 401);
+  await t.server.inject({ method: 'GET', url: '/api/open/v1/payments/T_000001' });
+  const r = await t.server.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer test-admin-token-0123456789' } });
+  assert.equal(r.statusCode, 200);
+  assert.match(r.body, /mps_http_requests_total\{surface="open",status="400"\} 1/);
+  assert.match(r.body, /mps_open_api_failures_total\{code="OPEN_API_HEADER_INVALID"\} 1/);
+  assert.match(r.body, /mps_outbox_events/);
+  assert.match(r.body, /mps_process_resident_memory_bytes/);
 });

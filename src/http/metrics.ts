@@ -1,0 +1,81 @@
+/**
+ * Prometheus metrics at GET /metrics (admin bearer token): process metrics, HTTP requests by
+ * surface and status, open-API failures by code, and the outbox backlog.
+ */
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Services } from '../services.ts';
+import { secretEquals } from './common.ts';
+
+export interface Metrics {
+  registry: Registry;
+  requests: Counter<'surface' | 'status'>;
+  duration: Histogram<'surface'>;
+  failures: Counter<'code'>;
+}
+
+export function createMetrics(svc: Services): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'mps_' });
+  const m: Metrics = {
+    registry,
+    requests: new Counter({
+      name: 'mps_http_requests_total',
+      help: 'HTTP requests by surface and status',
+      labelNames: ['surface', 'status'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'mps_http_request_duration_seconds',
+      help: 'HTTP request duration by surface',
+      labelNames: ['surface'],
+      buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+      registers: [registry],
+    }),
+    failures: new Counter({
+      name: 'mps_open_api_failures_total',
+      help: 'Open-API failure answers by code',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+  };
+  new Gauge({
+    name: 'mps_outbox_events',
+    help: 'Event notifications by delivery status',
+    labelNames: ['status'],
+    registers: [registry],
+    async collect() {
+      const r = await svc.db.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM events GROUP BY status`);
+      this.reset();
+      for (const row of r.rows) this.set({ status: row.status }, row.n);
+    },
+  });
+  return m;
+}
+
+function surfaceOf(url: string): string {
+  if (url.startsWith('/api/open/')) return 'open';
+  if (url.startsWith('/api/admin/')) return 'admin';
+  if (url.startsWith('/api/sandbox/')) return 'sandbox';
+  if (url.startsWith('/cashier/')) return 'cashier';
+  return 'other';
+}
+
+export function installMetrics(server: FastifyInstance, m: Metrics, adminToken: string): void {
+  server.addHook('onResponse', async (req, reply) => {
+    const surface = surfaceOf(req.url);
+    m.requests.inc({ surface, status: String(reply.statusCode) });
+    m.duration.observe({ surface }, reply.elapsedTime / 1000);
+    if (surface === 'open' && reply.statusCode >= 400) {
+      const code = (req as { openFailureCode?: string }).openFailureCode;
+      if (code) m.failures.inc({ code });
+    }
+  });
+  server.get('/metrics', async (req, reply) => {
+    const h = req.headers.authorization;
+    const token = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
+    if (!secretEquals(token, adminToken))
+      return reply.code(401).send({ code: 'ADMIN_UNAUTHORIZED', message: 'a valid admin bearer token is required' });
+    return reply.type(m.registry.contentType).send(await m.registry.metrics());
+  });
+}
