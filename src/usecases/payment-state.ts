@@ -84,7 +84,7 @@ export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow
   const id = newId.attempt();
   await tx.query(
     `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-     VALUES ($1, $2, $3, 'PENDING', $4, $5, now() + interval '60 seconds')`,
+     VALUES ($1, $2, $3, 'PENDING', $4, $5, now() + interval '150 seconds')`,
     [id, order.id, r.rows[0]!.seq, newId.cashierToken(), order.expireAt],
   );
   return (await getAttempt(tx, id))!;
