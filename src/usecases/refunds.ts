@@ -14,7 +14,7 @@ import { ProviderRejectedError, type RefundResult } from '../providers/provider.
 import type { Services } from '../services.ts';
 import { type Tx, withTx } from '../store/db.ts';
 import { getAllocation, listAccounts } from '../store/merchants.ts';
-import { type RefundRow, findOrder, findRefund, getOrder, getRefund } from '../store/orders.ts';
+import { type OrderRow, type RefundRow, findOrder, findRefund, getOrder, getRefund } from '../store/orders.ts';
 import type { Caller } from './orders.ts';
 import { nextCheckAt } from './payment-state.ts';
 import { refundProjection } from './projection.ts';
@@ -42,10 +42,34 @@ export async function setRefundState(
   return fresh;
 }
 
+/** A unique violation on refunds(app_id, out_refund_no): the same refund number raced on two orders. */
+function isRefundNoRace(err: unknown): boolean {
+  const e = err as { code?: string; table?: string; constraint?: string } | null;
+  return e?.code === '23505' && e.table === 'refunds' && e.constraint !== 'refunds_pkey';
+}
+
 export async function createRefund(svc: Services, caller: Caller, input: CreateRefundInput): Promise<OpenResult> {
   const flow = 'create refund';
   const digest = refundDigest(input);
-  const step = await withTx(svc.db, async (tx) => {
+  // Requests for one order are serialized on the order row; two requests with the same
+  // outRefundNo naming two different orders are not, and the loser hits the unique index. It runs
+  // once more and then finds the winner's row (a replay or, with other content, the conflict).
+  let step;
+  try {
+    step = await reserveRefund(svc, caller, input, digest);
+  } catch (err) {
+    if (!isRefundNoRace(err)) throw err;
+    step = await reserveRefund(svc, caller, input, digest);
+  }
+  if (step.kind === 'replay') {
+    return { status: 200, body: { requestId: caller.requestId, ...refundProjection(step.refund, step.order, true) } };
+  }
+  return submitRefund(svc, caller, flow, step.order, step.refund);
+}
+
+/** Transaction 1: idempotency, state and cumulative-limit checks, then the REQUESTED row (holds the amount). */
+async function reserveRefund(svc: Services, caller: Caller, input: CreateRefundInput, digest: string) {
+  return withTx(svc.db, async (tx) => {
     const order = await findOrder(tx, caller.app.id, input.outTradeNo, true);
     if (!order) throw new ApiError('OPEN_API_NOT_FOUND');
     const existing = await findRefund(tx, caller.app.id, input.outRefundNo);
@@ -76,16 +100,17 @@ export async function createRefund(svc: Services, caller: Caller, input: CreateR
     await bumpStateVersion(tx, order.id);
     return { kind: 'new' as const, order, refund: (await getRefund(tx, id))! };
   });
-  if (step.kind === 'replay') {
-    return { status: 200, body: { requestId: caller.requestId, ...refundProjection(step.refund, step.order, true) } };
-  }
+}
+
+/** The provider call (outside any transaction), then transaction 2 records its outcome. */
+async function submitRefund(svc: Services, caller: Caller, flow: string, order: OrderRow, reserved: RefundRow): Promise<OpenResult> {
   let result: RefundResult | 'REJECTED' | 'UNCERTAIN';
   let rejectReason = 'PROVIDER_REJECTED';
   try {
     result = await svc.provider.refund({
-      refundId: step.refund.id,
-      paidAttemptId: step.order.paidAttemptId!,
-      amountFen: step.refund.amountFen,
+      refundId: reserved.id,
+      paidAttemptId: order.paidAttemptId!,
+      amountFen: reserved.amountFen,
     });
   } catch (err) {
     if (err instanceof ProviderRejectedError) {
@@ -96,10 +121,17 @@ export async function createRefund(svc: Services, caller: Caller, input: CreateR
     }
   }
   const refund = await withTx(svc.db, async (tx) => {
-    await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [step.order.id]);
-    const r = (await getRefund(tx, step.refund.id))!;
+    await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [order.id]);
+    const r = (await getRefund(tx, reserved.id))!;
     const now = new Date(svc.clock.now());
-    if (r.state !== 'REQUESTED') return r; // a notification or the reconciler got there first
+    if (r.state !== 'REQUESTED') {
+      // A notification or the reconciler got there first. A refund judged FAILED (never received)
+      // that the provider then accepted needs an operator: the amount was released locally.
+      if (r.state === 'FAILED' && typeof result === 'object') {
+        svc.log.error({ refundId: r.id, outcome: result.outcome }, 'provider accepted a refund already recorded as FAILED');
+      }
+      return r;
+    }
     if (result === 'REJECTED') return setRefundState(tx, flow, r, 'FAILED', { failureReason: rejectReason }, now);
     if (result === 'UNCERTAIN') return setRefundState(tx, flow, r, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
     return setRefundState(
@@ -112,7 +144,7 @@ export async function createRefund(svc: Services, caller: Caller, input: CreateR
     );
   });
   if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
-  return { status: 201, body: { requestId: caller.requestId, ...refundProjection(refund, step.order, false) } };
+  return { status: 201, body: { requestId: caller.requestId, ...refundProjection(refund, order, false) } };
 }
 
 export async function queryRefund(svc: Services, caller: Caller, outRefundNo: string): Promise<OpenResult> {
@@ -139,7 +171,9 @@ export async function readSettlement(svc: Services, caller: Caller): Promise<Ope
     mode: allocation?.mode ?? null,
     participants: allocation?.participants ?? [],
   };
-  if (allocation?.mode === 'RATIO') body.ratios = allocation.ratios;
+  // Ratios are a configuration snapshot in participant order; jsonb does not keep key order, so
+  // each entry is rebuilt as {accountId, shareBps}.
+  if (allocation?.mode === 'RATIO') body.ratios = (allocation.ratios ?? []).map((r) => ({ accountId: r.accountId, shareBps: r.shareBps }));
   body.unavailablePolicy = allocation?.unavailablePolicy ?? null;
   return { status: 200, body };
 }

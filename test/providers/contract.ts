@@ -1,0 +1,570 @@
+/**
+ * The PaymentProvider contract (src/providers/provider.ts), written against the interface only so
+ * that any adapter (the sandbox today, a real provider later) runs it unchanged:
+ *
+ *   runProviderContract('my adapter', async () => ({ provider, close }));
+ *
+ * What a provider cannot do by itself in a test (have a buyer pay, program a fault, hand over the
+ * notifications it sent) goes through the optional `controls` of the harness. Tests that need a
+ * control the harness does not offer are skipped, so an adapter against a real provider's test
+ * environment runs the part it can. Ids are fresh per call (the service's own id format), so one
+ * harness may serve the whole suite.
+ */
+import assert from 'node:assert/strict';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { newId } from '../../src/domain/ids.ts';
+import type { Channel } from '../../src/domain/open-schemas.ts';
+import {
+  type CreateAttemptInput,
+  type PaymentProvider,
+  ProviderNotificationError,
+  type ProviderRefundState,
+  ProviderRejectedError,
+  ProviderUncertainError,
+} from '../../src/providers/provider.ts';
+
+export type FaultOperation = 'CREATE_ATTEMPT' | 'CLOSE' | 'REFUND';
+export type FaultOutcome = 'REJECT' | 'TIMEOUT' | 'PAID' | 'DELAY_MS';
+
+export interface SentNotification {
+  rawBody: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Test-only levers of a provider; every member is optional. */
+export interface ProviderControls {
+  /** The buyer pays the payment of this attempt (the provider then notifies). */
+  pay?(attemptId: string): Promise<void>;
+  /** Programs `outcome` for the next `times` calls of `operation` (DELAY_MS: wait, then proceed). */
+  programFault?(operation: FaultOperation, outcome: FaultOutcome, times: number, delayMs?: number): Promise<void>;
+  /** Removes every programmed fault (run after each test). */
+  clearFaults?(): Promise<void>;
+  /** Notifications the provider has sent so far, oldest first. */
+  sentNotifications?(): readonly SentNotification[];
+  /** Upper bound on the time an accepted refund takes to settle (default 10 s). */
+  refundSettleMs?: number;
+}
+
+export interface ProviderHarness {
+  provider: PaymentProvider;
+  controls?: ProviderControls;
+  close(): Promise<void>;
+}
+
+type Ctx = { skip(message?: string): void };
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export function runProviderContract(name: string, makeProvider: () => Promise<ProviderHarness>): void {
+  describe(`PaymentProvider contract: ${name}`, () => {
+    let h: ProviderHarness;
+    let p: PaymentProvider;
+    let c: ProviderControls;
+
+    before(async () => {
+      h = await makeProvider();
+      p = h.provider;
+      c = h.controls ?? {};
+    });
+    after(async () => {
+      await c.clearFaults?.();
+      await h.close();
+    });
+    afterEach(async () => {
+      await c.clearFaults?.();
+    });
+
+    function input(o: Partial<CreateAttemptInput> = {}): CreateAttemptInput {
+      return {
+        attemptId: newId.attempt(),
+        openOrderId: newId.order(),
+        channel: 'ALIPAY_H5',
+        amountFen: 1000,
+        subject: 'Contract test',
+        expireAt: new Date(Date.now() + 15 * 60_000),
+        payerClientIp: '8.8.8.8',
+        ...o,
+      };
+    }
+
+    /** Skips the test unless the harness offers every named control. */
+    function needs(t: Ctx, ...keys: (keyof ProviderControls)[]): boolean {
+      const missing = keys.filter((k) => c[k] === undefined);
+      if (missing.length > 0) t.skip(`the harness offers no ${missing.join(', ')}`);
+      return missing.length === 0;
+    }
+
+    async function openPayment(o: Partial<CreateAttemptInput> = {}): Promise<CreateAttemptInput & { providerRef: string }> {
+      const i = input(o);
+      const r = await p.createAttempt(i);
+      assert.equal(r.outcome, 'ACCEPTED');
+      return { ...i, providerRef: r.providerRef };
+    }
+
+    async function paidPayment(amountFen = 1000): Promise<CreateAttemptInput> {
+      const i = await openPayment({ amountFen });
+      await c.pay!(i.attemptId);
+      assert.equal((await p.queryPayment(i.attemptId)).state, 'PAID');
+      return i;
+    }
+
+    async function settled(refundId: string): Promise<ProviderRefundState> {
+      const end = Date.now() + (c.refundSettleMs ?? 10_000) + 2000;
+      let s = await p.queryRefund(refundId);
+      while (s === 'PENDING' && Date.now() < end) {
+        await sleep(100);
+        s = await p.queryRefund(refundId);
+      }
+      return s;
+    }
+
+    async function rejects(fn: () => Promise<unknown>, what: string): Promise<void> {
+      await assert.rejects(fn, (e: unknown) => e instanceof ProviderRejectedError && typeof e.reason === 'string' && e.reason !== '', what);
+    }
+
+    async function uncertain(fn: () => Promise<unknown>, what: string): Promise<void> {
+      await assert.rejects(fn, (e: unknown) => e instanceof ProviderUncertainError, what);
+    }
+
+    test('has a name', () => {
+      assert.equal(typeof p.name, 'string');
+      assert.ok(p.name.length > 0);
+    });
+
+    describe('createAttempt', () => {
+      test('ALIPAY_H5: ACCEPTED with a provider reference and the official collection code', async () => {
+        const r = await p.createAttempt(input({ channel: 'ALIPAY_H5' }));
+        assert.equal(r.outcome, 'ACCEPTED');
+        if (r.outcome !== 'ACCEPTED') return;
+        assert.equal(typeof r.providerRef, 'string');
+        assert.ok(r.providerRef.length > 0);
+        assert.equal(typeof r.material.qrCode, 'string');
+        assert.ok(r.material.qrCode!.length > 0);
+      });
+
+      test('WECHAT_H5: ACCEPTED with a prepay id and no collection code', async () => {
+        const r = await p.createAttempt(input({ channel: 'WECHAT_H5' }));
+        assert.equal(r.outcome, 'ACCEPTED');
+        if (r.outcome !== 'ACCEPTED') return;
+        assert.equal(r.material.qrCode, null, 'qrCode is for ALIPAY_H5 only');
+        assert.equal(typeof r.material.prepayId, 'string');
+        assert.ok(r.material.prepayId!.length > 0);
+      });
+
+      test('idempotent on the attempt id: the same payment, not a second one', async () => {
+        for (const channel of ['ALIPAY_H5', 'WECHAT_H5'] as Channel[]) {
+          const i = input({ channel });
+          const a = await p.createAttempt(i);
+          const b = await p.createAttempt(i);
+          assert.deepEqual(b, a);
+          const q = await p.queryPayment(i.attemptId);
+          assert.equal(q.state, 'OPEN');
+          assert.equal(q.providerRef, a.providerRef);
+        }
+      });
+
+      test('distinct attempts get distinct payments', async () => {
+        const a = await openPayment();
+        const b = await openPayment({ openOrderId: a.openOrderId });
+        assert.notEqual(a.providerRef, b.providerRef);
+      });
+    });
+
+    describe('queryPayment', () => {
+      test('NOT_FOUND for an attempt the provider never saw', async () => {
+        const q = await p.queryPayment(newId.attempt());
+        assert.deepEqual(q, { state: 'NOT_FOUND', providerRef: null, material: null });
+      });
+
+      test('OPEN with the same reference and material as the creation', async () => {
+        const i = input({ channel: 'ALIPAY_H5' });
+        const r = await p.createAttempt(i);
+        assert.equal(r.outcome, 'ACCEPTED');
+        if (r.outcome !== 'ACCEPTED') return;
+        const q = await p.queryPayment(i.attemptId);
+        assert.equal(q.state, 'OPEN');
+        assert.equal(q.providerRef, r.providerRef);
+        assert.deepEqual(q.material, r.material);
+      });
+
+      test('PAID after the buyer paid, with no material', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await openPayment();
+        await c.pay!(i.attemptId);
+        const q = await p.queryPayment(i.attemptId);
+        assert.equal(q.state, 'PAID');
+        assert.equal(q.material, null);
+        assert.ok(q.providerRef);
+      });
+
+      test('CLOSED after a close, with no material', async () => {
+        const i = await openPayment();
+        assert.deepEqual(await p.closePayment(i.attemptId), { outcome: 'CLOSED' });
+        const q = await p.queryPayment(i.attemptId);
+        assert.equal(q.state, 'CLOSED');
+        assert.equal(q.material, null);
+        assert.equal(q.providerRef, i.providerRef);
+      });
+    });
+
+    describe('closePayment', () => {
+      test('an open payment: CLOSED, and closing again stays CLOSED', async () => {
+        const i = await openPayment();
+        assert.deepEqual(await p.closePayment(i.attemptId), { outcome: 'CLOSED' });
+        assert.deepEqual(await p.closePayment(i.attemptId), { outcome: 'CLOSED' });
+      });
+
+      test('an unknown payment counts as closed', async () => {
+        assert.deepEqual(await p.closePayment(newId.attempt()), { outcome: 'CLOSED' });
+      });
+
+      test('a paid payment is never closed: PAID, and it stays paid', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await paidPayment();
+        assert.deepEqual(await p.closePayment(i.attemptId), { outcome: 'PAID' });
+        assert.equal((await p.queryPayment(i.attemptId)).state, 'PAID');
+      });
+
+      test('a closed payment cannot be paid any more', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await openPayment();
+        await p.closePayment(i.attemptId);
+        await c.pay!(i.attemptId).catch(() => {});
+        assert.equal((await p.queryPayment(i.attemptId)).state, 'CLOSED');
+      });
+    });
+
+    describe('refund and queryRefund', () => {
+      test('queryRefund: NOT_FOUND for a refund the provider never saw', async () => {
+        assert.equal(await p.queryRefund(newId.refund()), 'NOT_FOUND');
+      });
+
+      test('only a paid payment can be refunded (open, closed and unknown are rejected, nothing recorded)', async () => {
+        const open = await openPayment();
+        const closed = await openPayment();
+        await p.closePayment(closed.attemptId);
+        for (const attemptId of [open.attemptId, closed.attemptId, newId.attempt()]) {
+          const refundId = newId.refund();
+          await rejects(() => p.refund({ refundId, paidAttemptId: attemptId, amountFen: 1 }), 'refund of an unpaid payment');
+          assert.equal(await p.queryRefund(refundId), 'NOT_FOUND');
+        }
+      });
+
+      test('a refund of a paid payment is accepted (PENDING or SUCCEEDED) and settles to SUCCEEDED', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await paidPayment(1000);
+        const refundId = newId.refund();
+        const r = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 400 });
+        assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED', r.outcome);
+        assert.ok(r.providerRef.length > 0);
+        assert.ok(['PENDING', 'SUCCEEDED'].includes(await p.queryRefund(refundId)));
+        assert.equal(await settled(refundId), 'SUCCEEDED');
+      });
+
+      test('not above the amount paid: cumulative refunds beyond it are rejected; exactly the amount is fine', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await paidPayment(1000);
+        const over = newId.refund();
+        await rejects(() => p.refund({ refundId: over, paidAttemptId: i.attemptId, amountFen: 1001 }), 'a refund above the payment');
+        assert.equal(await p.queryRefund(over), 'NOT_FOUND');
+        await p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 600 });
+        const tooMuch = newId.refund();
+        await rejects(
+          () => p.refund({ refundId: tooMuch, paidAttemptId: i.attemptId, amountFen: 401 }),
+          'cumulative refunds above the payment',
+        );
+        assert.equal(await p.queryRefund(tooMuch), 'NOT_FOUND');
+        const rest = await p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 400 });
+        assert.ok(rest.outcome === 'PENDING' || rest.outcome === 'SUCCEEDED');
+      });
+
+      test('idempotent per refund id: a repeat returns the same refund and moves no money twice', async (t) => {
+        if (!needs(t, 'pay')) return;
+        const i = await paidPayment(1000);
+        const refundId = newId.refund();
+        const a = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        const b = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        assert.equal(b.providerRef, a.providerRef);
+        assert.equal(await settled(refundId), 'SUCCEEDED');
+        const c2 = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        assert.equal(c2.providerRef, a.providerRef);
+        assert.equal(c2.outcome, 'SUCCEEDED', 'a repeat after settlement reports the settled refund');
+        // The whole amount is used once, not three times: nothing more fits.
+        await rejects(() => p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 1 }), 'nothing left to refund');
+      });
+    });
+
+    describe('parseNotification', () => {
+      test('rejects missing, malformed and wrong signatures and an unsigned body', async () => {
+        const body = Buffer.from(JSON.stringify({ kind: 'PAYMENT', attemptId: newId.attempt(), state: 'PAID', reason: null }));
+        const junk = (v: string) => ({ 'content-type': 'application/json', 'x-signature': v, 'x-sandbox-signature': v, authorization: v });
+        for (const headers of [
+          {},
+          { 'content-type': 'application/json' },
+          junk('not-a-signature'),
+          junk('0'.repeat(64)),
+          junk('A'.repeat(344)),
+        ]) {
+          await assert.rejects(() => p.parseNotification(body, headers), ProviderNotificationError);
+        }
+        // A notification the provider really sent, re-signed by nobody: its signature no longer matches.
+        if (c.sentNotifications && c.sentNotifications().length > 0) {
+          const n = c.sentNotifications()[0]!;
+          await assert.rejects(
+            () => p.parseNotification(Buffer.concat([n.rawBody, Buffer.from(' ')]), n.headers),
+            ProviderNotificationError,
+          );
+        }
+      });
+
+      test('accepts what it sent; rejects it with the body, or the signature, changed', async (t) => {
+        if (!needs(t, 'pay', 'sentNotifications')) return;
+        const i = await openPayment();
+        const before = c.sentNotifications!().length;
+        await c.pay!(i.attemptId);
+        const sent = c.sentNotifications!().slice(before);
+        assert.ok(sent.length >= 1, 'paying sends a notification');
+        const n = sent[sent.length - 1]!;
+        assert.deepEqual(await p.parseNotification(n.rawBody, n.headers), {
+          kind: 'PAYMENT',
+          attemptId: i.attemptId,
+          state: 'PAID',
+          reason: null,
+        });
+        const tampered = Buffer.from(n.rawBody.toString('utf8').replace(i.attemptId, newId.attempt()));
+        await assert.rejects(() => p.parseNotification(tampered, n.headers), ProviderNotificationError);
+        for (const [k, v] of Object.entries(n.headers)) {
+          if (k.toLowerCase() === 'content-type') continue;
+          const flipped = v.slice(0, -1) + (v.endsWith('0') ? '1' : '0');
+          await assert.rejects(() => p.parseNotification(n.rawBody, { ...n.headers, [k]: flipped }), ProviderNotificationError, k);
+        }
+      });
+
+      test('a settled refund is notified as REFUND SUCCEEDED', async (t) => {
+        if (!needs(t, 'pay', 'sentNotifications')) return;
+        const i = await paidPayment(500);
+        const refundId = newId.refund();
+        await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 500 });
+        const end = Date.now() + (c.refundSettleMs ?? 10_000) + 3000;
+        let found = null;
+        while (!found && Date.now() < end) {
+          for (const n of c.sentNotifications!()) {
+            const parsed = await p.parseNotification(n.rawBody, n.headers);
+            if (parsed.kind === 'REFUND' && parsed.refundId === refundId) found = parsed;
+          }
+          if (!found) await sleep(100);
+        }
+        assert.deepEqual(found, { kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null });
+      });
+    });
+
+    describe('programmed faults: each applies to exactly `times` calls of its operation', () => {
+      const TIMES = 2;
+
+      describe('CREATE_ATTEMPT', () => {
+        test('REJECT: the provider refuses and records nothing', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          await c.programFault!('CREATE_ATTEMPT', 'REJECT', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            const i = input();
+            await rejects(() => p.createAttempt(i), `call ${k + 1}`);
+            assert.equal((await p.queryPayment(i.attemptId)).state, 'NOT_FOUND');
+          }
+          await openPayment();
+        });
+
+        test('TIMEOUT: the answer is lost but the payment exists; a retry of the same attempt returns it', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          await c.programFault!('CREATE_ATTEMPT', 'TIMEOUT', TIMES);
+          const lost: CreateAttemptInput[] = [];
+          for (let k = 0; k < TIMES; k++) {
+            const i = input();
+            await uncertain(() => p.createAttempt(i), `call ${k + 1}`);
+            const q = await p.queryPayment(i.attemptId);
+            assert.equal(q.state, 'OPEN', 'the provider did the work');
+            lost.push(i);
+          }
+          await openPayment();
+          const again = await p.createAttempt(lost[0]!);
+          assert.equal(again.outcome, 'ACCEPTED');
+          assert.equal(again.providerRef, (await p.queryPayment(lost[0]!.attemptId)).providerRef);
+        });
+
+        test('PAID: the provider reports the payment paid at once', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          await c.programFault!('CREATE_ATTEMPT', 'PAID', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            const i = input();
+            const r = await p.createAttempt(i);
+            assert.equal(r.outcome, 'PAID', `call ${k + 1}`);
+            assert.ok(r.providerRef);
+            assert.equal((await p.queryPayment(i.attemptId)).state, 'PAID');
+          }
+          await openPayment();
+        });
+
+        test('DELAY_MS: the call waits, then proceeds normally', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          await c.programFault!('CREATE_ATTEMPT', 'DELAY_MS', TIMES, 250);
+          for (let k = 0; k < TIMES; k++) {
+            const t0 = Date.now();
+            await openPayment();
+            assert.ok(Date.now() - t0 >= 240, `call ${k + 1} was delayed`);
+          }
+          const t0 = Date.now();
+          await openPayment();
+          assert.ok(Date.now() - t0 < 240, 'the third call is not delayed');
+        });
+
+        test('a fault of another operation does not touch CREATE_ATTEMPT', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          await c.programFault!('CLOSE', 'REJECT', 1);
+          await c.programFault!('REFUND', 'REJECT', 1);
+          await openPayment();
+        });
+      });
+
+      describe('CLOSE', () => {
+        async function opens(n: number): Promise<CreateAttemptInput[]> {
+          const out = [];
+          for (let k = 0; k < n; k++) out.push(await openPayment());
+          return out;
+        }
+
+        test('REJECT: the provider refuses and the payment stays open', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          const ps = await opens(TIMES + 1);
+          await c.programFault!('CLOSE', 'REJECT', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            await rejects(() => p.closePayment(ps[k]!.attemptId), `call ${k + 1}`);
+            assert.equal((await p.queryPayment(ps[k]!.attemptId)).state, 'OPEN');
+          }
+          assert.deepEqual(await p.closePayment(ps[TIMES]!.attemptId), { outcome: 'CLOSED' });
+          assert.deepEqual(await p.closePayment(ps[0]!.attemptId), { outcome: 'CLOSED' }, 'a later close succeeds');
+        });
+
+        test('TIMEOUT: the answer is lost but the payment is closed', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          const ps = await opens(TIMES + 1);
+          await c.programFault!('CLOSE', 'TIMEOUT', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            await uncertain(() => p.closePayment(ps[k]!.attemptId), `call ${k + 1}`);
+            assert.equal((await p.queryPayment(ps[k]!.attemptId)).state, 'CLOSED', 'the provider did the work');
+          }
+          assert.deepEqual(await p.closePayment(ps[TIMES]!.attemptId), { outcome: 'CLOSED' });
+        });
+
+        test('PAID: the provider reports the payment paid instead of closing it', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          const ps = await opens(TIMES + 1);
+          await c.programFault!('CLOSE', 'PAID', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            assert.deepEqual(await p.closePayment(ps[k]!.attemptId), { outcome: 'PAID' }, `call ${k + 1}`);
+            assert.equal((await p.queryPayment(ps[k]!.attemptId)).state, 'PAID');
+          }
+          assert.deepEqual(await p.closePayment(ps[TIMES]!.attemptId), { outcome: 'CLOSED' });
+        });
+
+        test('DELAY_MS: the call waits, then closes normally', async (t) => {
+          if (!needs(t, 'programFault')) return;
+          const ps = await opens(TIMES + 1);
+          await c.programFault!('CLOSE', 'DELAY_MS', TIMES, 250);
+          for (let k = 0; k < TIMES; k++) {
+            const t0 = Date.now();
+            assert.deepEqual(await p.closePayment(ps[k]!.attemptId), { outcome: 'CLOSED' });
+            assert.ok(Date.now() - t0 >= 240, `call ${k + 1} was delayed`);
+          }
+          const t0 = Date.now();
+          assert.deepEqual(await p.closePayment(ps[TIMES]!.attemptId), { outcome: 'CLOSED' });
+          assert.ok(Date.now() - t0 < 240);
+        });
+      });
+
+      describe('REFUND', () => {
+        async function paids(n: number): Promise<CreateAttemptInput[]> {
+          const out = [];
+          for (let k = 0; k < n; k++) out.push(await paidPayment(1000));
+          return out;
+        }
+
+        test('REJECT: the provider refuses and records nothing; the amount stays refundable', async (t) => {
+          if (!needs(t, 'programFault', 'pay')) return;
+          const ps = await paids(TIMES + 1);
+          await c.programFault!('REFUND', 'REJECT', TIMES);
+          const ids = [];
+          for (let k = 0; k < TIMES; k++) {
+            const refundId = newId.refund();
+            ids.push(refundId);
+            await rejects(() => p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 1000 }), `call ${k + 1}`);
+            assert.equal(await p.queryRefund(refundId), 'NOT_FOUND');
+          }
+          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 1000 });
+          assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
+          const full = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 1000 });
+          assert.ok(full.outcome === 'PENDING' || full.outcome === 'SUCCEEDED', 'the rejected amount was not used up');
+        });
+
+        test('TIMEOUT: the answer is lost but the refund exists and settles; a retry does not refund twice', async (t) => {
+          if (!needs(t, 'programFault', 'pay')) return;
+          const ps = await paids(TIMES + 1);
+          await c.programFault!('REFUND', 'TIMEOUT', TIMES);
+          const ids: string[] = [];
+          for (let k = 0; k < TIMES; k++) {
+            const refundId = newId.refund();
+            ids.push(refundId);
+            await uncertain(() => p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 600 }), `call ${k + 1}`);
+            assert.notEqual(await p.queryRefund(refundId), 'NOT_FOUND', 'the provider did the work');
+          }
+          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 600 });
+          assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
+          const retry = await p.refund({ refundId: ids[0]!, paidAttemptId: ps[0]!.attemptId, amountFen: 600 });
+          assert.ok(retry.outcome === 'PENDING' || retry.outcome === 'SUCCEEDED');
+          await rejects(() => p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 401 }), '600 + 401 > 1000');
+          const rest = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 400 });
+          assert.ok(rest.outcome === 'PENDING' || rest.outcome === 'SUCCEEDED', 'the retry did not count twice');
+          for (const id of ids) assert.equal(await settled(id), 'SUCCEEDED');
+        });
+
+        test('PAID: the provider settles the refund at once', async (t) => {
+          if (!needs(t, 'programFault', 'pay')) return;
+          const ps = await paids(TIMES + 1);
+          await c.programFault!('REFUND', 'PAID', TIMES);
+          for (let k = 0; k < TIMES; k++) {
+            const refundId = newId.refund();
+            const r = await p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
+            assert.equal(r.outcome, 'SUCCEEDED', `call ${k + 1}`);
+            assert.equal(await p.queryRefund(refundId), 'SUCCEEDED');
+          }
+          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
+          assert.equal(r.outcome, 'PENDING', 'the third refund is accepted normally, not settled at once');
+        });
+
+        test('DELAY_MS: the call waits, then proceeds normally', async (t) => {
+          if (!needs(t, 'programFault', 'pay')) return;
+          const ps = await paids(TIMES + 1);
+          await c.programFault!('REFUND', 'DELAY_MS', TIMES, 250);
+          for (let k = 0; k < TIMES; k++) {
+            const t0 = Date.now();
+            const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
+            assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
+            assert.ok(Date.now() - t0 >= 240, `call ${k + 1} was delayed`);
+          }
+          const t0 = Date.now();
+          await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
+          assert.ok(Date.now() - t0 < 240);
+        });
+      });
+
+      test('faults are consumed in the order they were programmed', async (t) => {
+        if (!needs(t, 'programFault')) return;
+        await c.programFault!('CREATE_ATTEMPT', 'REJECT', 1);
+        await c.programFault!('CREATE_ATTEMPT', 'PAID', 1);
+        await rejects(() => p.createAttempt(input()), 'first: REJECT');
+        assert.equal((await p.createAttempt(input())).outcome, 'PAID');
+        assert.equal((await p.createAttempt(input())).outcome, 'ACCEPTED');
+      });
+    });
+  });
+}

@@ -1,0 +1,38 @@
+/**
+ * The provider contract (test/providers/contract.ts) on the SandboxProvider, on a fresh database
+ * with the migrations applied. The sandbox's own levers (buyer pays, programmed faults) and the
+ * notifications it sends are handed to the suite as its controls.
+ */
+import { runProviderContract, type SentNotification } from './contract.ts';
+import { REFUND_SETTLE_MS, SandboxProvider } from '../../src/providers/sandbox/sandbox.ts';
+import { createPool, migrate } from '../../src/store/db.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+
+runProviderContract('sandbox', async () => {
+  const database = await createTestDatabase();
+  const pool = createPool(database.url, 10);
+  await migrate(pool);
+  const provider = new SandboxProvider(pool);
+  const sent: SentNotification[] = [];
+  provider.setNotificationSink(async (rawBody, headers) => {
+    sent.push({ rawBody, headers });
+  });
+  return {
+    provider,
+    controls: {
+      async pay(attemptId) {
+        const r = await provider.buyerAction(attemptId, 'PAY');
+        if (r !== 'OK') throw new Error(`sandbox: the buyer cannot pay ${attemptId}: ${r}`);
+      },
+      programFault: (operation, outcome, times, delayMs) => provider.programFault(operation, outcome, times, delayMs ?? null),
+      clearFaults: () => provider.clearFaults(),
+      sentNotifications: () => sent,
+      refundSettleMs: REFUND_SETTLE_MS,
+    },
+    async close() {
+      provider.close();
+      await pool.end();
+      await database.drop();
+    },
+  };
+});
