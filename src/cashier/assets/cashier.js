@@ -1,0 +1,119 @@
+// Cashier page client (served from /cashier/assets/cashier.js, same origin, no dependencies).
+// Polls <page>/status every 2 s while visible, keeps the countdown, runs the sandbox buttons. When the state
+// changes it fetches the page again and swaps its <main> in place (no reload): the server stays
+// the only place that decides what a state shows, and final states never carry payment material.
+{
+  const POLL_MS = 2000;
+  const FINAL = new Set(['PAID', 'EXPIRED', 'CLOSED', 'SUPERSEDED', 'FAILED']);
+  const page = window.location.pathname.replace(/\/+$/, '');
+  let root = document.getElementById('cashier');
+  let state = root.dataset.state;
+  let deadline = Date.now() + Number(root.dataset.secondsLeft || 0) * 1000;
+  let pollTimer = null;
+  let expiryPolled = false;
+
+  const duration = (seconds) => {
+    const s = Math.max(0, Math.floor(seconds));
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    const ss = String(s % 60).padStart(2, '0');
+    return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
+  };
+
+  const tick = () => {
+    const el = root.querySelector('[data-countdown]');
+    if (!el) return;
+    const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+    el.textContent = duration(left);
+    // At zero, ask the server at once instead of waiting for the next poll.
+    if (left === 0 && !expiryPolled && !FINAL.has(state)) {
+      expiryPolled = true;
+      void poll();
+    }
+  };
+
+  const swapPage = async () => {
+    const res = await fetch(page, { cache: 'no-store', credentials: 'same-origin' });
+    const doc = new window.DOMParser().parseFromString(await res.text(), 'text/html');
+    const next = doc.getElementById('cashier');
+    if (!next) return;
+    const adopted = document.adoptNode(next);
+    root.replaceWith(adopted);
+    root = adopted;
+    state = root.dataset.state;
+    deadline = Date.now() + Number(root.dataset.secondsLeft || 0) * 1000;
+    bind();
+  };
+
+  /** Applies a status body ({state, expireAt, secondsLeft}); re-renders when the state changed. */
+  const apply = async (status) => {
+    deadline = Date.now() + status.secondsLeft * 1000;
+    if (status.secondsLeft > 0) expiryPolled = false;
+    if (status.state !== state) {
+      state = status.state;
+      await swapPage();
+    }
+  };
+
+  const schedule = () => {
+    window.clearTimeout(pollTimer);
+    pollTimer = FINAL.has(state) ? null : window.setTimeout(poll, POLL_MS);
+  };
+
+  async function poll() {
+    // A hidden tab does not poll; it asks again as soon as the buyer comes back (e.g. from the Alipay app).
+    if (document.hidden) return;
+    try {
+      const res = await fetch(`${page}/status`, { cache: 'no-store', credentials: 'same-origin' });
+      if (res.ok) await apply(await res.json());
+    } catch {
+      // Network hiccup: try again at the next poll.
+    } finally {
+      schedule();
+    }
+  }
+
+  const act = async (action) => {
+    const buttons = root.querySelectorAll('[data-sandbox-action]');
+    const error = root.querySelector('[data-error]');
+    buttons.forEach((b) => (b.disabled = true));
+    if (error) error.hidden = true;
+    try {
+      // The custom header makes any cross-site attempt a CORS preflight, which this server never approves.
+      const res = await fetch(`${page}/sandbox/${action}`, {
+        method: 'POST',
+        cache: 'no-store',
+        credentials: 'same-origin',
+        headers: { 'X-Cashier-Request': 'sandbox' },
+      });
+      const body = await res.json().catch(() => null);
+      if (body && typeof body.state === 'string') await apply(body);
+      if (!res.ok && error && root.contains(error)) {
+        error.textContent = (body && body.message) || 'The action could not be completed.';
+        error.hidden = false;
+      }
+    } catch {
+      if (error && root.contains(error)) {
+        error.textContent = 'Network error. Please try again.';
+        error.hidden = false;
+      }
+    } finally {
+      buttons.forEach((b) => (b.disabled = false));
+      schedule();
+    }
+  };
+
+  function bind() {
+    root.querySelectorAll('[data-sandbox-action]').forEach((b) => {
+      b.addEventListener('click', () => void act(b.dataset.sandboxAction));
+    });
+    tick();
+  }
+
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && !FINAL.has(state)) void poll();
+  });
+  bind();
+  window.setInterval(tick, 1000);
+  schedule();
+}
