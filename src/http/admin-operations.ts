@@ -21,7 +21,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
       ),
       db.query(
         `SELECT id AS "eventId", event_type AS "eventType", state_version AS "stateVersion", status, attempts,
-                next_attempt_at AS "nextAttemptAt", delivered_at AS "deliveredAt" FROM events WHERE order_id = $1 ORDER BY state_version, created_at`,
+                next_attempt_at AS "nextAttemptAt", last_error AS "lastError", delivered_at AS "deliveredAt" FROM events WHERE order_id = $1 ORDER BY state_version, created_at`,
         [o.id],
       ),
       db.query(
@@ -76,8 +76,9 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     const limit = req.query.limit === undefined ? 100 : Number(req.query.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
     const r = await db.query(
-      `SELECT id AS "eventId", app_id AS "appId", event_type AS "eventType", state_version AS "stateVersion", status, attempts,
-              next_attempt_at AS "nextAttemptAt", last_error AS "lastError", created_at AS "createdAt", delivered_at AS "deliveredAt"
+      `SELECT id AS "eventId", app_id AS "appId", order_id AS "openOrderId", event_type AS "eventType", state_version AS "stateVersion",
+              status, attempts, next_attempt_at AS "nextAttemptAt", last_error AS "lastError", created_at AS "createdAt",
+              delivered_at AS "deliveredAt"
          FROM events WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR app_id = $2)
         ORDER BY created_at DESC LIMIT $3`,
       [status ?? null, appId ?? null, limit],
@@ -87,8 +88,9 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
 
   scope.get<{ Params: { eventId: string } }>('/events/:eventId', async (req) => {
     const e = await db.query(
-      `SELECT id AS "eventId", app_id AS "appId", event_type AS "eventType", state_version AS "stateVersion", status, attempts,
-              next_attempt_at AS "nextAttemptAt", last_error AS "lastError", payload, created_at AS "createdAt", delivered_at AS "deliveredAt"
+      `SELECT id AS "eventId", app_id AS "appId", order_id AS "openOrderId", event_type AS "eventType", state_version AS "stateVersion",
+              status, attempts, next_attempt_at AS "nextAttemptAt", last_error AS "lastError", payload, created_at AS "createdAt",
+              delivered_at AS "deliveredAt"
          FROM events WHERE id = $1`,
       [req.params.eventId],
     );
@@ -103,10 +105,12 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
 
   /** Redelivery of a dead or delivered event: it goes back to the queue with a fresh schedule. */
   scope.post<{ Params: { eventId: string } }>('/events/:eventId/redeliver', async (req, reply) => {
+    // The clock of the dispatcher (svc.clock), not the database's: the event is due for it now.
+    // attempts restarts the schedule; the delivery log keeps numbering its rows from where it was.
     const r = await db.query(
-      `UPDATE events SET status = 'PENDING', attempts = 0, next_attempt_at = now(), locked_by = NULL, locked_until = NULL
+      `UPDATE events SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_by = NULL, locked_until = NULL
         WHERE id = $1 AND status IN ('DEAD', 'DELIVERED') RETURNING id`,
-      [req.params.eventId],
+      [req.params.eventId, new Date(svc.clock.now())],
     );
     if (r.rowCount === 0) {
       const e = await db.query('SELECT status FROM events WHERE id = $1', [req.params.eventId]);

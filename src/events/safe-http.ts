@@ -1,0 +1,198 @@
+/**
+ * Outgoing notification requests that cannot be turned against the platform's own network:
+ * - the URL is checked again at every delivery (checkNotifyUrl: https, or plain http to a loopback
+ *   host in development mode; no user info);
+ * - the host is resolved once and every address must be allowed (public unicast; loopback only in
+ *   development mode or when private targets are allowed; other private, link-local and reserved
+ *   ranges only when private targets are allowed; unspecified, multicast and broadcast never);
+ * - the connection goes to the address that was checked (a custom `lookup` returns it), so a DNS
+ *   answer that changes between check and connect (rebinding) cannot move the request;
+ * - redirects are never followed (node:http does not follow them; a 3xx is just a failed attempt);
+ * - one deadline covers resolution, connection, TLS, request and response; the response body is
+ *   read up to a size cap, then the connection is closed.
+ */
+import { promises as dns } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { isIP } from 'node:net';
+import { isPublicIp, normalizeIp, parseIpStrict } from '../net/ip.ts';
+import { type NotifyUrlPolicy, checkNotifyUrl } from './notify-url.ts';
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+/** Resolves a host name to all its addresses (injectable for tests). */
+export type Resolver = (host: string) => Promise<readonly ResolvedAddress[]>;
+
+export const systemResolver: Resolver = (host) => dns.lookup(host, { all: true, order: 'verbatim' });
+
+/** Whether a notification may be sent to this address under the policy. */
+export function isAllowedTarget(address: string, policy: NotifyUrlPolicy): boolean {
+  const parsed = parseIpStrict(address);
+  if (parsed === null) return false; // e.g. a zone id: never a notification target
+  if (isPublicIp(address)) return true;
+  const range = normalizeIp(parsed).range();
+  if (range === 'unspecified' || range === 'multicast' || range === 'broadcast') return false;
+  if (range === 'loopback') return policy.devMode || policy.allowPrivateTargets;
+  return policy.allowPrivateTargets;
+}
+
+export class TargetRefusedError extends Error {
+  override name = 'TargetRefusedError';
+}
+
+/**
+ * Resolves `host` (a name or an IP literal, without brackets) and returns the address to connect
+ * to. Every resolved address must be allowed: a name that mixes a public and a private address is
+ * refused, whichever one would have been picked.
+ */
+export async function resolveTarget(host: string, policy: NotifyUrlPolicy, resolver: Resolver = systemResolver): Promise<ResolvedAddress> {
+  const literal = isIP(host);
+  const addresses = literal !== 0 ? [{ address: host, family: literal }] : await resolver(host);
+  if (addresses.length === 0) throw new TargetRefusedError('the host has no address');
+  for (const a of addresses) {
+    if (!isAllowedTarget(a.address, policy)) throw new TargetRefusedError(`address ${a.address} is not an allowed target`);
+  }
+  return addresses[0]!;
+}
+
+export interface PostOptions {
+  /** Deadline for the whole exchange, resolution included. */
+  timeoutMs: number;
+  /** Response bytes read before the connection is closed. */
+  maxResponseBytes: number;
+  policy: NotifyUrlPolicy;
+  resolver?: Resolver;
+  userAgent?: string;
+}
+
+export interface PostOutcome {
+  /** The HTTP status received, or null when no response arrived. */
+  statusCode: number | null;
+  /** Short, log-safe reason when there is no status, or when a 3xx was not followed; else null. */
+  error: string | null;
+}
+
+const TIMEOUT = 'TIMEOUT';
+
+/** POSTs `body` to `url`; never throws (every failure is an outcome). */
+export async function postNotification(
+  url: string,
+  body: Uint8Array,
+  headers: Record<string, string>,
+  o: PostOptions,
+): Promise<PostOutcome> {
+  const problem = checkNotifyUrl(url, o.policy);
+  if (problem !== null) return { statusCode: null, error: `URL_NOT_ALLOWED: ${problem}` };
+  const u = new URL(url);
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), o.timeoutMs);
+  try {
+    let target: ResolvedAddress;
+    try {
+      target = await abortable(resolveTarget(host, o.policy, o.resolver), ac.signal);
+    } catch (err) {
+      if (err instanceof TargetRefusedError) return { statusCode: null, error: `ADDRESS_NOT_ALLOWED: ${err.message}` };
+      if (err === TIMEOUT) return { statusCode: null, error: TIMEOUT };
+      return { statusCode: null, error: `DNS_FAILED: ${errorCode(err)}` };
+    }
+    return await send(u, host, target, body, headers, ac.signal, o);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function send(
+  u: URL,
+  host: string,
+  target: ResolvedAddress,
+  body: Uint8Array,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  o: PostOptions,
+): Promise<PostOutcome> {
+  return new Promise((resolve) => {
+    let settled = false;
+    let statusCode: number | null = null;
+    const settle = (error: string | null) => {
+      if (settled) return;
+      settled = true;
+      const redirect = statusCode !== null && statusCode >= 300 && statusCode < 400;
+      resolve({ statusCode, error: error ?? (redirect ? 'REDIRECT_NOT_FOLLOWED' : null) });
+    };
+    // The connection goes to the checked address whatever the name would resolve to now.
+    const pinned: LookupFunction = (_name, options, cb) => {
+      if (options.all) (cb as (e: null, a: ResolvedAddress[]) => void)(null, [target]);
+      else cb(null, target.address, target.family);
+    };
+    const mod = u.protocol === 'https:' ? https : http;
+    const req = mod.request(
+      {
+        method: 'POST',
+        host,
+        port: u.port === '' ? undefined : Number(u.port),
+        path: `${u.pathname}${u.search}`,
+        headers: {
+          ...headers,
+          'Content-Length': String(body.byteLength),
+          'User-Agent': o.userAgent ?? 'merchant-payment-service-notifier/1',
+        },
+        lookup: pinned,
+        agent: false,
+        signal,
+      },
+      (res) => {
+        // The status line is the acknowledgement; the body is read (capped) only to end cleanly.
+        statusCode = res.statusCode ?? null;
+        let received = 0;
+        res.on('data', (chunk: Buffer) => {
+          received += chunk.length;
+          if (received > o.maxResponseBytes) res.destroy();
+        });
+        res.on('error', () => {}); // aborted or capped after the status arrived
+        res.on('end', () => settle(null));
+        res.on('close', () => settle(null));
+      },
+    );
+    req.on('error', (err) => {
+      if (statusCode !== null) return settle(null);
+      settle(signal.aborted ? TIMEOUT : connectionError(err));
+    });
+    req.end(body);
+  });
+}
+
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(TIMEOUT);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+function errorCode(err: unknown): string {
+  const e = err as { code?: unknown; name?: unknown };
+  return typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'UNKNOWN';
+}
+
+function connectionError(err: unknown): string {
+  const code = errorCode(err);
+  if (code === 'ECONNREFUSED') return 'CONNECTION_REFUSED';
+  if (code === 'ECONNRESET' || code === 'EPIPE') return 'CONNECTION_RESET';
+  if (/CERT|TLS|SSL|SELF_SIGNED|ALTNAME/i.test(code)) return `TLS_FAILED: ${code}`;
+  return `CONNECTION_FAILED: ${code}`;
+}
