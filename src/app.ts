@@ -99,7 +99,8 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     server.get('/healthz', async () => ({ status: 'ok' }));
     await server.ready();
 
-    const workers = new Workers(svc, [createDispatcher(svc)]);
+    const dispatcher = createDispatcher(svc);
+    const workers = new Workers(svc, [dispatcher]);
     let closed = false;
     return {
       server,
@@ -111,6 +112,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         if (closed) return;
         closed = true;
         await workers.stop();
+        await dispatcher.idle();
         await server.close();
         await svc.tasks.drainBackground();
         svc.sandbox?.close();

@@ -78,7 +78,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     provider,
     sandbox,
     log: d.log,
-    clock: d.clock ?? { now: () => Date.now() },
+    clock: d.clock ?? systemClock,
     authCache: new AuthCache(db),
     authFailures: new AuthFailureTracker({
       maxFailures: config.authFailureLimit,

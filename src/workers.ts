@@ -40,9 +40,17 @@ export class Workers {
       { name: 'reconcile closes', run: () => reconcileCloses(svc) },
       { name: 'reconcile duplicates', run: () => reconcileDuplicates(svc) },
       ...extra,
-      { name: 'purge', run: () => purge(svc) },
+      { name: 'purge', run: () => this.#purge() },
     ];
     svc.wakeWorkers = () => this.wake();
+  }
+
+  #lastPurge = 0;
+  /** Expired nonces and replays, at most once a minute. */
+  async #purge(): Promise<number> {
+    if (Date.now() - this.#lastPurge < 60_000) return 0;
+    this.#lastPurge = Date.now();
+    return (await this.#svc.nonces.purge()) + (await this.#svc.replays.purge());
   }
 
   add(task: WorkerTask): void {
@@ -217,8 +225,9 @@ export async function reconcileRefunds(svc: Services): Promise<number> {
       } else if (state === 'PENDING') {
         if (rf.state !== 'PENDING') await setRefundState(tx, flow, rf, 'PENDING', { nextCheckAt: nextCheckAt(now, check_count) }, now);
         else await tx.query('UPDATE refunds SET next_check_at = $2 WHERE id = $1', [id, nextCheckAt(now, check_count)]);
-      } else if (rf.state === 'UNKNOWN' || (rf.state === 'REQUESTED' && now.getTime() - rf.createdAt.getTime() > 60_000)) {
-        // NOT_FOUND: the provider never received it; nothing was refunded, the amount is released.
+      } else if (now.getTime() - rf.createdAt.getTime() > 300_000) {
+        // NOT_FOUND for 5 minutes (longer than any provider call may take): the provider never
+        // received it; nothing was refunded, and the amount is released.
         await setRefundState(tx, flow, rf, 'FAILED', { failureReason: 'NOT_RECEIVED_BY_PROVIDER' }, now);
       }
     });
@@ -242,13 +251,6 @@ export async function reconcileDuplicates(svc: Services): Promise<number> {
     }
   }
   return r.rows.length;
-}
-
-let lastPurge = 0;
-async function purge(svc: Services): Promise<number> {
-  if (Date.now() - lastPurge < 60_000) return 0;
-  lastPurge = Date.now();
-  return (await svc.nonces.purge()) + (await svc.replays.purge());
 }
 
 export { confirmPaid };

@@ -70,6 +70,7 @@ function re(p: string): RegExp {
 
 function describe(v: unknown): string {
   if (v === null) return 'null';
+  if (v instanceof Number) return 'decimal number';
   if (Array.isArray(v)) return 'array';
   if (typeof v === 'number' && !Number.isInteger(v)) return 'decimal number';
   return typeof v;

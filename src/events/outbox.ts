@@ -67,8 +67,9 @@ export async function writeEvent(
     status: isRefund ? refund.state : order.status,
   };
   await tx.query(
-    `INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-    [id, order.appId, order.id, refund?.id ?? null, type, stateVersion, JSON.stringify(payload)],
+    `INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [id, order.appId, order.id, refund?.id ?? null, type, stateVersion, JSON.stringify(payload), occurredAt],
   );
   return id;
 }

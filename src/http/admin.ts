@@ -13,6 +13,7 @@ import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import { getAllocation, getApp, getAppKey, getFeeRule, getMerchant, listAccounts, listApps } from '../store/merchants.ts';
 import { checkNotifyUrl } from '../events/notify-url.ts';
+import { rescheduleAppEvents } from '../events/dispatcher.ts';
 import {
   addKeySchema,
   allocationSchema,
@@ -29,10 +30,20 @@ import { registerAdminOperations } from './admin-operations.ts';
 
 type Body = Record<string, unknown>;
 
+/**
+ * Re-reads a (guard-checked) body marking every number literal written with a fraction or an
+ * exponent, at any depth, as a boxed Number: integer fields then refuse `5000.0` as a decimal.
+ */
+function markDecimals(raw: Buffer): unknown {
+  const reviver = (_k: string, v: unknown, ctx?: { source?: string }) =>
+    typeof v === 'number' && ctx?.source !== undefined && /[.eE]/.test(ctx.source) ? new Number(v) : v;
+  return JSON.parse(raw.toString('utf8'), reviver as (k: string, v: unknown) => unknown);
+}
+
 export function bodyOf(req: FastifyRequest, schema: ObjectSchema): Body {
   const parsed = req.body as ParsedBody | undefined;
-  const value = parsed?.value;
-  if (value === undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'a JSON body is required');
+  if (parsed?.value === undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'a JSON body is required');
+  const value = markDecimals(parsed.raw);
   const v = validate(schema, value, '', parsed?.decimalLiterals);
   if (v) throw new AdminError('ADMIN_VALIDATION_FAILED', v.message);
   return value as Body;
@@ -206,6 +217,11 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     const r = await db.query(`UPDATE apps SET ${sets}, updated_at = now() WHERE id = $1`, [req.params.appId, ...names.map((n) => cols[n])]);
     if (r.rowCount === 0) throw notFound('app');
     svc.authCache.invalidateApp(req.params.appId);
+    if (typeof cols.notify_url === 'string') {
+      // Events that waited for a notify URL go out now rather than at their next retry.
+      await rescheduleAppEvents(db, req.params.appId, svc.clock.now());
+      svc.wakeWorkers?.();
+    }
     return appView((await getApp(db, req.params.appId))!);
   });
 
@@ -386,7 +402,7 @@ function allocationView(a: NonNullable<Awaited<ReturnType<typeof getAllocation>>
   return {
     mode: a.mode,
     participants: a.participants,
-    ...(a.mode === 'RATIO' ? { ratios: a.ratios } : {}),
+    ...(a.mode === 'RATIO' ? { ratios: (a.ratios ?? []).map((r) => ({ accountId: r.accountId, shareBps: r.shareBps })) } : {}),
     unavailablePolicy: a.unavailablePolicy,
     updatedAt: a.updatedAt.toISOString(),
   };

@@ -53,7 +53,15 @@ export async function applyNotification(svc: Services, n: ProviderNotification):
   await withTx(svc.db, async (tx) => {
     await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [r0.orderId]);
     const r = (await getRefund(tx, n.refundId))!;
-    if (r.state === 'SUCCEEDED' || r.state === 'FAILED') return;
+    if (r.state === 'SUCCEEDED' || r.state === 'FAILED') {
+      if (r.state !== n.state) {
+        svc.log.error(
+          { refundId: r.id, recorded: r.state, provider: n.state },
+          'provider reports a refund outcome that contradicts the ledger; needs manual reconciliation',
+        );
+      }
+      return;
+    }
     const now = new Date(svc.clock.now());
     await setRefundState(tx, `provider refund notice ${n.state}`, r, n.state, { failureReason: n.reason }, now);
   });

@@ -261,3 +261,27 @@ test('GET /metrics needs the admin token and exposes request and outbox metrics'
   assert.match(r.body, /mps_outbox_events/);
   assert.match(r.body, /mps_process_resident_memory_bytes/);
 });
+
+test('integer fields at any depth refuse decimal literals such as 5000.0', async () => {
+  const id = await merchant();
+  const a = (
+    await t.admin('POST', `/merchants/${id}/settlement-accounts`, {
+      entityType: 'CORPORATE',
+      entityName: 'E',
+      merchantNo: 'M1',
+      cardNumber: '6222020200112345',
+    })
+  ).json().accountId;
+  const b = (
+    await t.admin('POST', `/merchants/${id}/settlement-accounts`, {
+      entityType: 'CORPORATE',
+      entityName: 'E',
+      merchantNo: 'M2',
+      cardNumber: '6222020200112346',
+    })
+  ).json().accountId;
+  const raw = `{"mode":"RATIO","participants":["${a}","${b}"],"ratios":[{"accountId":"${a}","shareBps":5000.0},{"accountId":"${b}","shareBps":5000}],"unavailablePolicy":"FAIL"}`;
+  badRequest(await t.admin('PUT', `/merchants/${id}/allocation`, raw), /shareBps must be an integer, not decimal number/);
+  badRequest(await t.admin('POST', `/merchants/${id}/apps`, '{"paymentWindowSeconds":6e2}'), /paymentWindowSeconds/);
+  assert.equal((await t.admin('PUT', `/merchants/${id}/allocation`, raw.replace('5000.0', '5000'))).statusCode, 200);
+});

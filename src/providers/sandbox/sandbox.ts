@@ -5,7 +5,7 @@
  * come back to the service as signed notifications through the same path a real provider's would.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Db } from '../../store/db.ts';
+import { type Db, withTx } from '../../store/db.ts';
 import {
   type CloseResult,
   type CreateAttemptInput,
@@ -154,28 +154,44 @@ export class SandboxProvider implements PaymentProvider {
   async refund(input: RefundInput): Promise<RefundResult> {
     const fault = await this.#fault('REFUND');
     if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
-    const pay = await this.#db.query<{ provider_ref: string; state: string; amount_fen: number }>(
-      'SELECT provider_ref, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1',
-      [input.paidAttemptId],
-    );
-    const p = pay.rows[0];
-    if (!p || p.state !== 'PAID') throw new ProviderRejectedError('PAYMENT_NOT_PAID');
-    const done = await this.#db.query<{ total: number }>(
-      `SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM sandbox_refunds WHERE payment_ref = $1 AND state <> 'FAILED' AND refund_key <> $2`,
-      [p.provider_ref, input.refundId],
-    );
-    if (done.rows[0]!.total + input.amountFen > p.amount_fen) throw new ProviderRejectedError('REFUND_EXCEEDS_PAYMENT');
-    const ref = `sbx_rf_${input.refundId.replace(/^[a-z]+_/, '')}`;
     const immediate = fault === 'PAID';
-    const r = await this.#db.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
-      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at)
-       VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6))
-       ON CONFLICT (refund_key) DO UPDATE SET refund_key = excluded.refund_key RETURNING state, provider_ref`,
-      [ref, input.refundId, p.provider_ref, input.amountFen, immediate ? 'SUCCEEDED' : 'PENDING', immediate ? 0 : REFUND_SETTLE_MS / 1000],
-    );
-    if (!immediate) this.#scheduleRefundSettlement(input.refundId);
+    // One transaction with the payment row locked: concurrent refunds of one payment cannot
+    // together exceed it, as at a real provider.
+    const r = await withTx(this.#db, async (tx) => {
+      const pay = await tx.query<{ provider_ref: string; state: string; amount_fen: number }>(
+        'SELECT provider_ref, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1 FOR UPDATE',
+        [input.paidAttemptId],
+      );
+      const p = pay.rows[0];
+      if (!p || p.state !== 'PAID') throw new ProviderRejectedError('PAYMENT_NOT_PAID');
+      const existing = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
+        'SELECT state, provider_ref FROM sandbox_refunds WHERE refund_key = $1',
+        [input.refundId],
+      );
+      if (existing.rows[0]) return { row: existing.rows[0], fresh: false };
+      const done = await tx.query<{ total: number }>(
+        `SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM sandbox_refunds WHERE payment_ref = $1 AND state <> 'FAILED'`,
+        [p.provider_ref],
+      );
+      if (done.rows[0]!.total + input.amountFen > p.amount_fen) throw new ProviderRejectedError('REFUND_EXCEEDS_PAYMENT');
+      const ref = `sbx_rf_${input.refundId.replace(/^[a-z]+_/, '')}`;
+      const ins = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
+        `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at)
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6)) RETURNING state, provider_ref`,
+        [
+          ref,
+          input.refundId,
+          p.provider_ref,
+          input.amountFen,
+          immediate ? 'SUCCEEDED' : 'PENDING',
+          immediate ? 0 : REFUND_SETTLE_MS / 1000,
+        ],
+      );
+      return { row: ins.rows[0]!, fresh: true };
+    });
+    if (r.fresh && r.row.state === 'PENDING') this.#scheduleRefundSettlement(input.refundId);
     if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: refund timed out');
-    return { outcome: r.rows[0]!.state, providerRef: r.rows[0]!.provider_ref };
+    return { outcome: r.row.state, providerRef: r.row.provider_ref };
   }
 
   #scheduleRefundSettlement(refundId: string): void {
