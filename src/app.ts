@@ -54,7 +54,15 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     forceCloseConnections: 'idle',
     frameworkErrors: (err, _req, reply) => {
       // e.g. a malformed URL: answered in the platform envelope, never a 500.
-      (reply as unknown as { code(n: number): { send(b: unknown): void } })
+      // It runs before any plugin, so it carries the strictest headers of any surface (the cashier's).
+      (reply as unknown as { headers(h: Record<string, string>): { code(n: number): { send(b: unknown): void } } })
+        .headers({
+          'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+          'x-frame-options': 'DENY',
+          'referrer-policy': 'no-referrer',
+          'x-content-type-options': 'nosniff',
+          'cache-control': 'no-store',
+        })
         .code(400)
         .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
     },

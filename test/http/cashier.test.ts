@@ -431,3 +431,16 @@ describe('with a provider other than the sandbox', () => {
     }
   });
 });
+
+test('a malformed cashier URL is answered with the strict headers too', async () => {
+  const t = await startTestApp();
+  try {
+    const r = await t.server.inject({ method: 'GET', url: '/cashier/%zz' });
+    assert.equal(r.statusCode, 400);
+    assert.match(String(r.headers['content-security-policy']), /default-src 'none'/);
+    assert.equal(r.headers['x-frame-options'], 'DENY');
+    assert.equal(r.headers['referrer-policy'], 'no-referrer');
+  } finally {
+    await t.stop();
+  }
+});
