@@ -83,9 +83,7 @@ function queryRefund(outRefundNo: string, mch: Merchant = m): Promise<LightMyReq
   return call(t, mch, 'GET', `${REFUNDS}/${outRefundNo}`);
 }
 
-async function adminOrder(
-  openOrderId: string,
-): Promise<{
+async function adminOrder(openOrderId: string): Promise<{
   stateVersion: number;
   refunds: { state: string; amountFen: number }[];
   events: { eventType: string; stateVersion: number }[];

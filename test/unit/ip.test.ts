@@ -506,10 +506,7 @@ describe('resolveSource', () => {
       name: 'Forwarded several elements and trusted proxies',
       peer: '10.0.0.1',
       h: {
-        forwarded: [
-          'for=6.6.6.6, for=1.1.1.1;proto=https;host="shop.example;x=1,y"',
-          'for="10.0.0.2:8080";by=_hidden, for="[fd00::5]"',
-        ],
+        forwarded: ['for=6.6.6.6, for=1.1.1.1;proto=https;host="shop.example;x=1,y"', 'for="10.0.0.2:8080";by=_hidden, for="[fd00::5]"'],
       },
       expect: '1.1.1.1',
     },
@@ -549,7 +546,12 @@ describe('resolveSource', () => {
     },
     { name: 'Forwarded unterminated quote', peer: '10.0.0.1', h: { forwarded: ['for="1.1.1.1'] }, expect: 'SOURCE_ADDRESS_MALFORMED' },
     { name: 'Forwarded empty value', peer: '10.0.0.1', h: { forwarded: ['for='] }, expect: 'SOURCE_ADDRESS_MALFORMED' },
-    { name: 'Forwarded empty element', peer: '10.0.0.1', h: { forwarded: ['for=1.1.1.1,,for=2.2.2.2'] }, expect: 'SOURCE_ADDRESS_MALFORMED' },
+    {
+      name: 'Forwarded empty element',
+      peer: '10.0.0.1',
+      h: { forwarded: ['for=1.1.1.1,,for=2.2.2.2'] },
+      expect: 'SOURCE_ADDRESS_MALFORMED',
+    },
     { name: 'Forwarded garbage', peer: '10.0.0.1', h: { forwarded: ['1.1.1.1'] }, expect: 'SOURCE_ADDRESS_MALFORMED' },
     {
       name: 'Forwarded bad port',
@@ -718,7 +720,11 @@ describe('resolveSource', () => {
       '443',
       'proto=https',
     );
-    const headerValue = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.array(fragments, { maxLength: 12 }).map((a) => a.join('')));
+    const headerValue = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.array(fragments, { maxLength: 12 }).map((a) => a.join('')),
+    );
     const lines = fc.array(headerValue, { maxLength: 3 });
     const peer = fc.oneof(fc.constant(undefined), fc.string(), fc.constantFrom('10.0.0.1', '::ffff:10.0.0.1', '8.8.8.8', 'fd00::1'));
     fc.assert(

@@ -32,9 +32,7 @@ function outcome(r: JsonGuardResult): Expected {
 const refDecoder = new TextDecoder('utf-8', { fatal: true });
 
 type Refusal = Exclude<JsonGuardFailure, 'INVALID_JSON'>;
-type Reference =
-  | { valid: false }
-  | { valid: true; value: unknown; bom: boolean; refusals: Set<Refusal> };
+type Reference = { valid: false } | { valid: true; value: unknown; bom: boolean; refusals: Set<Refusal> };
 
 // Tokens of a text already known to be valid JSON.
 const TOKEN = /"(?:[^"\\]|\\.)*"|[[\]{}:]/gs;
@@ -115,10 +113,7 @@ function checkAgainstReference(body: Uint8Array): void {
   }
   assert.ok(!got.ok, 'expected a refusal');
   // With several kinds of problem the first in document order wins; any of them is fine.
-  assert.ok(
-    (ref.refusals as Set<string>).has(got.reason),
-    `reason ${got.reason} not in ${[...ref.refusals].join(',')}`,
-  );
+  assert.ok((ref.refusals as Set<string>).has(got.reason), `reason ${got.reason} not in ${[...ref.refusals].join(',')}`);
 }
 
 // ---------------------------------------------------------------------------
@@ -175,7 +170,7 @@ const cases: [name: string, body: string | Uint8Array, expected: Expected][] = [
   ['all valid escapes', '"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\uD83D\\uDE00"', 'OK'],
   ['bad escape \\x', '"\\x41"', 'INVALID_JSON'],
   ['bad escape \\a', '"\\a"', 'INVALID_JSON'],
-  ['bad escape \\\'', '"\\\'"', 'INVALID_JSON'],
+  ["bad escape \\'", '"\\\'"', 'INVALID_JSON'],
   ['short \\u escape', '"\\u12"', 'INVALID_JSON'],
   ['non-hex \\u escape', '"\\u12g4"', 'INVALID_JSON'],
   ['bad escape in key', '{"\\q":1}', 'INVALID_JSON'],
@@ -261,11 +256,7 @@ const cases: [name: string, body: string | Uint8Array, expected: Expected][] = [
   [`arrays nested ${MAX_JSON_DEPTH + 1} deep`, deep(MAX_JSON_DEPTH + 1), 'TOO_DEEP'],
   [`objects nested ${MAX_JSON_DEPTH} deep`, deepObj(MAX_JSON_DEPTH), 'OK'],
   [`objects nested ${MAX_JSON_DEPTH + 1} deep`, deepObj(MAX_JSON_DEPTH + 1), 'TOO_DEEP'],
-  [
-    `mixed nesting ${MAX_JSON_DEPTH + 1} deep`,
-    '[{"a":'.repeat(32) + '[1]' + '}]'.repeat(32),
-    'TOO_DEEP',
-  ],
+  [`mixed nesting ${MAX_JSON_DEPTH + 1} deep`, '[{"a":'.repeat(32) + '[1]' + '}]'.repeat(32), 'TOO_DEEP'],
   ['32,768 [ then 32,768 ] (valid JSON, too deep)', deep(32768), 'TOO_DEEP'],
   ['60,000 [ (unclosed)', '['.repeat(60000), 'INVALID_JSON'],
   ['60,000 { (unclosed)', '{'.repeat(60000), 'INVALID_JSON'],
@@ -325,10 +316,14 @@ describe('nonIntegerLiteralKeys', () => {
   };
 
   it('lists top-level keys whose number literal has a fraction or exponent', () => {
-    assert.deepEqual(
-      keysOf('{"amountFen":1.0,"b":1e2,"c":2.5,"d":-0.0,"e":1E+2,"f":5e-1,"g":100,"h":-0,"i":"1.0"}'),
-      ['amountFen', 'b', 'c', 'd', 'e', 'f'],
-    );
+    assert.deepEqual(keysOf('{"amountFen":1.0,"b":1e2,"c":2.5,"d":-0.0,"e":1E+2,"f":5e-1,"g":100,"h":-0,"i":"1.0"}'), [
+      'amountFen',
+      'b',
+      'c',
+      'd',
+      'e',
+      'f',
+    ]);
   });
 
   it('uses the decoded key', () => {
@@ -368,9 +363,46 @@ function expectedNonInteger(value: unknown): string[] {
 
 // Characters that matter to JSON syntax, for mutations and random texts.
 const jsonishChar = fc.constantFrom(
-  '{', '}', '[', ']', ':', ',', '"', '\\', 'u', '0', '1', '9', '-', '+', '.', 'e', 'E',
-  ' ', '\n', '\t', '\r', '\f', 'a', 't', 'r', 'f', 'n', 'l', 's', '/', '*', "'",
-  '\u0000', '\u001f', '\u007f', 'é', '\u2028', '\ufeff', '😀', '\ud800',
+  '{',
+  '}',
+  '[',
+  ']',
+  ':',
+  ',',
+  '"',
+  '\\',
+  'u',
+  '0',
+  '1',
+  '9',
+  '-',
+  '+',
+  '.',
+  'e',
+  'E',
+  ' ',
+  '\n',
+  '\t',
+  '\r',
+  '\f',
+  'a',
+  't',
+  'r',
+  'f',
+  'n',
+  'l',
+  's',
+  '/',
+  '*',
+  "'",
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  'é',
+  '\u2028',
+  '\ufeff',
+  '😀',
+  '\ud800',
 );
 
 type Mutation = { op: 'delete' | 'insert' | 'replace'; at: number; ch: string };
@@ -394,16 +426,24 @@ function mutate(text: string, muts: Mutation[]): string {
 // JSON texts built token by token, with a small key alphabet so that duplicate,
 // forbidden and non-integer cases are common.
 const keyToken = fc.constantFrom(
-  '"a"', '"b"', '"a\\u0062"', '"ab"', '"\\u0061"', '"__proto__"', '"__pro\\u0074o__"',
-  '"constructor"', '"prototype"', '"\\u00e9"', '"é"', '""',
+  '"a"',
+  '"b"',
+  '"a\\u0062"',
+  '"ab"',
+  '"\\u0061"',
+  '"__proto__"',
+  '"__pro\\u0074o__"',
+  '"constructor"',
+  '"prototype"',
+  '"\\u00e9"',
+  '"é"',
+  '""',
 );
 const numberToken = fc.constantFrom('0', '-0', '1', '1.0', '-0.0', '1e2', '2.5', '1E-3', '01', '1.', '.5', '+1');
 const { text: jsonishText } = fc.letrec<{ text: string; obj: string; arr: string; scalar: string }>((tie) => ({
   text: fc.oneof({ depthSize: 'small', withCrossShrink: true }, tie('scalar'), tie('obj'), tie('arr')),
   scalar: fc.oneof(numberToken, fc.constantFrom('true', 'null', '"s"', '"\\q"', '"x\\u00e9"')),
-  obj: fc
-    .array(fc.tuple(keyToken, tie('text')), { maxLength: 4 })
-    .map((kvs) => `{${kvs.map(([k, v]) => `${k}:${v}`).join(',')}}`),
+  obj: fc.array(fc.tuple(keyToken, tie('text')), { maxLength: 4 }).map((kvs) => `{${kvs.map(([k, v]) => `${k}:${v}`).join(',')}}`),
   arr: fc.array(tie('text'), { maxLength: 4 }).map((vs) => `[${vs.join(',')}]`),
 }));
 
