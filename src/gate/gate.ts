@@ -5,13 +5,13 @@
  * Every open response leaves through sendOpen(), which applies the X-SVC-Request-Id and
  * response-signature rules of how far the request got (decisions.md section 3).
  */
-import { verify } from 'node:crypto';
+import { type KeyObject, createPublicKey, verify } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '../../packages/sdk/src/signing.ts';
 import { ApiError, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import { CidrList, parseIpStrict } from '../net/ip.ts';
+import { CidrList } from '../net/ip.ts';
 import { resolveSource } from '../net/source-ip.ts';
 import { SigningKeyUnavailableError } from '../platform/keys.ts';
 import type { Services } from '../services.ts';
@@ -103,18 +103,54 @@ export async function sendOpen(
 }
 
 export function sendResult(svc: Services, req: FastifyRequest, reply: FastifyReply, r: OpenResult): Promise<FastifyReply> {
+  if (typeof r.body.code === 'string') (req as { openFailureCode?: string }).openFailureCode = r.body.code;
   return sendOpen(svc, req, reply, r.status, JSON.stringify(r.body), r.headers);
 }
 
+/** After a 413, how much more of the body is read and thrown away, and for how long, before the connection is cut. */
+export const DISCARD_LIMIT_BYTES = 16 * 1024 * 1024;
+export const DISCARD_LIMIT_MS = 10_000;
+
+type BodyStream = NodeJS.ReadableStream & { socket?: { destroy?: () => void } | null };
+
+/**
+ * The rest of an oversized body: read and discarded, so the client (which may still be sending)
+ * reads the 413 instead of a reset and a keep-alive connection stays usable. Bounded: past
+ * DISCARD_LIMIT_BYTES or DISCARD_LIMIT_MS the connection is closed (the 413 went out long before).
+ */
+function discardRest(stream: BodyStream): void {
+  let discarded = 0;
+  const cut = () => {
+    cleanup();
+    const socket = stream.socket;
+    if (socket && typeof socket.destroy === 'function') socket.destroy();
+  };
+  const onData = (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > DISCARD_LIMIT_BYTES) cut();
+  };
+  const timer = setTimeout(cut, DISCARD_LIMIT_MS);
+  timer.unref();
+  const cleanup = () => {
+    clearTimeout(timer);
+    stream.removeListener('data', onData);
+    stream.removeListener('end', cleanup);
+    stream.removeListener('close', cleanup);
+    stream.removeListener('error', cleanup);
+  };
+  stream.on('data', onData);
+  stream.on('end', cleanup);
+  stream.on('close', cleanup);
+  stream.on('error', cleanup);
+  stream.resume();
+}
+
 /** Reads the raw body with a streaming limit, without destroying the connection on overflow. */
-function readBody(
-  stream: NodeJS.ReadableStream & { headers?: Record<string, unknown> },
-  declaredLength: string | undefined,
-): Promise<Buffer> {
+function readBody(stream: BodyStream, declaredLength: string | undefined): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     if (declaredLength !== undefined && /^\d+$/.test(declaredLength) && Number(declaredLength) > BODY_LIMIT_BYTES) {
-      // Discard what arrives; the answer goes out at once and the connection stays usable.
-      stream.resume();
+      // The answer goes out at once; what arrives is discarded.
+      discardRest(stream);
       reject(new BodyError('TOO_LARGE', OPEN_API_ERRORS.OPEN_API_BODY_TOO_LARGE.message));
       return;
     }
@@ -124,7 +160,7 @@ function readBody(
       size += chunk.length;
       if (size > BODY_LIMIT_BYTES) {
         cleanup();
-        stream.resume();
+        discardRest(stream);
         reject(new BodyError('TOO_LARGE', OPEN_API_ERRORS.OPEN_API_BODY_TOO_LARGE.message));
         return;
       }
@@ -211,7 +247,8 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
     if (err instanceof ApiError) return sendResult(svc, req, reply, fromApiError(req, err));
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendResult(svc, req, reply, failure(req, 'OPEN_API_BODY_TOO_LARGE'));
     // Client aborts and framework faults end here too: never a 500 (seed "Common rules").
-    req.log.error({ err }, 'open API fault');
+    if (req.raw.aborted || err.code === 'ECONNRESET') req.log.info({ err: err.message }, 'client aborted the request');
+    else req.log.error({ err }, 'open API fault');
     return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
   });
 }
@@ -241,10 +278,11 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
   };
   const nowSec = Math.floor(svc.clock.now() / 1000);
   if (Math.abs(nowSec - Number(h.timestamp)) > TIMESTAMP_WINDOW_SECONDS) return authFailed();
-  const authApp = await svc.authCache.app(h.appId);
-  if (!authApp || authApp.app.status !== 'ACTIVE') return authFailed();
-  const key = await svc.authCache.key(h.appId, h.keyId);
-  if (!key || !isStrictBase64(h.sign)) return authFailed();
+  // Both lookups always, and a verification even when the app or key is unknown: the answer and
+  // its timing do not reveal whether the app or the key exists.
+  const [authApp, key] = await Promise.all([svc.authCache.app(h.appId), svc.authCache.key(h.appId, h.keyId)]);
+  const known = authApp !== null && authApp.app.status === 'ACTIVE' && key !== null;
+  if (!isStrictBase64(h.sign)) return authFailed();
   const signingString = requestSigningString({
     method: req.method,
     target: req.raw.url ?? '',
@@ -258,11 +296,11 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
   });
   let good: boolean;
   try {
-    good = verify('sha256', Buffer.from(signingString, 'utf8'), key, Buffer.from(h.sign, 'base64'));
+    good = verify('sha256', Buffer.from(signingString, 'utf8'), key ?? decoyKey(), Buffer.from(h.sign, 'base64'));
   } catch {
     good = false;
   }
-  if (!good) return authFailed();
+  if (!good || !known || !authApp) return authFailed();
   svc.authFailures.recordSuccess(src.key);
   g.app = authApp.app;
   g.merchantEntityType = authApp.merchantEntityType;
@@ -270,12 +308,9 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
   // Step 5: nonce replay, per app.
   if (!(await svc.nonces.claim(h.appId, h.nonce))) return failure(req, 'OPEN_API_NONCE_REPLAYED');
 
-  // Step 6: the application's IP allowlist: three fields only.
-  if (authApp.app.ipAllowlist.length > 0) {
-    const addr = parseIpStrict(src.key);
-    if (!addr || !svc.allowlists.get(authApp.app.ipAllowlist).contains(addr)) {
-      return failure(req, 'OPEN_API_SOURCE_IP_REJECTED');
-    }
+  // Step 6: the application's IP allowlist (the same resolved address as step 2): three fields only.
+  if (authApp.app.ipAllowlist.length > 0 && !svc.allowlists.get(authApp.app.ipAllowlist).contains(src.address)) {
+    return failure(req, 'OPEN_API_SOURCE_IP_REJECTED');
   }
   g.signed = true;
 
@@ -292,6 +327,26 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
     return r;
   }
   return null;
+}
+
+/**
+ * A public key nobody holds the private half of: verified against when the app or key is unknown,
+ * so that such a failure costs the same as a bad signature.
+ */
+const DECOY_PUBLIC_KEY_PEM = `-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA3z2R4mGuyjJOAXDo/LYW
+04vS2x4T+rYR9vsCU0BrRFSK4eKtcYd0aUTUpujmE7Y3pBBCHmp6pzutc9djT9Q9
+E6vFrZlDJRW1iW0q7hNEEJacNy6C9zgyDCwJQvtmG55PNFQDvJ+GpY1e8X1h5PmO
+jTSe0JTeo1KKwyUqwPQ3BMQ+dPKv+mXin1VHbh5XpFEmtDLGtjgL7e2Ed9LFgeTF
+rrI2DjP9yiJWzx9fgEdto+cKCkwdNL9S+Qo2YskSYUdlz46Muc3FZR1WTh6KW2tc
+zUBwilVfCTDrVY65N8momM4VP1+ozAUuI2/ot/y9u9hNBB/RKV/OZ5oo8gpLS/Xy
+qwIDAQAB
+-----END PUBLIC KEY-----
+`;
+let decoy: KeyObject | null = null;
+function decoyKey(): KeyObject {
+  decoy ??= createPublicKey(DECOY_PUBLIC_KEY_PEM);
+  return decoy;
 }
 
 /** Compiled app allowlists, cached by content. */

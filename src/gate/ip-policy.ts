@@ -29,6 +29,8 @@ export class IpPolicyHolder {
   #policy: SourceIpPolicy;
   readonly #defaults: IpPolicyView;
   #loadedAt = 0;
+  /** The refresh in flight, shared by every request that finds the policy due (one query, not one per request). */
+  #refreshing: Promise<void> | null = null;
 
   constructor(db: Db, defaults: IpPolicyView) {
     this.#db = db;
@@ -39,7 +41,12 @@ export class IpPolicyHolder {
 
   /** The policy for a request; re-read from the database every few seconds (other instances' changes). */
   async current(): Promise<SourceIpPolicy> {
-    if (Date.now() - this.#loadedAt > REFRESH_MS) await this.refresh();
+    if (Date.now() - this.#loadedAt > REFRESH_MS) {
+      this.#refreshing ??= this.refresh().finally(() => {
+        this.#refreshing = null;
+      });
+      await this.#refreshing;
+    }
     return this.#policy;
   }
 

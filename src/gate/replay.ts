@@ -90,10 +90,15 @@ export class ReplayStore {
     ]);
   }
 
+  /**
+   * Drops answers older than the retention, and records whose holder died long ago (an
+   * IN_PROGRESS row whose lease expired more than the retention ago is never completed).
+   */
   async purge(): Promise<number> {
     const r = await this.#db.query(
       `DELETE FROM request_replays WHERE ctid IN (SELECT ctid FROM request_replays
-        WHERE created_at < now() - make_interval(hours => $1) AND state = 'DONE' LIMIT 5000)`,
+        WHERE created_at < now() - make_interval(hours => $1)
+          AND (state = 'DONE' OR lease_until < now() - make_interval(hours => $1)) LIMIT 5000)`,
       [REPLAY_RETENTION_HOURS],
     );
     return r.rowCount ?? 0;
