@@ -4,6 +4,7 @@
  * the platform keys and registers one scoped plugin per surface.
  */
 import { randomBytes } from 'node:crypto';
+import { newId } from './domain/ids.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
 import { adminPlugin } from './http/admin.ts';
@@ -49,7 +50,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     exposeHeadRoutes: false,
     routerOptions: { maxParamLength: 16_384 },
     bodyLimit: 1024 * 1024,
-    return503OnClosing: true,
+    return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
     frameworkErrors: (err, _req, reply) => {
@@ -67,6 +68,13 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
     },
   });
+  // Unmatched paths (404) and other methods of open paths (405) must not judge a body: the
+  // default parsers would answer 400/413/415. Each surface installs its own parsers.
+  server.removeAllContentTypeParsers();
+  server.addContentTypeParser('*', (_req, payload, done) => {
+    payload.resume();
+    done(null, undefined);
+  });
   const log = server.log;
   const ownDb = o.db === undefined;
   const db = o.db ?? createPool(config.databaseUrl!);
@@ -79,6 +87,17 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
 
     svc.sandbox?.setNotificationSink((raw, headers) => handleProviderNotification(svc, raw, headers));
 
+    // While stopping, new requests get a 503 in their surface's envelope (the open API's is the contract's).
+    let closing = false;
+    server.addHook('onRequest', async (req, reply) => {
+      if (!closing) return;
+      reply.code(503).header('connection', 'close');
+      return reply.send(
+        req.url.startsWith('/api/open/')
+          ? { code: 'OPEN_API_GUARD_UNAVAILABLE', message: 'The service is temporarily unavailable.', requestId: newId.gateway() }
+          : platformEnvelope(503, 'SERVICE_UNAVAILABLE', 'The service is stopping.'),
+      );
+    });
     installMetrics(server, createMetrics(svc), adminToken);
     server.setNotFoundHandler((req, reply) => {
       reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`));
@@ -119,6 +138,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
       async close() {
         if (closed) return;
         closed = true;
+        closing = true;
         await workers.stop();
         await dispatcher.idle();
         await server.close();

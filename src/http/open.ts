@@ -64,14 +64,12 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   scope.get('/settlement/accounts', (req, reply) => runRead(svc, req, reply, () => readSettlement(svc, caller(req))));
 }
 
-const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-
 /** 405 METHOD_NOT_ALLOWED (platform envelope) for the other methods of the mounted open paths. */
 export async function openMethodNotAllowed(scope: FastifyInstance): Promise<void> {
   const byUrl = new Map<string, Set<string>>();
   for (const r of OPEN_ROUTES) byUrl.set(r.url, (byUrl.get(r.url) ?? new Set()).add(r.method));
   for (const [url, methods] of byUrl) {
-    const others = ALL_METHODS.filter((m) => !methods.has(m));
+    const others = scope.supportedMethods.filter((m) => !methods.has(m));
     scope.route({
       method: others as unknown as string[],
       url,
