@@ -75,6 +75,11 @@ export async function sendOpen(
   extra?: Record<string, string>,
 ): Promise<FastifyReply> {
   const g = req.gate;
+  if (status >= 400) {
+    // For metrics: the failure envelope starts with its code (replays included).
+    const m = /^\{"code":"([A-Z_]{1,64})"/.exec(payload);
+    if (m) (req as { openFailureCode?: string }).openFailureCode = m[1];
+  }
   reply.code(status).header('content-type', 'application/json; charset=utf-8').header('cache-control', 'no-store');
   if (extra) for (const [k, v] of Object.entries(extra)) reply.header(k, v);
   const requestId = g.headers?.requestId;
@@ -103,7 +108,6 @@ export async function sendOpen(
 }
 
 export function sendResult(svc: Services, req: FastifyRequest, reply: FastifyReply, r: OpenResult): Promise<FastifyReply> {
-  if (typeof r.body.code === 'string') (req as { openFailureCode?: string }).openFailureCode = r.body.code;
   return sendOpen(svc, req, reply, r.status, JSON.stringify(r.body), r.headers);
 }
 
