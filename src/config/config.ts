@@ -77,7 +77,8 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   if (v === undefined) return undefined;
   let u: URL;
   try {
-    u = new URL(v);
+    // libpq's socket form has an empty host (postgresql://user@/db?host=/run/dir), which URL refuses.
+    u = new URL(v.replace(/^([a-z]+:\/\/[^/?#]*@)\//i, '$1localhost/'));
   } catch {
     throw new ConfigError(`${name} must be a URL (got '${v}')`);
   }

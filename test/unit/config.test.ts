@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+
+test('defaults', () => {
+  const c = loadConfig({});
+  assert.equal(c.port, 8080);
+  assert.equal(c.host, '127.0.0.1');
+  assert.equal(c.databaseUrl, null);
+  assert.equal(c.publicBaseUrl, 'http://127.0.0.1:8080');
+  assert.equal(c.provider, 'sandbox');
+  assert.equal(c.devMode, true);
+});
+
+test('DATABASE_URL accepts host URLs and the unix-socket form', () => {
+  for (const u of [
+    'postgres://u@127.0.0.1:5432/db',
+    'postgresql://postgres@/postgres?host=%2Ftmp%2Fx%2Frun&port=5432',
+    'postgresql:///db?host=/var/run/postgresql',
+  ]) {
+    assert.equal(loadConfig({ DATABASE_URL: u }).databaseUrl, u);
+  }
+  assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), ConfigError);
+  assert.throws(() => loadConfig({ DATABASE_URL: 'not a url' }), /DATABASE_URL/);
+});
+
+test('every wrong value names its variable', () => {
+  for (const [k, v] of [
+    ['PORT', '70000'],
+    ['LOG_LEVEL', 'loud'],
+    ['SOURCE_IP_FAMILIES', 'ipv5'],
+    ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes'],
+    ['REDIS_URL', 'http://x'],
+    ['AUTH_FAILURE_LIMIT', '0'],
+  ]) {
+    assert.throws(
+      () => loadConfig({ [k!]: v }),
+      (e: Error) => e instanceof ConfigError && e.message.startsWith(`${k} `),
+    );
+  }
+});
