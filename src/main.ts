@@ -15,7 +15,10 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const say = (m: string) => process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), msg: m })}\n`);
+  const quiet = ['warn', 'error', 'fatal', 'silent'].includes(config.logLevel);
+  const say = (m: string) => {
+    if (!quiet) process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), msg: m })}\n`);
+  };
   let lock: { release(): Promise<void> } | null = null;
   let embedded: { connectionString: string; stop(): Promise<void> } | null = null;
   if (config.databaseUrl === null) {

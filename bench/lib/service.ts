@@ -136,7 +136,11 @@ export class Service {
     }
     const out = fs.openSync(this.opts.logFile, 'a');
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['src/main.ts'], { cwd: REPO_ROOT, env, stdio: ['ignore', out, out, 'ipc'] });
+    const child = spawn(process.execPath, ['--max-semi-space-size=16', 'src/main.ts'] /* as npm start */, {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ['ignore', out, out, 'ipc'],
+    });
     fs.closeSync(out);
     this.child = child;
     this.#exited = new Promise((resolve) => child.once('exit', () => resolve()));

@@ -217,6 +217,8 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     const r = await db.query(`UPDATE apps SET ${sets}, updated_at = now() WHERE id = $1`, [req.params.appId, ...names.map((n) => cols[n])]);
     if (r.rowCount === 0) throw notFound('app');
     svc.authCache.invalidateApp(req.params.appId);
+    // The daily counter is kept only while a ceiling is set: recount from the orders when it changes.
+    if ('daily_amount_ceiling_fen' in cols) await db.query('DELETE FROM app_daily_amounts WHERE app_id = $1', [req.params.appId]);
     if (typeof cols.notify_url === 'string') {
       // Events that waited for a notify URL go out now rather than at their next retry.
       await rescheduleAppEvents(db, req.params.appId, svc.clock.now());

@@ -88,11 +88,20 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
     // The app's created amount today, reserved atomically against its ceiling.
     let dailyExceeded = false;
     if (ceiling !== null) {
+      // Counted only while the app has a ceiling; started from today's orders when missing.
+      await tx.query(
+        `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
+         SELECT $1, $2::date, COALESCE(SUM(amount_fen), 0)::bigint FROM orders
+          WHERE app_id = $1 AND created_at >= ($2::date::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
+            AND created_at < ($2::date::timestamp + interval '16 hours') AT TIME ZONE 'UTC'
+         ON CONFLICT (app_id, day) DO NOTHING`,
+        [app.id, day],
+      );
       const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
         app.id,
         day,
       ]);
-      dailyExceeded = (cur.rows[0]?.amount_fen ?? 0) + input.amountFen > ceiling;
+      dailyExceeded = cur.rows[0]!.amount_fen + input.amountFen > ceiling;
     }
     if (singleExceeded || dailyExceeded) {
       const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
@@ -128,18 +137,16 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
       ],
     );
     if (ins.rowCount === 0) return null; // a concurrent create won the order number
-    const reserved = await tx.query(
-      `INSERT INTO app_daily_amounts(app_id, day, amount_fen) VALUES ($1, $2, $3)
-       ON CONFLICT (app_id, day) DO UPDATE SET amount_fen = app_daily_amounts.amount_fen + excluded.amount_fen
-         WHERE $4::bigint IS NULL OR app_daily_amounts.amount_fen + excluded.amount_fen <= $4::bigint
-       RETURNING amount_fen`,
-      [app.id, day, input.amountFen, ceiling],
-    );
-    if (reserved.rowCount === 0 || (ceiling !== null && reserved.rows[0].amount_fen > ceiling)) {
-      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['DAILY_AMOUNT'] });
-    }
     const order = (await getOrder(tx, id))!;
     const attempt = await insertAttempt(tx, order);
+    if (ceiling !== null) {
+      // Last statement before COMMIT: the app's counter row is locked as briefly as possible.
+      const reserved = await tx.query(
+        `UPDATE app_daily_amounts SET amount_fen = amount_fen + $3 WHERE app_id = $1 AND day = $2 AND amount_fen + $3 <= $4`,
+        [app.id, day, input.amountFen, ceiling],
+      );
+      if (reserved.rowCount === 0) throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['DAILY_AMOUNT'] });
+    }
     return { order, attempt };
   });
   if (created === null) {

@@ -593,3 +593,15 @@ describe('background work', () => {
     assert.equal(adm.events[0].stateVersion, adm.stateVersion);
   });
 });
+
+test('a daily ceiling set during the day counts the orders already created that day, and parallel creates cannot overshoot it', async () => {
+  const mch = await provision(t);
+  assert.equal((await create(orderBody({ amountFen: 700 }), mch)).statusCode, 201);
+  assert.equal((await t.admin('PATCH', `/apps/${mch.appId}`, { dailyAmountCeilingFen: 1000 })).statusCode, 200);
+  const over = await create(orderBody({ amountFen: 301 }), mch);
+  assert.equal(over.statusCode, 422);
+  assert.deepEqual(over.json().details, { scopes: ['DAILY_AMOUNT'] });
+  const rs = await Promise.all(Array.from({ length: 10 }, () => create(orderBody({ amountFen: 100 }), mch)));
+  assert.equal(rs.filter((r) => r.statusCode === 201).length, 3, rs.map((r) => r.statusCode).join(','));
+  assert.ok(rs.every((r) => r.statusCode === 201 || r.statusCode === 422));
+});
