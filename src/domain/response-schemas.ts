@@ -3,7 +3,7 @@
  * against real responses in the tests (test/http/openapi.test.ts), so the document cannot drift.
  */
 import { CLOSED_REASONS, ATTEMPT_STATES, ORDER_STATUSES, REFUND_STATES } from './states.ts';
-import { type ObjectSchema, type Schema, nullable } from './schema.ts';
+import { type ArraySchema, type ObjectSchema, type Schema, nullable } from './schema.ts';
 
 const ts = {
   type: 'string',
@@ -143,6 +143,22 @@ export const refundSchema = {
   },
 } as const satisfies ObjectSchema;
 
+/** RATIO shares: 2-4 accounts, each 0 < shareBps < 10000 (the sum of 10000 is checked in code). */
+export const ratiosSchema = {
+  type: 'array',
+  minItems: 2,
+  maxItems: 4,
+  items: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['accountId', 'shareBps'],
+    properties: {
+      accountId: { type: 'string', minLength: 1, maxLength: 64 },
+      shareBps: { type: 'integer', minimum: 1, maximum: 9999 },
+    },
+  },
+} as const satisfies ArraySchema;
+
 export const settlementSchema = {
   type: 'object',
   additionalProperties: false,
@@ -166,17 +182,7 @@ export const settlementSchema = {
     },
     mode: nullable({ type: 'string', enum: ['SINGLE', 'PRIORITY', 'RATIO'] }, 'null while no allocation is configured'),
     participants: { type: 'array', items: { type: 'string' } },
-    ratios: {
-      type: 'array',
-      minItems: 2,
-      maxItems: 4,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['accountId', 'shareBps'],
-        properties: { accountId: { type: 'string' }, shareBps: { type: 'integer', minimum: 1, maximum: 9999 } },
-      },
-    },
+    ratios: ratiosSchema,
     unavailablePolicy: nullable({ type: 'string', enum: ['FAIL', 'NEXT_AVAILABLE', 'REDISTRIBUTE'] }),
   },
 } as const satisfies ObjectSchema;

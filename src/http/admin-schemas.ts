@@ -1,6 +1,7 @@
 /** Back-office request schemas (decisions.md section 8): validated as strictly as the open API's. */
 import { CHANNELS, TRADE_SCOPES } from '../domain/open-schemas.ts';
 import { type ObjectSchema, nullable } from '../domain/schema.ts';
+import { ratiosSchema } from '../domain/response-schemas.ts';
 
 const LINKS = ['ALIPAY_AGGREGATION_NATIVE', 'WECHAT_JSAPI'] as const;
 const ENTITY = { type: 'string', enum: ['INDIVIDUAL', 'CORPORATE'] } as const;
@@ -73,20 +74,7 @@ export const allocationSchema = {
   properties: {
     mode: { type: 'string', enum: ['SINGLE', 'PRIORITY', 'RATIO'] },
     participants: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, minItems: 1, maxItems: 4, uniqueItems: true },
-    ratios: {
-      type: 'array',
-      minItems: 2,
-      maxItems: 4,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['accountId', 'shareBps'],
-        properties: {
-          accountId: { type: 'string', minLength: 1, maxLength: 64 },
-          shareBps: { type: 'integer', minimum: 1, maximum: 9999 },
-        },
-      },
-    },
+    ratios: ratiosSchema,
     unavailablePolicy: { type: 'string', enum: ['FAIL', 'NEXT_AVAILABLE', 'REDISTRIBUTE'] },
   },
 } as const satisfies ObjectSchema;
