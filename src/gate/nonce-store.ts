@@ -22,12 +22,13 @@ export class PgNonceStore implements NonceStore {
 
   async claim(appId: string, nonce: string): Promise<boolean> {
     // Insert, or take over a row whose memory has expired; a live row wins and nothing returns.
-    const r = await this.#db.query(
-      `INSERT INTO nonces(app_id, nonce, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
+    const r = await this.#db.query({
+      name: 'nonce_claim',
+      text: `INSERT INTO nonces(app_id, nonce, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3))
        ON CONFLICT (app_id, nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at < now()
        RETURNING 1`,
-      [appId, nonce, NONCE_TTL_SECONDS],
-    );
+      values: [appId, nonce, NONCE_TTL_SECONDS],
+    });
     return r.rowCount === 1;
   }
 

@@ -41,12 +41,13 @@ export class ReplayStore {
     const started = Date.now();
     let delay = 10;
     for (;;) {
-      const ins = await this.#db.query(
-        `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
+      const ins = await this.#db.query({
+        name: 'replay_begin',
+        text: `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
          VALUES ($1, $2, $3, $4, $5, 'IN_PROGRESS', now() + make_interval(secs => $6))
          ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1`,
-        [k.appId, k.requestId, k.method, k.target, k.bodySha256, LEASE_SECONDS],
-      );
+        values: [k.appId, k.requestId, k.method, k.target, k.bodySha256, LEASE_SECONDS],
+      });
       if (ins.rowCount === 1) return { kind: 'execute' };
       const r = await this.#db.query<Row>(
         `SELECT method, target, body_sha256, state, status_code, response_body, (lease_until < now()) AS lease_expired
@@ -76,11 +77,12 @@ export class ReplayStore {
       await this.abandon(k);
       return;
     }
-    await this.#db.query(
-      `UPDATE request_replays SET state = 'DONE', status_code = $3, response_body = $4, lease_until = NULL
+    await this.#db.query({
+      name: 'replay_complete',
+      text: `UPDATE request_replays SET state = 'DONE', status_code = $3, response_body = $4, lease_until = NULL
         WHERE app_id = $1 AND request_id = $2`,
-      [k.appId, k.requestId, status, body],
-    );
+      values: [k.appId, k.requestId, status, body],
+    });
   }
 
   async abandon(k: ReplayKey): Promise<void> {

@@ -1,4 +1,7 @@
-/** Repository: orders, attempts and refunds rows. */
+/**
+ * Repository: orders, attempts and refunds rows. The hot lookups are named prepared statements
+ * (parsed and planned once per connection; docs/performance.md).
+ */
 import type { AttemptState, ClosedReason, OrderStatus, RefundState } from '../domain/states.ts';
 import type { FeeProjection } from '../domain/money.ts';
 import type { Queryable } from './db.ts';
@@ -73,15 +76,20 @@ export const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_re
   reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 export async function findOrder(db: Queryable, appId: string, outTradeNo: string, lock = false): Promise<OrderRow | null> {
-  const r = await db.query<OrderRow>(
-    `SELECT ${ORDER_COLS} FROM orders WHERE app_id = $1 AND out_trade_no = $2${lock ? ' FOR UPDATE' : ''}`,
-    [appId, outTradeNo],
-  );
+  const r = await db.query<OrderRow>({
+    name: lock ? 'order_by_no_lock' : 'order_by_no',
+    text: `SELECT ${ORDER_COLS} FROM orders WHERE app_id = $1 AND out_trade_no = $2${lock ? ' FOR UPDATE' : ''}`,
+    values: [appId, outTradeNo],
+  });
   return r.rows[0] ?? null;
 }
 
 export async function getOrder(db: Queryable, id: string, lock = false): Promise<OrderRow | null> {
-  const r = await db.query<OrderRow>(`SELECT ${ORDER_COLS} FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [id]);
+  const r = await db.query<OrderRow>({
+    name: lock ? 'order_by_id_lock' : 'order_by_id',
+    text: `SELECT ${ORDER_COLS} FROM orders WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
+    values: [id],
+  });
   return r.rows[0] ?? null;
 }
 
@@ -91,12 +99,16 @@ export async function attemptsOf(db: Queryable, orderId: string): Promise<Attemp
 }
 
 export async function latestAttempt(db: Queryable, orderId: string): Promise<AttemptRow | null> {
-  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq DESC LIMIT 1`, [orderId]);
+  const r = await db.query<AttemptRow>({
+    name: 'attempt_latest',
+    text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq DESC LIMIT 1`,
+    values: [orderId],
+  });
   return r.rows[0] ?? null;
 }
 
 export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
-  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, [id]);
+  const r = await db.query<AttemptRow>({ name: 'attempt_by_id', text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, values: [id] });
   return r.rows[0] ?? null;
 }
 
