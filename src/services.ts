@@ -13,6 +13,7 @@ import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import { SandboxProvider } from './providers/sandbox/sandbox.ts';
 import type { Db } from './store/db.ts';
+import { MerchantConfigCache } from './store/merchant-config.ts';
 import { BackgroundTasks } from './usecases/background.ts';
 
 export interface Clock {
@@ -39,6 +40,7 @@ export interface Services {
   replays: ReplayStore;
   allowlists: AllowlistCache;
   tasks: BackgroundTasks;
+  merchantConfig: MerchantConfigCache;
   /** Asks the background workers to look for due work now (set by the worker runner). */
   wakeWorkers?: () => void;
 }
@@ -92,6 +94,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     replays: new ReplayStore(db),
     allowlists: new AllowlistCache(),
     tasks: new BackgroundTasks(),
+    merchantConfig: new MerchantConfigCache(db),
   };
   svc.tasks.bind(svc);
   return svc;

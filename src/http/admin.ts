@@ -290,6 +290,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
        VALUES ($1, $2, $3, $4, $5, $6, $7)`,
       [id, req.params.merchantId, b.entityType, b.entityName, b.merchantNo, card.slice(-4), b.agreedCeilingFen ?? null],
     );
+    svc.merchantConfig.invalidate(req.params.merchantId);
     const acc = (await listAccounts(db, req.params.merchantId)).find((a) => a.accountId === id)!;
     return reply.code(201).send(accountView(acc));
   });
@@ -332,6 +333,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
        ON CONFLICT (merchant_id) DO UPDATE SET mode = $2, participants = $3, ratios = $4, unavailable_policy = $5, updated_at = now()`,
       [merchantId, mode, participants, ordered === null ? null : JSON.stringify(ordered), b.unavailablePolicy],
     );
+    svc.merchantConfig.invalidate(merchantId);
     return allocationView((await getAllocation(db, merchantId))!);
   });
 
@@ -354,6 +356,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
         [req.params.merchantId, b.ruleVersion, b.standardRateBps, b.largeRateBps, b.thresholdFen, b.merchantRateBps],
       );
     });
+    svc.merchantConfig.invalidate(req.params.merchantId);
     return getFeeRule(db, req.params.merchantId);
   });
 

@@ -5,7 +5,7 @@
  */
 import { ApiError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
-import { DEFAULT_FEE_RULE, type ReceivingAccount, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
+import { DEFAULT_FEE_RULE, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
 import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.ts';
 import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
 import type { ClosedReason } from '../domain/states.ts';
@@ -13,8 +13,8 @@ import type { OpenResult } from '../gate/gate.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
-import { getAllocation, getFeeRule, listAccounts, type AppRow } from '../store/merchants.ts';
-import { type AttemptRow, type OrderRow, attemptsOf, findOrder, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
+import type { AppRow } from '../store/merchants.ts';
+import { ORDER_COLS, type AttemptRow, type OrderRow, attemptsOf, findOrder, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
 import { confirmPaid, insertAttempt, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
 import { orderSnapshot } from './projection.ts';
 
@@ -60,14 +60,6 @@ async function replayOrConflict(svc: Services, caller: Caller, existing: OrderRo
   return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
 }
 
-async function receivingAccounts(svc: Services, merchantId: string) {
-  const [allocation, accounts] = await Promise.all([getAllocation(svc.db, merchantId), listAccounts(svc.db, merchantId)]);
-  const map = new Map<string, ReceivingAccount>(
-    accounts.map((a) => [a.accountId, { accountId: a.accountId, entityType: a.entityType, agreedCeilingFen: a.agreedCeilingFen }]),
-  );
-  return { allocation, map };
-}
-
 export async function createOrder(svc: Services, caller: Caller, input: CreateOrderInput): Promise<OpenResult> {
   const app = caller.app;
   const digest = orderDigest(input);
@@ -77,9 +69,9 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
   if (!app.channels.includes(input.channel)) throw new ApiError('OPEN_API_CHANNEL_UNAVAILABLE');
   if (input.tradeScope !== null && !app.tradeScopes.includes(input.tradeScope)) throw new ApiError('OPEN_API_TRADE_SCOPE_UNAVAILABLE');
 
-  const { allocation, map } = await receivingAccounts(svc, app.merchantId);
-  const singleExceeded = exceedsSingleCeiling(input.amountFen, caller.merchantEntityType, allocation, map);
-  const rule = (await getFeeRule(svc.db, app.merchantId)) ?? DEFAULT_FEE_RULE;
+  const mc = await svc.merchantConfig.get(app.merchantId);
+  const singleExceeded = exceedsSingleCeiling(input.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts);
+  const rule = mc.feeRule ?? DEFAULT_FEE_RULE;
   const now = new Date(svc.clock.now());
   const day = shanghaiDay(now);
   const ceiling = app.dailyAmountCeilingFen;
@@ -110,11 +102,11 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
     const id = newId.order();
     const expireAt = new Date(now.getTime() + app.paymentWindowSeconds * 1000);
     const links = [LINK_OF_CHANNEL[input.channel]].filter((l) => !app.voidedLinks.includes(l));
-    const ins = await tx.query(
+    const ins = await tx.query<OrderRow>(
       `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18)
-       ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING id`,
+       ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING ${ORDER_COLS}`,
       [
         id,
         app.id,
@@ -137,7 +129,7 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
       ],
     );
     if (ins.rowCount === 0) return null; // a concurrent create won the order number
-    const order = (await getOrder(tx, id))!;
+    const order = ins.rows[0] as OrderRow;
     const attempt = await insertAttempt(tx, order);
     if (ceiling !== null) {
       // Last statement before COMMIT: the app's counter row is locked as briefly as possible.

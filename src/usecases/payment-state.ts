@@ -5,10 +5,10 @@
  */
 import { newId } from '../domain/ids.ts';
 import { type AttemptState, type ClosedReason, type OrderStatus, assertTransition, canTransition } from '../domain/states.ts';
-import { bumpStateVersion, writeEvent } from '../events/outbox.ts';
+import { writeEvent } from '../events/outbox.ts';
 import type { PaymentMaterial } from '../providers/provider.ts';
 import type { Tx } from '../store/db.ts';
-import { type AttemptRow, type OrderRow, getAttempt, getOrder } from '../store/orders.ts';
+import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow } from '../store/orders.ts';
 
 export async function setAttempt(
   tx: Tx,
@@ -38,15 +38,18 @@ export async function setOrderStatus(
 ): Promise<OrderRow> {
   if (o.status === to) return o;
   assertTransition('order', flow, o.status, to);
-  await tx.query(
-    `UPDATE orders SET status = $2, closed_reason = COALESCE($3, closed_reason), failure_reason = COALESCE($4, failure_reason),
+  // One statement: the change, the shared stateVersion bump, and the fresh row.
+  const r = await tx.query<OrderRow>({
+    name: 'order_set_status',
+    text: `UPDATE orders SET status = $2, closed_reason = COALESCE($3, closed_reason), failure_reason = COALESCE($4, failure_reason),
             paid_attempt_id = COALESCE($5, paid_attempt_id), paid_at = CASE WHEN $2 = 'SUCCEEDED' THEN $6 ELSE paid_at END,
-            close_pending = CASE WHEN $2 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END
-      WHERE id = $1`,
-    [o.id, to, extra.closedReason ?? null, extra.failureReason ?? null, extra.paidAttemptId ?? null, now],
-  );
-  const version = await bumpStateVersion(tx, o.id);
-  const fresh = (await getOrder(tx, o.id))!;
+            close_pending = CASE WHEN $2 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
+            state_version = state_version + 1, updated_at = now()
+      WHERE id = $1 RETURNING ${ORDER_COLS}`,
+    values: [o.id, to, extra.closedReason ?? null, extra.failureReason ?? null, extra.paidAttemptId ?? null, now],
+  });
+  const fresh = r.rows[0]!;
+  const version = fresh.stateVersion;
   const type = to === 'SUCCEEDED' ? 'PAYMENT_SUCCEEDED' : to === 'CLOSED' ? 'PAYMENT_CLOSED' : to === 'FAILED' ? 'PAYMENT_FAILED' : null;
   if (type) await writeEvent(tx, type, fresh, version, now);
   return fresh;
@@ -80,14 +83,14 @@ export async function confirmPaid(
 }
 
 export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow> {
-  const r = await tx.query<{ seq: number }>('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempts WHERE order_id = $1', [order.id]);
-  const id = newId.attempt();
-  await tx.query(
-    `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-     VALUES ($1, $2, $3, 'PENDING', $4, $5, now() + interval '150 seconds')`,
-    [id, order.id, r.rows[0]!.seq, newId.cashierToken(), order.expireAt],
-  );
-  return (await getAttempt(tx, id))!;
+  const r = await tx.query<AttemptRow>({
+    name: 'attempt_insert',
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + interval '150 seconds')
+     RETURNING ${ATTEMPT_COLS}`,
+    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt],
+  });
+  return r.rows[0]!;
 }
 
 /** Backoff for re-asking the provider about an uncertain outcome: 2 s, 4 s, ... capped at 5 min. */
