@@ -9,7 +9,7 @@ import { withTx } from './store/db.ts';
 import { getAttempt, getOrder, getRefund, latestAttempt } from './store/orders.ts';
 import { closeOrderById } from './usecases/orders.ts';
 import { applyNotification } from './usecases/notifications.ts';
-import { nextCheckAt, setAttempt, setOrderStatus, confirmPaid } from './usecases/payment-state.ts';
+import { nextCheckAt, setAttempt, setOrderStatus } from './usecases/payment-state.ts';
 import { setRefundState } from './usecases/refunds.ts';
 import { ProviderRejectedError } from './providers/provider.ts';
 
@@ -252,5 +252,3 @@ export async function reconcileDuplicates(svc: Services): Promise<number> {
   }
   return r.rows.length;
 }
-
-export { confirmPaid };

@@ -26,7 +26,6 @@ export interface GateContext {
   gatewayId: string;
   /** Set once step 3 passed: the merchant's X-SVC-Request-Id. */
   headers: SignedHeaders | null;
-  /** Step 4 passed: the response carries X-SVC-Request-Id... (it does from step 4's rejection on). */
   /** Step 6 passed: responses are signed from here on. */
   signed: boolean;
   contentType: string | undefined;

@@ -25,7 +25,7 @@ import {
   patchAppSchema,
   patchKeySchema,
 } from './admin-schemas.ts';
-import { BodyError, type ParsedBody, installRawJsonParser, secretEquals } from './common.ts';
+import { BodyError, type ParsedBody, hasAdminToken, installRawJsonParser } from './common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 
 type Body = Record<string, unknown>;
@@ -106,9 +106,8 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   installRawJsonParser(scope, 1024 * 1024);
 
   scope.addHook('onRequest', async (req) => {
-    const h = req.headers.authorization;
-    const token = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
-    if (!secretEquals(token, adminToken)) throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
+    if (!hasAdminToken(req.headers.authorization, adminToken))
+      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
   });
 
   scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply: FastifyReply) => {

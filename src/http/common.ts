@@ -10,6 +10,12 @@ export function secretEquals(a: string, b: string): boolean {
   return timingSafeEqual(ha, hb);
 }
 
+/** True when the request carries `Authorization: Bearer <adminToken>` (constant-time). */
+export function hasAdminToken(authorization: string | undefined, adminToken: string): boolean {
+  const token = typeof authorization === 'string' && authorization.startsWith('Bearer ') ? authorization.slice(7) : '';
+  return secretEquals(token, adminToken);
+}
+
 export class BodyError extends Error {
   readonly kind: 'INVALID' | 'TOO_LARGE';
   constructor(kind: 'INVALID' | 'TOO_LARGE', message: string) {

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Services } from '../services.ts';
-import { secretEquals } from './common.ts';
+import { hasAdminToken } from './common.ts';
 
 export interface Metrics {
   registry: Registry;
@@ -72,9 +72,7 @@ export function installMetrics(server: FastifyInstance, m: Metrics, adminToken: 
     }
   });
   server.get('/metrics', async (req, reply) => {
-    const h = req.headers.authorization;
-    const token = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
-    if (!secretEquals(token, adminToken))
+    if (!hasAdminToken(req.headers.authorization, adminToken))
       return reply.code(401).send({ code: 'ADMIN_UNAUTHORIZED', message: 'a valid admin bearer token is required' });
     return reply.type(m.registry.contentType).send(await m.registry.metrics());
   });

@@ -10,7 +10,7 @@ import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
 import { bodyOf } from './admin.ts';
-import { installRawJsonParser, secretEquals } from './common.ts';
+import { hasAdminToken, installRawJsonParser } from './common.ts';
 
 export async function sandboxPlugin(
   scope: FastifyInstance,
@@ -19,9 +19,8 @@ export async function sandboxPlugin(
   const { svc, sandbox, adminToken } = opts;
   installRawJsonParser(scope, 64 * 1024);
   scope.addHook('onRequest', async (req) => {
-    const h = req.headers.authorization;
-    const token = typeof h === 'string' && h.startsWith('Bearer ') ? h.slice(7) : '';
-    if (!secretEquals(token, adminToken)) throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
+    if (!hasAdminToken(req.headers.authorization, adminToken))
+      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
   });
   scope.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
     if (err instanceof AdminError) return reply.code(err.status).send({ code: err.code, message: err.message });
