@@ -5,7 +5,7 @@
  */
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
-import { attemptsOf, getAttempt, getOrder } from '../store/orders.ts';
+import { attemptsOf, getAttempt } from '../store/orders.ts';
 import { setAttempt } from './payment-state.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 
@@ -51,8 +51,6 @@ export class BackgroundTasks {
   /** After a payment, the order's other live attempts are closed at the provider. */
   closeSiblingAttempts(orderId: string, paidAttemptId: string): void {
     this.#run('close sibling attempts', async (svc) => {
-      const o = await getOrder(svc.db, orderId);
-      if (!o) return;
       for (const a of await attemptsOf(svc.db, orderId)) {
         if (a.id !== paidAttemptId && a.state === 'ACCEPTED') this.closeStrayAttempt(a.id);
       }
