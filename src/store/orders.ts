@@ -107,6 +107,61 @@ export async function latestAttempt(db: Queryable, orderId: string): Promise<Att
   return r.rows[0] ?? null;
 }
 
+/** The attempt columns of a joined row, prefixed `la_`, with the mapping back to an AttemptRow. */
+const LATEST_COLS = `la.id AS la_id, la.order_id AS la_order_id, la.seq AS la_seq, la.state AS la_state,
+  la.cashier_token AS la_cashier_token, la.qr_code AS la_qr_code, la.provider_ref AS la_provider_ref,
+  la.expire_at AS la_expire_at, la.created_at AS la_created_at, la.updated_at AS la_updated_at`;
+
+interface LatestCols {
+  la_id: string | null;
+  la_order_id: string;
+  la_seq: number;
+  la_state: AttemptState;
+  la_cashier_token: string;
+  la_qr_code: string | null;
+  la_provider_ref: string | null;
+  la_expire_at: Date;
+  la_created_at: Date;
+  la_updated_at: Date;
+}
+
+function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: AttemptRow | null } {
+  const { la_id, la_order_id, la_seq, la_state, la_cashier_token, la_qr_code, la_provider_ref, la_expire_at, la_created_at, la_updated_at, ...order } =
+    row;
+  const attempt =
+    la_id === null
+      ? null
+      : {
+          id: la_id,
+          orderId: la_order_id,
+          seq: la_seq,
+          state: la_state,
+          cashierToken: la_cashier_token,
+          qrCode: la_qr_code,
+          providerRef: la_provider_ref,
+          expireAt: la_expire_at,
+          createdAt: la_created_at,
+          updatedAt: la_updated_at,
+        };
+  return { order, attempt };
+}
+
+/** An order by merchant number with its latest attempt, in one statement (the query-order read). */
+export async function findOrderWithLatest(
+  db: Queryable,
+  appId: string,
+  outTradeNo: string,
+): Promise<{ order: OrderRow; attempt: AttemptRow | null } | null> {
+  const r = await db.query<OrderRow & LatestCols>({
+    name: 'order_by_no_with_latest',
+    text: `SELECT o.*, ${LATEST_COLS} FROM (SELECT ${ORDER_COLS} FROM orders WHERE app_id = $1 AND out_trade_no = $2) o
+      LEFT JOIN LATERAL (SELECT * FROM attempts WHERE order_id = o.id ORDER BY seq DESC LIMIT 1) la ON true`,
+    values: [appId, outTradeNo],
+  });
+  const row = r.rows[0];
+  return row ? splitLatest(row) : null;
+}
+
 export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
   const r = await db.query<AttemptRow>({ name: 'attempt_by_id', text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, values: [id] });
   return r.rows[0] ?? null;

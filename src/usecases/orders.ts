@@ -14,7 +14,7 @@ import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import type { AppRow } from '../store/merchants.ts';
-import { ORDER_COLS, type AttemptRow, type OrderRow, attemptsOf, findOrder, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
+import { ORDER_COLS, type AttemptRow, type OrderRow, attemptsOf, findOrder, findOrderWithLatest, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
 import { confirmPaid, insertAttempt, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
 import { orderSnapshot } from './projection.ts';
 
@@ -266,9 +266,9 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
 
 export async function queryOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
   checkNo(outTradeNo);
-  const o = await findOrder(svc.db, caller.app.id, outTradeNo);
-  if (!o) throw NOT_FOUND();
-  return ok(200, caller, snapshot(svc, caller, o, await latestAttempt(svc.db, o.id), 'query'));
+  const found = await findOrderWithLatest(svc.db, caller.app.id, outTradeNo);
+  if (!found) throw NOT_FOUND();
+  return ok(200, caller, snapshot(svc, caller, found.order, found.attempt, 'query'));
 }
 
 export type CloseState = 'CLOSE_REQUESTED' | 'ALREADY_CLOSED' | 'UNKNOWN_KEPT' | 'PROVIDER_PAID_CONFLICT';
