@@ -18,6 +18,7 @@ import type { Services } from '../services.ts';
 import type { AppRow } from '../store/merchants.ts';
 import { BodyError, type ParsedBody, parseJsonBody } from '../http/common.ts';
 import { type SignedHeaders, checkSignedHeaders, isStrictBase64 } from './headers.ts';
+import type { ReplayTicket } from './replay.ts';
 
 export const BODY_LIMIT_BYTES = 65_536;
 export const TIMESTAMP_WINDOW_SECONDS = 300;
@@ -375,7 +376,7 @@ export async function runWithReplay(
   svc: Services,
   req: FastifyRequest,
   reply: FastifyReply,
-  op: () => Promise<OpenResult>,
+  op: (replay: ReplayTicket) => Promise<OpenResult>,
 ): Promise<FastifyReply> {
   const g = req.gate;
   const key = {
@@ -390,8 +391,9 @@ export async function runWithReplay(
   if (begin.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
   if (begin.kind === 'replay') return sendOpen(svc, req, reply, begin.status, begin.body);
   let result: OpenResult;
+  const ticket: ReplayTicket = { appId: key.appId, requestId: key.requestId, storedPayload: null };
   try {
-    result = await op();
+    result = await op(ticket);
   } catch (err) {
     if (err instanceof ApiError) {
       result = fromApiError(req, err);
@@ -400,6 +402,7 @@ export async function runWithReplay(
       throw err;
     }
   }
+  if (ticket.storedPayload !== null) return sendOpen(svc, req, reply, result.status, ticket.storedPayload, result.headers);
   const payload = JSON.stringify(result.body);
   try {
     await svc.replays.complete(key, result.status, payload);

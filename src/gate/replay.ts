@@ -106,3 +106,15 @@ export class ReplayStore {
     return r.rowCount ?? 0;
   }
 }
+
+/**
+ * Handed to a POST operation by runWithReplay. An operation that writes the answer into the
+ * replay record in its own last transaction (so the answer is atomic with the change it reports
+ * and costs no write of its own) sets `storedPayload` to the exact bytes it stored; runWithReplay
+ * then sends those bytes and does not complete the record again.
+ */
+export interface ReplayTicket {
+  readonly appId: string;
+  readonly requestId: string;
+  storedPayload: string | null;
+}

@@ -38,9 +38,9 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   installGate(scope, svc);
 
   scope.post('/payments', (req, reply) =>
-    runWithReplay(svc, req, reply, async () => {
+    runWithReplay(svc, req, reply, async (replay) => {
       const b = body(req);
-      return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals));
+      return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals), replay);
     }),
   );
   scope.post<P>('/payments/:outTradeNo/attempts', (req, reply) =>

@@ -126,8 +126,19 @@ interface LatestCols {
 }
 
 function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: AttemptRow | null } {
-  const { la_id, la_order_id, la_seq, la_state, la_cashier_token, la_qr_code, la_provider_ref, la_expire_at, la_created_at, la_updated_at, ...order } =
-    row;
+  const {
+    la_id,
+    la_order_id,
+    la_seq,
+    la_state,
+    la_cashier_token,
+    la_qr_code,
+    la_provider_ref,
+    la_expire_at,
+    la_created_at,
+    la_updated_at,
+    ...order
+  } = row;
   const attempt =
     la_id === null
       ? null
@@ -160,6 +171,76 @@ export async function findOrderWithLatest(
   });
   const row = r.rows[0];
   return row ? splitLatest(row) : null;
+}
+
+export interface NewOrder {
+  id: string;
+  appId: string;
+  merchantId: string;
+  outTradeNo: string;
+  channel: string;
+  tradeScope: string | null;
+  amountFen: number;
+  currency: string;
+  subject: string;
+  description: string | null;
+  attach: string | null;
+  returnUrl: string | null;
+  payerClientIp: string;
+  digest: string;
+  links: string[];
+  expireAt: Date;
+  feeProjection: FeeProjection;
+  createdAt: Date;
+}
+
+/**
+ * A new CREATED order and its first PENDING attempt, in one statement (atomic on its own, or part
+ * of the caller's transaction). Null when the app already has an order with this number.
+ */
+export async function insertOrderWithFirstAttempt(
+  db: Queryable,
+  o: NewOrder,
+  attempt: { id: string; cashierToken: string },
+): Promise<{ order: OrderRow; attempt: AttemptRow } | null> {
+  const r = await db.query<OrderRow & LatestCols>({
+    name: 'order_insert_with_attempt',
+    text: `WITH o AS (
+        INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18)
+        ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
+      la AS (
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
+        SELECT $19, o.id, 1, 'PENDING', $20, o.expire_at, now() + interval '150 seconds' FROM o RETURNING *)
+      SELECT o2.*, ${LATEST_COLS} FROM (SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id`,
+    values: [
+      o.id,
+      o.appId,
+      o.merchantId,
+      o.outTradeNo,
+      o.channel,
+      o.tradeScope,
+      o.amountFen,
+      o.currency,
+      o.subject,
+      o.description,
+      o.attach,
+      o.returnUrl,
+      o.payerClientIp,
+      o.digest,
+      o.links,
+      o.expireAt,
+      JSON.stringify(o.feeProjection),
+      o.createdAt,
+      attempt.id,
+      attempt.cashierToken,
+    ],
+  });
+  const row = r.rows[0];
+  if (!row) return null;
+  const { order, attempt: a } = splitLatest(row);
+  return { order, attempt: a! };
 }
 
 export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {

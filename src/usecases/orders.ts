@@ -10,11 +10,23 @@ import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.t
 import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
 import type { ClosedReason } from '../domain/states.ts';
 import type { OpenResult } from '../gate/gate.ts';
+import type { ReplayTicket } from '../gate/replay.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import type { AppRow } from '../store/merchants.ts';
-import { ORDER_COLS, type AttemptRow, type OrderRow, attemptsOf, findOrder, findOrderWithLatest, getAttempt, getOrder, latestAttempt } from '../store/orders.ts';
+import {
+  type AttemptRow,
+  type OrderRow,
+  attemptsOf,
+  findOrder,
+  findOrderWithLatest,
+  getAttempt,
+  insertOrderWithFirstAttempt,
+  type NewOrder,
+  getOrder,
+  latestAttempt,
+} from '../store/orders.ts';
 import { confirmPaid, insertAttempt, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
 import { orderSnapshot } from './projection.ts';
 
@@ -60,96 +72,111 @@ async function replayOrConflict(svc: Services, caller: Caller, existing: OrderRo
   return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
 }
 
-export async function createOrder(svc: Services, caller: Caller, input: CreateOrderInput): Promise<OpenResult> {
+export async function createOrder(svc: Services, caller: Caller, input: CreateOrderInput, replay?: ReplayTicket): Promise<OpenResult> {
   const app = caller.app;
   const digest = orderDigest(input);
-  const existing = await findOrder(svc.db, app.id, input.outTradeNo);
-  if (existing) return replayOrConflict(svc, caller, existing, digest);
-
-  if (!app.channels.includes(input.channel)) throw new ApiError('OPEN_API_CHANNEL_UNAVAILABLE');
-  if (input.tradeScope !== null && !app.tradeScopes.includes(input.tradeScope)) throw new ApiError('OPEN_API_TRADE_SCOPE_UNAVAILABLE');
+  // An order number already used is answered from that order (replay or conflict) before any
+  // other judgement; it is looked up only when needed: on a rejection below, or when the insert
+  // finds the number taken.
+  const orExisting = async (err: ApiError): Promise<OpenResult> => {
+    const existing = await findOrder(svc.db, app.id, input.outTradeNo);
+    if (existing) return replayOrConflict(svc, caller, existing, digest);
+    throw err;
+  };
+  if (!app.channels.includes(input.channel)) return orExisting(new ApiError('OPEN_API_CHANNEL_UNAVAILABLE'));
+  if (input.tradeScope !== null && !app.tradeScopes.includes(input.tradeScope)) {
+    return orExisting(new ApiError('OPEN_API_TRADE_SCOPE_UNAVAILABLE'));
+  }
 
   const mc = await svc.merchantConfig.get(app.merchantId);
   const singleExceeded = exceedsSingleCeiling(input.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts);
+  const ceiling = app.dailyAmountCeilingFen;
+  if (singleExceeded && ceiling === null) {
+    return orExisting(new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['SINGLE_AMOUNT'] }));
+  }
   const rule = mc.feeRule ?? DEFAULT_FEE_RULE;
   const now = new Date(svc.clock.now());
-  const day = shanghaiDay(now);
-  const ceiling = app.dailyAmountCeilingFen;
+  const row: NewOrder = {
+    id: newId.order(),
+    appId: app.id,
+    merchantId: app.merchantId,
+    outTradeNo: input.outTradeNo,
+    channel: input.channel,
+    tradeScope: input.tradeScope,
+    amountFen: input.amountFen,
+    currency: input.currency,
+    subject: input.subject,
+    description: input.description,
+    attach: input.attach,
+    returnUrl: input.returnUrl,
+    payerClientIp: input.payerClientIp,
+    digest,
+    links: [LINK_OF_CHANNEL[input.channel]].filter((l) => !app.voidedLinks.includes(l)),
+    expireAt: new Date(now.getTime() + app.paymentWindowSeconds * 1000),
+    feeProjection: feeProjection(input.amountFen, rule),
+    createdAt: now,
+  };
+  const firstAttempt = { id: newId.attempt(), cashierToken: newId.cashierToken() };
 
-  const created = await withTx(svc.db, async (tx) => {
-    // The app's created amount today, reserved atomically against its ceiling.
-    let dailyExceeded = false;
-    if (ceiling !== null) {
-      // Counted only while the app has a ceiling; started from today's orders when missing.
-      await tx.query(
-        `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
-         SELECT $1, $2::date, COALESCE(SUM(amount_fen), 0)::bigint FROM orders
-          WHERE app_id = $1 AND created_at >= ($2::date::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
-            AND created_at < ($2::date::timestamp + interval '16 hours') AT TIME ZONE 'UTC'
-         ON CONFLICT (app_id, day) DO NOTHING`,
-        [app.id, day],
-      );
-      const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
-        app.id,
-        day,
-      ]);
-      dailyExceeded = cur.rows[0]!.amount_fen + input.amountFen > ceiling;
+  let created: { order: OrderRow; attempt: AttemptRow } | null;
+  if (ceiling === null) {
+    // The common case: the order and its first attempt in one statement.
+    created = await insertOrderWithFirstAttempt(svc.db, row, firstAttempt);
+  } else {
+    const day = shanghaiDay(now);
+    try {
+      created = await withTx(svc.db, async (tx) => {
+        // The app's created amount today, reserved atomically against its ceiling. Counted only
+        // while the app has a ceiling; started from today's orders when missing.
+        await tx.query(
+          `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
+           SELECT $1, $2::date, COALESCE(SUM(amount_fen), 0)::bigint FROM orders
+            WHERE app_id = $1 AND created_at >= ($2::date::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
+              AND created_at < ($2::date::timestamp + interval '16 hours') AT TIME ZONE 'UTC'
+           ON CONFLICT (app_id, day) DO NOTHING`,
+          [app.id, day],
+        );
+        const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
+          app.id,
+          day,
+        ]);
+        const dailyExceeded = cur.rows[0]!.amount_fen + input.amountFen > ceiling;
+        if (singleExceeded || dailyExceeded) {
+          const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
+          throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes });
+        }
+        const c = await insertOrderWithFirstAttempt(tx, row, firstAttempt);
+        if (c === null) return null;
+        // Last statement before COMMIT: the app's counter row is locked as briefly as possible.
+        const reserved = await tx.query(
+          `UPDATE app_daily_amounts SET amount_fen = amount_fen + $3 WHERE app_id = $1 AND day = $2 AND amount_fen + $3 <= $4`,
+          [app.id, day, input.amountFen, ceiling],
+        );
+        if (reserved.rowCount === 0) throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['DAILY_AMOUNT'] });
+        return c;
+      });
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'OPEN_API_LIMIT_EXCEEDED') return orExisting(err);
+      throw err;
     }
-    if (singleExceeded || dailyExceeded) {
-      const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
-      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes });
-    }
-    const id = newId.order();
-    const expireAt = new Date(now.getTime() + app.paymentWindowSeconds * 1000);
-    const links = [LINK_OF_CHANNEL[input.channel]].filter((l) => !app.voidedLinks.includes(l));
-    const ins = await tx.query<OrderRow>(
-      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
-                          attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18)
-       ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING ${ORDER_COLS}`,
-      [
-        id,
-        app.id,
-        app.merchantId,
-        input.outTradeNo,
-        input.channel,
-        input.tradeScope,
-        input.amountFen,
-        input.currency,
-        input.subject,
-        input.description,
-        input.attach,
-        input.returnUrl,
-        input.payerClientIp,
-        digest,
-        links,
-        expireAt,
-        JSON.stringify(feeProjection(input.amountFen, rule)),
-        now,
-      ],
-    );
-    if (ins.rowCount === 0) return null; // a concurrent create won the order number
-    const order = ins.rows[0] as OrderRow;
-    const attempt = await insertAttempt(tx, order);
-    if (ceiling !== null) {
-      // Last statement before COMMIT: the app's counter row is locked as briefly as possible.
-      const reserved = await tx.query(
-        `UPDATE app_daily_amounts SET amount_fen = amount_fen + $3 WHERE app_id = $1 AND day = $2 AND amount_fen + $3 <= $4`,
-        [app.id, day, input.amountFen, ceiling],
-      );
-      if (reserved.rowCount === 0) throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['DAILY_AMOUNT'] });
-    }
-    return { order, attempt };
-  });
+  }
   if (created === null) {
+    // The number is taken (by an earlier or a concurrent create).
     const winner = (await findOrder(svc.db, app.id, input.outTradeNo))!;
     return replayOrConflict(svc, caller, winner, digest);
   }
-  return runAttempt(svc, caller, created.order, created.attempt, 'create order');
+  return runAttempt(svc, caller, created.order, created.attempt, 'create order', replay);
 }
 
 /** Calls the provider for a PENDING attempt and records the outcome; answers 201, 502 or 201-unknown. */
-async function runAttempt(svc: Services, caller: Caller, order: OrderRow, attempt: AttemptRow, flow: string): Promise<OpenResult> {
+async function runAttempt(
+  svc: Services,
+  caller: Caller,
+  order: OrderRow,
+  attempt: AttemptRow,
+  flow: string,
+  replay?: ReplayTicket,
+): Promise<OpenResult> {
   let result: CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
   try {
     result = await svc.provider.createAttempt({
@@ -167,6 +194,42 @@ async function runAttempt(svc: Services, caller: Caller, order: OrderRow, attemp
     else {
       svc.log.warn({ err, attemptId: attempt.id }, 'provider call failed; outcome treated as uncertain');
       result = 'UNCERTAIN';
+    }
+  }
+  if (result !== 'REJECTED' && result !== 'UNCERTAIN' && result.outcome === 'ACCEPTED' && order.status === 'CREATED') {
+    // The common outcome in one round trip: the same change as the general path below, and the
+    // answer stored for request-id replay in the same transaction. The answer is rendered from
+    // the rows as they will be; the function applies them only if the order is still CREATED and
+    // the attempt still PENDING (so exactly that), else changes nothing and the general path runs.
+    const answer = ok(
+      201,
+      caller,
+      snapshot(
+        svc,
+        caller,
+        { ...order, status: 'PAYING', stateVersion: order.stateVersion + 1 },
+        { ...attempt, state: 'ACCEPTED', providerRef: result.providerRef, qrCode: result.material.qrCode ?? attempt.qrCode },
+        'create',
+      ),
+    );
+    const payload = replay ? JSON.stringify(answer.body) : null;
+    const r = await svc.db.query<{ ok: boolean }>({
+      name: 'accept_attempt',
+      text: 'SELECT mps_accept_attempt($1, $2, $3, $4, $5, $6, $7, $8) AS ok',
+      values: [
+        order.id,
+        attempt.id,
+        result.providerRef,
+        result.material.qrCode,
+        replay?.appId ?? null,
+        replay?.requestId ?? null,
+        201,
+        payload,
+      ],
+    });
+    if (r.rows[0]!.ok) {
+      if (replay) replay.storedPayload = payload;
+      return answer;
     }
   }
   const after = await withTx(svc.db, async (tx) => {

@@ -518,7 +518,7 @@ describe('an unexpected fault is a 503, never a 500', () => {
   test('the database fails during the operation (step 9) -> 503; a retry with the same request id executes afresh', async () => {
     const body = orderBody();
     const requestId = newRequestId();
-    const s = await withDbFault({ tx: true }, () => send(t, m, 'POST', PAYMENTS, body, { requestId }));
+    const s = await withDbFault({ match: /\binsert\s+into\s+orders\b/i }, () => send(t, m, 'POST', PAYMENTS, body, { requestId }));
     await fault503(s.r, 9, requestId);
     const retry = await send(t, m, 'POST', PAYMENTS, body, { requestId });
     await expectSuccess(t, retry.r, requestId, 201);

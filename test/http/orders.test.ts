@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Merchant, type TestApp, call, orderBody, provision, startTestApp, tradeNo } from '../helpers/app.ts';
+import { type Merchant, type TestApp, call, orderBody, provision, requestId, startTestApp, tradeNo } from '../helpers/app.ts';
 
 let t: TestApp;
 let m: Merchant;
@@ -373,6 +373,58 @@ describe('create order', () => {
     assert.equal(paid.statusCode, 201);
     assert.equal(paid.json().status, 'SUCCEEDED');
     assert.equal(paid.json().payUrl, null);
+  });
+});
+
+describe('create order: the outcome when the order changed during the provider call', () => {
+  test('closed while the provider created its attempt: the create answers the closed order, and replays that answer', async () => {
+    await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 700);
+    const body = orderBody();
+    const rid = requestId();
+    const pending = create(body, m, { requestId: rid });
+    // The order exists (CREATED, its attempt PENDING) while the provider call waits.
+    let seen = false;
+    for (let i = 0; i < 50 && !seen; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      seen = (await query(String(body.outTradeNo))).statusCode === 200;
+    }
+    assert.ok(seen, 'the order is recorded before the provider answers');
+    const closed = await closeOrder(String(body.outTradeNo));
+    assert.equal(closed.statusCode, 200, closed.body);
+    assert.equal(closed.json().status, 'CLOSED');
+    const r = await pending;
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().status, 'CLOSED');
+    assert.equal(r.json().payUrl, null);
+    assert.equal(r.json().qrCode, null);
+    const q = await query(String(body.outTradeNo));
+    assert.equal(q.json().status, 'CLOSED');
+    assert.equal(q.json().latestAttempt.state, 'CLOSED');
+    const again = await create(body, m, { requestId: rid });
+    assert.equal(again.statusCode, 201);
+    assert.equal(again.body, r.body, 'the request id replays the first answer byte for byte');
+  });
+
+  test('the stored answer of a create is the answer sent, and the order is PAYING with stateVersion 2', async () => {
+    const body = orderBody();
+    const rid = requestId();
+    const r = await create(body, m, { requestId: rid });
+    assert.equal(r.statusCode, 201);
+    assert.equal(r.json().status, 'PAYING');
+    const row = await t.svc.db.query(
+      `SELECT rr.state, rr.status_code, rr.response_body, o.state_version, a.state AS attempt_state, a.next_check_at
+         FROM request_replays rr, orders o JOIN attempts a ON a.order_id = o.id
+        WHERE rr.app_id = $1 AND rr.request_id = $2 AND o.out_trade_no = $3`,
+      [m.appId, rid, body.outTradeNo],
+    );
+    assert.equal(row.rowCount, 1);
+    const x = row.rows[0];
+    assert.equal(x.state, 'DONE');
+    assert.equal(x.status_code, 201);
+    assert.equal(x.response_body, r.body);
+    assert.equal(x.state_version, 2);
+    assert.equal(x.attempt_state, 'ACCEPTED');
+    assert.equal(x.next_check_at, null);
   });
 });
 

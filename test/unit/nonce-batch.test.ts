@@ -30,7 +30,7 @@ describe('PgNonceStore batching', () => {
     const seen: string[] = [];
     const orig = db.query.bind(db);
     (db as unknown as { query: unknown }).query = (q: unknown, v?: unknown) => {
-      seen.push(typeof q === 'string' ? q : (q as { name?: string }).name ?? '?');
+      seen.push(typeof q === 'string' ? q : ((q as { name?: string }).name ?? '?'));
       return (orig as (a: unknown, b?: unknown) => unknown)(q, v);
     };
     try {

@@ -100,19 +100,44 @@ export class SandboxProvider implements PaymentProvider {
   }
 
   async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
-    const fault = await this.#fault('CREATE_ATTEMPT');
-    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
     const ref = `sbx_pay_${input.attemptId.slice(4)}`;
-    const state = fault === 'PAID' ? 'PAID' : 'OPEN';
-    const r = await this.#db.query<{ state: string }>(
-      `INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state`,
-      [ref, input.attemptId, input.channel, input.amountFen, state],
-    );
+    // One statement: take the next programmed fault, if any, and open the payment unless the
+    // fault says otherwise (REJECT: nothing opened; PAID: opened as paid; DELAY_MS: opened after
+    // the delay, below).
+    const r = await this.#db.query<{ outcome: FaultOutcome | null; delay_ms: number | null; state: string | null }>({
+      name: 'sandbox_create_attempt',
+      text: `WITH f AS (
+          UPDATE sandbox_faults SET remaining = remaining - 1
+           WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+          RETURNING outcome, delay_ms),
+        p AS (
+          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
+          SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END
+           WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
+          ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state)
+        SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state`,
+      values: [ref, input.attemptId, input.channel, input.amountFen],
+    });
+    const { outcome, delay_ms } = r.rows[0]!;
+    let state = r.rows[0]!.state;
+    if (outcome === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    if (outcome === 'DELAY_MS') {
+      await new Promise((res) => setTimeout(res, delay_ms ?? 0));
+      state = await this.#openPayment(ref, input);
+    }
     // TIMEOUT: the provider did the work, but the answer is lost on the way back.
-    if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: create attempt timed out');
-    if (r.rows[0]!.state === 'PAID') return { outcome: 'PAID', providerRef: ref };
+    if (outcome === 'TIMEOUT') throw new ProviderUncertainError('sandbox: create attempt timed out');
+    if (state === 'PAID') return { outcome: 'PAID', providerRef: ref };
     return { outcome: 'ACCEPTED', providerRef: ref, material: this.#material(input.channel, ref) };
+  }
+
+  async #openPayment(ref: string, input: CreateAttemptInput): Promise<string> {
+    const r = await this.#db.query<{ state: string }>(
+      `INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state) VALUES ($1, $2, $3, $4, 'OPEN')
+       ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state`,
+      [ref, input.attemptId, input.channel, input.amountFen],
+    );
+    return r.rows[0]!.state;
   }
 
   #material(channel: string, ref: string): { qrCode: string | null; prepayId: string | null } {
