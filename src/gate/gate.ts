@@ -24,7 +24,6 @@ export const BODY_LIMIT_BYTES = 65_536;
 export const TIMESTAMP_WINDOW_SECONDS = 300;
 
 export interface GateContext {
-  gatewayId: string;
   /** Set once step 3 passed: the merchant's X-SVC-Request-Id. */
   headers: SignedHeaders | null;
   /** Step 6 passed: responses are signed from here on. */
@@ -53,7 +52,7 @@ export function failure(req: FastifyRequest, code: OpenApiCode, message?: string
   const body: Record<string, unknown> = {
     code,
     message: message ?? OPEN_API_ERRORS[code].message,
-    requestId: req.gate.headers?.requestId ?? req.gate.gatewayId,
+    requestId: req.gate.headers?.requestId ?? newId.gateway(), // a gw_ id only when no X-SVC-Request-Id was accepted
   };
   if (details !== undefined) body.details = details;
   return { status: OPEN_API_ERRORS[code].status, body };
@@ -206,7 +205,6 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
 
   scope.addHook('onRequest', async (req) => {
     req.gate = {
-      gatewayId: newId.gateway(),
       headers: null,
       signed: false,
       contentType: undefined,
@@ -402,7 +400,10 @@ export async function runWithReplay(
       throw err;
     }
   }
-  if (ticket.storedPayload !== null) return sendOpen(svc, req, reply, result.status, ticket.storedPayload, result.headers);
+  if (ticket.storedPayload !== null) {
+    svc.replays.release(key);
+    return sendOpen(svc, req, reply, result.status, ticket.storedPayload, result.headers);
+  }
   const payload = JSON.stringify(result.body);
   try {
     await svc.replays.complete(key, result.status, payload);

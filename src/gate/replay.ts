@@ -33,8 +33,42 @@ interface Row {
 
 export class ReplayStore {
   readonly #db: Db;
+  /**
+   * Request ids executing on this instance, each with a promise settled when its answer is
+   * recorded (or abandoned): a duplicate arriving meanwhile waits on it instead of polling.
+   * Ids held by another instance are polled.
+   */
+  readonly #inflight = new Map<string, { settled: Promise<void>; settle: () => void }>();
   constructor(db: Db) {
     this.#db = db;
+  }
+
+  #hold(k: ReplayKey): ReplayBegin {
+    const id = `${k.appId} ${k.requestId}`;
+    if (!this.#inflight.has(id)) {
+      let settle!: () => void;
+      const settled = new Promise<void>((res) => (settle = res));
+      this.#inflight.set(id, { settled, settle });
+    }
+    return { kind: 'execute' };
+  }
+
+  /** The request id's execution on this instance is over (its answer is recorded, or it was abandoned). */
+  release(k: ReplayKey): void {
+    const id = `${k.appId} ${k.requestId}`;
+    const w = this.#inflight.get(id);
+    if (w) {
+      this.#inflight.delete(id);
+      w.settle();
+    }
+  }
+
+  async #wait(k: ReplayKey, ms: number): Promise<void> {
+    const w = this.#inflight.get(`${k.appId} ${k.requestId}`);
+    let timer: NodeJS.Timeout | undefined;
+    const sleep = new Promise<void>((res) => (timer = setTimeout(res, ms)));
+    await (w ? Promise.race([w.settled, sleep]) : sleep);
+    clearTimeout(timer);
   }
 
   async begin(k: ReplayKey): Promise<ReplayBegin> {
@@ -48,7 +82,7 @@ export class ReplayStore {
          ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1`,
         values: [k.appId, k.requestId, k.method, k.target, k.bodySha256, LEASE_SECONDS],
       });
-      if (ins.rowCount === 1) return { kind: 'execute' };
+      if (ins.rowCount === 1) return this.#hold(k);
       const r = await this.#db.query<Row>(
         `SELECT method, target, body_sha256, state, status_code, response_body, (lease_until < now()) AS lease_expired
            FROM request_replays WHERE app_id = $1 AND request_id = $2`,
@@ -64,10 +98,13 @@ export class ReplayStore {
             WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS' AND lease_until < now() RETURNING 1`,
           [k.appId, k.requestId, LEASE_SECONDS],
         );
-        if (take.rowCount === 1) return { kind: 'execute' };
+        if (take.rowCount === 1) return this.#hold(k);
       }
-      if (Date.now() - started > WAIT_LIMIT_MS) return { kind: 'busy' };
-      await new Promise((res) => setTimeout(res, delay));
+      const waited = Date.now() - started;
+      if (waited > WAIT_LIMIT_MS) return { kind: 'busy' };
+      // Held here: woken as soon as the holder finishes (bounded by the overall limit). Held by
+      // another instance: polled with a growing delay.
+      await this.#wait(k, this.#inflight.has(`${k.appId} ${k.requestId}`) ? WAIT_LIMIT_MS - waited + 1 : delay);
       delay = Math.min(delay * 2, 200);
     }
   }
@@ -77,19 +114,27 @@ export class ReplayStore {
       await this.abandon(k);
       return;
     }
-    await this.#db.query({
-      name: 'replay_complete',
-      text: `UPDATE request_replays SET state = 'DONE', status_code = $3, response_body = $4, lease_until = NULL
+    try {
+      await this.#db.query({
+        name: 'replay_complete',
+        text: `UPDATE request_replays SET state = 'DONE', status_code = $3, response_body = $4, lease_until = NULL
         WHERE app_id = $1 AND request_id = $2`,
-      values: [k.appId, k.requestId, status, body],
-    });
+        values: [k.appId, k.requestId, status, body],
+      });
+    } finally {
+      this.release(k);
+    }
   }
 
   async abandon(k: ReplayKey): Promise<void> {
-    await this.#db.query(`DELETE FROM request_replays WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS'`, [
-      k.appId,
-      k.requestId,
-    ]);
+    try {
+      await this.#db.query(`DELETE FROM request_replays WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS'`, [
+        k.appId,
+        k.requestId,
+      ]);
+    } finally {
+      this.release(k);
+    }
   }
 
   /**
