@@ -18,7 +18,7 @@ import type { Services } from '../services.ts';
 import type { AppRow } from '../store/merchants.ts';
 import { BodyError, type ParsedBody, parseJsonBody } from '../http/common.ts';
 import { type SignedHeaders, checkSignedHeaders, isStrictBase64 } from './headers.ts';
-import type { ReplayTicket } from './replay.ts';
+import { type ReplayBegin, ReplayDecided, type ReplayTicket, replayTicket } from './replay.ts';
 
 export const BODY_LIMIT_BYTES = 65_536;
 export const TIMESTAMP_WINDOW_SECONDS = 300;
@@ -375,6 +375,7 @@ export async function runWithReplay(
   req: FastifyRequest,
   reply: FastifyReply,
   op: (replay: ReplayTicket) => Promise<OpenResult>,
+  opts: { inlineClaim?: boolean } = {},
 ): Promise<FastifyReply> {
   const g = req.gate;
   const key = {
@@ -384,21 +385,32 @@ export async function runWithReplay(
     target: req.raw.url ?? '',
     bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
   };
-  const begin = await svc.replays.begin(key);
-  if (begin.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
-  if (begin.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
-  if (begin.kind === 'replay') return sendOpen(svc, req, reply, begin.status, begin.body);
+  const decided = (b: Exclude<ReplayBegin, { kind: 'execute' }>) => {
+    if (b.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
+    if (b.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
+    return sendOpen(svc, req, reply, b.status, b.body);
+  };
+  if (!opts.inlineClaim) {
+    const begin = await svc.replays.begin(key);
+    if (begin.kind !== 'execute') return decided(begin);
+  }
+  const ticket = replayTicket(svc.replays, key, !opts.inlineClaim);
   let result: OpenResult;
-  const ticket: ReplayTicket = { appId: key.appId, requestId: key.requestId, storedPayload: null };
   try {
     result = await op(ticket);
   } catch (err) {
+    if (err instanceof ReplayDecided) return decided(err.outcome);
     if (err instanceof ApiError) {
       result = fromApiError(req, err);
     } else {
-      await svc.replays.abandon(key).catch(() => {});
+      if (ticket.held) await svc.replays.abandon(key).catch(() => {});
       throw err;
     }
+  }
+  if (!ticket.held) {
+    // The operation answered without writing: the id is claimed now; the first claim's answer wins.
+    const begin = await svc.replays.begin(key);
+    if (begin.kind !== 'execute') return decided(begin);
   }
   if (ticket.storedPayload !== null) {
     svc.replays.release(key);

@@ -8,7 +8,7 @@
 import type { Db } from '../store/db.ts';
 
 export const REPLAY_RETENTION_HOURS = 24;
-const LEASE_SECONDS = 120;
+export const LEASE_SECONDS = 120;
 const WAIT_LIMIT_MS = 30_000;
 
 export type ReplayBegin = { kind: 'execute' } | { kind: 'replay'; status: number; body: string } | { kind: 'conflict' } | { kind: 'busy' };
@@ -41,6 +41,11 @@ export class ReplayStore {
   readonly #inflight = new Map<string, { settled: Promise<void>; settle: () => void }>();
   constructor(db: Db) {
     this.#db = db;
+  }
+
+  /** Records that this instance holds the id (an operation claimed it inside its own statement). */
+  held(k: ReplayKey): void {
+    this.#hold(k);
   }
 
   #hold(k: ReplayKey): ReplayBegin {
@@ -153,13 +158,58 @@ export class ReplayStore {
 }
 
 /**
- * Handed to a POST operation by runWithReplay. An operation that writes the answer into the
- * replay record in its own last transaction (so the answer is atomic with the change it reports
- * and costs no write of its own) sets `storedPayload` to the exact bytes it stored; runWithReplay
- * then sends those bytes and does not complete the record again.
+ * Handed to a POST operation by runWithReplay.
+ *
+ * Claiming: by default runWithReplay claims the request id before the operation runs (`held` is
+ * then true). An operation run with `inlineClaim` gets the ticket unheld, and must hold it before
+ * its first write: either inside that write's own statement (it inserts the IN_PROGRESS record
+ * with `key` and `LEASE_SECONDS`, then calls `claimedInline()`), or with `claim()`, a statement
+ * of its own. `claim()` throws ReplayDecided when another request has the id: runWithReplay then
+ * answers with the replay or the conflict. An operation that answers without writing anything (a
+ * rejection, or an answer read from existing state) may leave it unheld: runWithReplay claims it
+ * afterwards, and the first claim's answer is the one kept.
+ *
+ * Completing: an operation that writes the answer into the replay record in its own last
+ * transaction (so the answer is atomic with the change it reports and costs no write of its own)
+ * sets `storedPayload` to the exact bytes it stored; runWithReplay then sends those bytes and does
+ * not complete the record again.
  */
 export interface ReplayTicket {
   readonly appId: string;
   readonly requestId: string;
+  readonly key: ReplayKey;
+  readonly held: boolean;
+  claim(): Promise<void>;
+  claimedInline(): void;
   storedPayload: string | null;
+}
+
+/** Thrown by ReplayTicket.claim(): the id belongs to another request; its outcome answers this one. */
+export class ReplayDecided extends Error {
+  readonly outcome: Exclude<ReplayBegin, { kind: 'execute' }>;
+  constructor(outcome: Exclude<ReplayBegin, { kind: 'execute' }>) {
+    super(`request id already used: ${outcome.kind}`);
+    this.outcome = outcome;
+  }
+}
+
+export function replayTicket(store: ReplayStore, key: ReplayKey, held: boolean): ReplayTicket {
+  const t = {
+    appId: key.appId,
+    requestId: key.requestId,
+    key,
+    held,
+    storedPayload: null as string | null,
+    async claim() {
+      if (t.held) return;
+      const b = await store.begin(key);
+      if (b.kind !== 'execute') throw new ReplayDecided(b);
+      t.held = true;
+    },
+    claimedInline() {
+      store.held(key);
+      t.held = true;
+    },
+  };
+  return t;
 }

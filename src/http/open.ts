@@ -38,10 +38,16 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   installGate(scope, svc);
 
   scope.post('/payments', (req, reply) =>
-    runWithReplay(svc, req, reply, async (replay) => {
-      const b = body(req);
-      return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals), replay);
-    }),
+    runWithReplay(
+      svc,
+      req,
+      reply,
+      async (replay) => {
+        const b = body(req);
+        return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals), replay);
+      },
+      { inlineClaim: true },
+    ),
   );
   scope.post<P>('/payments/:outTradeNo/attempts', (req, reply) =>
     runWithReplay(svc, req, reply, () => recreateAttempt(svc, caller(req), req.params.outTradeNo!)),

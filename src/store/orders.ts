@@ -173,6 +173,9 @@ export async function findOrderWithLatest(
   return row ? splitLatest(row) : null;
 }
 
+/** When the provider is asked again about an attempt still PENDING (its creation never finished). */
+export const PENDING_RECHECK = "interval '150 seconds'";
+
 export interface NewOrder {
   id: string;
   appId: string;
@@ -194,26 +197,46 @@ export interface NewOrder {
   createdAt: Date;
 }
 
+/** A request-id claim (the IN_PROGRESS replay record, src/gate/replay.ts) made inside another statement. */
+export interface InlineReplayClaim {
+  appId: string;
+  requestId: string;
+  method: string;
+  target: string;
+  bodySha256: string;
+  leaseSeconds: number;
+}
+
 /**
  * A new CREATED order and its first PENDING attempt, in one statement (atomic on its own, or part
- * of the caller's transaction). Null when the app already has an order with this number.
+ * of the caller's transaction). With `claim`, the same statement first claims the request id for
+ * replay, and writes the order only if that claim succeeded.
+ * `claimed`: false only when a claim was asked for and the id was already taken (nothing written).
+ * `created`: null when nothing was written, or the app already has an order with this number.
  */
 export async function insertOrderWithFirstAttempt(
   db: Queryable,
   o: NewOrder,
   attempt: { id: string; cashierToken: string },
-): Promise<{ order: OrderRow; attempt: AttemptRow } | null> {
-  const r = await db.query<OrderRow & LatestCols>({
+  claim: InlineReplayClaim | null = null,
+): Promise<{ claimed: boolean; created: { order: OrderRow; attempt: AttemptRow } | null }> {
+  const r = await db.query<(OrderRow & LatestCols) | { claimed: number; id: null }>({
     name: 'order_insert_with_attempt',
-    text: `WITH o AS (
+    text: `WITH r AS (
+        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
+        SELECT $21, $22, $23, $24, $25, 'IN_PROGRESS', now() + make_interval(secs => $26::integer) WHERE $22::text IS NOT NULL
+        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
+      o AS (
         INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
                            attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18)
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18
+         WHERE $22::text IS NULL OR EXISTS (SELECT 1 FROM r)
         ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
       la AS (
         INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-        SELECT $19, o.id, 1, 'PENDING', $20, o.expire_at, now() + interval '150 seconds' FROM o RETURNING *)
-      SELECT o2.*, ${LATEST_COLS} FROM (SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id`,
+        SELECT $19, o.id, 1, 'PENDING', $20, o.expire_at, now() + ${PENDING_RECHECK} FROM o RETURNING *)
+      SELECT (SELECT count(*) FROM r)::integer AS claimed, o2.*, ${LATEST_COLS}
+        FROM (SELECT 1) one LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON true`,
     values: [
       o.id,
       o.appId,
@@ -235,12 +258,19 @@ export async function insertOrderWithFirstAttempt(
       o.createdAt,
       attempt.id,
       attempt.cashierToken,
+      claim?.appId ?? null,
+      claim?.requestId ?? null,
+      claim?.method ?? null,
+      claim?.target ?? null,
+      claim?.bodySha256 ?? null,
+      claim?.leaseSeconds ?? null,
     ],
   });
-  const row = r.rows[0];
-  if (!row) return null;
+  const { claimed, ...row } = r.rows[0] as (OrderRow & LatestCols) & { claimed: number };
+  const ok = claim === null || claimed === 1;
+  if (row.id === null) return { claimed: ok, created: null };
   const { order, attempt: a } = splitLatest(row);
-  return { order, attempt: a! };
+  return { claimed: ok, created: { order, attempt: a! } };
 }
 
 export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {

@@ -10,7 +10,7 @@ import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.t
 import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
 import type { ClosedReason } from '../domain/states.ts';
 import type { OpenResult } from '../gate/gate.ts';
-import type { ReplayTicket } from '../gate/replay.ts';
+import { LEASE_SECONDS, type ReplayTicket } from '../gate/replay.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
@@ -120,9 +120,20 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
 
   let created: { order: OrderRow; attempt: AttemptRow } | null;
   if (ceiling === null) {
-    // The common case: the order and its first attempt in one statement.
-    created = await insertOrderWithFirstAttempt(svc.db, row, firstAttempt);
+    // The common case: the request-id claim, the order and its first attempt in one statement.
+    const inline = replay && !replay.held ? { ...replay.key, leaseSeconds: LEASE_SECONDS } : null;
+    const ins = await insertOrderWithFirstAttempt(svc.db, row, firstAttempt, inline);
+    if (!ins.claimed) {
+      // The id was taken: wait for it and answer with its answer (ReplayDecided), or, if its
+      // holder gave it up, hold it and insert now.
+      await replay!.claim();
+      created = (await insertOrderWithFirstAttempt(svc.db, row, firstAttempt)).created;
+    } else {
+      if (inline) replay!.claimedInline();
+      created = ins.created;
+    }
   } else {
+    await replay?.claim();
     const day = shanghaiDay(now);
     try {
       created = await withTx(svc.db, async (tx) => {
@@ -145,7 +156,7 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
           const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
           throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes });
         }
-        const c = await insertOrderWithFirstAttempt(tx, row, firstAttempt);
+        const c = (await insertOrderWithFirstAttempt(tx, row, firstAttempt)).created;
         if (c === null) return null;
         // Last statement before COMMIT: the app's counter row is locked as briefly as possible.
         const reserved = await tx.query(

@@ -8,7 +8,7 @@ import { type AttemptState, type ClosedReason, type OrderStatus, assertTransitio
 import { writeEvent } from '../events/outbox.ts';
 import type { PaymentMaterial } from '../providers/provider.ts';
 import type { Tx } from '../store/db.ts';
-import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow } from '../store/orders.ts';
+import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow, PENDING_RECHECK } from '../store/orders.ts';
 
 export async function setAttempt(
   tx: Tx,
@@ -86,7 +86,7 @@ export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow
   const r = await tx.query<AttemptRow>({
     name: 'attempt_insert',
     text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + interval '150 seconds')
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK})
      RETURNING ${ATTEMPT_COLS}`,
     values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt],
   });

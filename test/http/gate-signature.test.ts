@@ -487,7 +487,7 @@ describe('an unexpected fault is a 503, never a 500', () => {
   });
 
   test('request-id store fails (step 9) -> 503, signed', async () => {
-    const s = await withFault([{ obj: svc().replays!, name: 'begin' }], () => send(t, m, 'POST', PAYMENTS, orderBody()));
+    const s = await withFault([{ obj: svc().replays!, name: 'begin' }], () => send(t, m, 'POST', `${PAYMENTS}/T_no_such_order/close`));
     await fault503(s.r, 9, s.requestId);
   });
 
@@ -520,6 +520,17 @@ describe('an unexpected fault is a 503, never a 500', () => {
     const requestId = newRequestId();
     const s = await withDbFault({ match: /\binsert\s+into\s+orders\b/i }, () => send(t, m, 'POST', PAYMENTS, body, { requestId }));
     await fault503(s.r, 9, requestId);
+    const retry = await send(t, m, 'POST', PAYMENTS, body, { requestId });
+    await expectSuccess(t, retry.r, requestId, 201);
+  });
+
+  test('the request-id claim inside create fails (step 9) -> 503; nothing is created, a retry creates', async () => {
+    const body = orderBody();
+    const requestId = newRequestId();
+    const s = await withDbFault({ match: /request_replays/ }, () => send(t, m, 'POST', PAYMENTS, body, { requestId }));
+    await fault503(s.r, 9, requestId);
+    const q = await send(t, m, 'GET', `${PAYMENTS}/${body.outTradeNo}`);
+    assert.equal(q.r.statusCode, 404, 'no order was written');
     const retry = await send(t, m, 'POST', PAYMENTS, body, { requestId });
     await expectSuccess(t, retry.r, requestId, 201);
   });
