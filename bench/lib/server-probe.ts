@@ -36,6 +36,16 @@ let durableCommits = 0;
 let statements = 0;
 const inTx = new WeakSet<object>();
 
+/**
+ * A statement that writes although it does not start with INSERT/UPDATE/DELETE: a WITH whose
+ * parts write, or a call of one of the service's writing SQL functions (migrations/, `mps_*`).
+ */
+function isWritingStatement(text: string): boolean {
+  return (
+    (/^\s*WITH\b/i.test(text) && /\b(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b/i.test(text)) || /^\s*SELECT\s+mps_/i.test(text)
+  );
+}
+
 function classify(text: string): Known {
   const key = text.replace(/\s+/g, ' ').trim().slice(0, 160);
   let stat = stats.get(key);
@@ -47,7 +57,7 @@ function classify(text: string): Known {
       ? 2
       : v.startsWith('ROLLBACK')
         ? 3
-        : /^(INSERT|UPDATE|DELETE)/.test(v)
+        : /^(INSERT|UPDATE|DELETE)/.test(v) || isWritingStatement(text)
           ? 4
           : 0;
   const k = { stat, verb };
