@@ -176,26 +176,11 @@ export async function findOrderWithLatest(
 /** When the provider is asked again about an attempt still PENDING (its creation never finished). */
 export const PENDING_RECHECK = "interval '150 seconds'";
 
-export interface NewOrder {
-  id: string;
-  appId: string;
-  merchantId: string;
-  outTradeNo: string;
-  channel: string;
-  tradeScope: string | null;
-  amountFen: number;
-  currency: string;
-  subject: string;
-  description: string | null;
-  attach: string | null;
-  returnUrl: string | null;
-  payerClientIp: string;
-  digest: string;
-  links: string[];
-  expireAt: Date;
-  feeProjection: FeeProjection;
-  createdAt: Date;
-}
+/** What a new order is written with; the rest of its row is set by the database or later changes. */
+export type NewOrder = Omit<
+  OrderRow,
+  'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidAt' | 'closePending' | 'updatedAt'
+>;
 
 /** A request-id claim (the IN_PROGRESS replay record, src/gate/replay.ts) made inside another statement. */
 export interface InlineReplayClaim {
