@@ -27,8 +27,22 @@ after(async () => {
   if (work) {
     // A clone in a 0700 temp dir run as root keeps its cluster elsewhere (DATA_DIR/pg-location).
     const moved = await fs.readFile(path.join(work, 'data', 'pg-location'), 'utf8').catch(() => null);
-    if (moved) await fs.rm(moved.trim(), { recursive: true, force: true });
-    await fs.rm(work, { recursive: true, force: true });
+    // The service's PostgreSQL may still be writing its shutdown checkpoint when the service's
+    // process has exited: wait (bounded) for its postmaster.pid to go, and retry a busy removal.
+    for (const dir of [moved?.trim(), path.join(work, 'data')]) {
+      if (!dir) continue;
+      for (let i = 0; i < 100; i++) {
+        const running = await fs.stat(path.join(dir, 'pg', 'postmaster.pid')).then(
+          () => true,
+          () => false,
+        );
+        if (!running) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    const rm = { recursive: true, force: true, maxRetries: 10, retryDelay: 200 };
+    if (moved) await fs.rm(moved.trim(), rm);
+    await fs.rm(work, rm);
   }
 });
 
