@@ -487,6 +487,18 @@ describe('re-create attempt', () => {
     // The buyer can no longer pay the old attempt at the provider.
     const old = await t.sandbox('POST', `/payments/${first.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
     assert.equal(old.statusCode, 409);
+    // Query reports the latest attempt (the new one), not the first.
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.latestAttempt.state, 'ACCEPTED');
+    const closedFirst = await closeOrder(String(body.outTradeNo));
+    assert.equal(closedFirst.statusCode, 200);
+    const after = (await query(String(body.outTradeNo))).json();
+    assert.equal(after.latestAttempt.state, 'CLOSED');
+    const seqs = await t.svc.db.query('SELECT seq, state FROM attempts WHERE order_id = $1 ORDER BY seq', [first.openOrderId]);
+    assert.deepEqual(
+      seqs.rows.map((x) => x.state),
+      ['CLOSED', 'CLOSED'],
+    );
   });
 
   test('concurrent re-creates produce one 201 and 200 projections of that winner', async () => {
