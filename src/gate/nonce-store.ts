@@ -53,9 +53,7 @@ export class PgNonceStore implements NonceStore {
   #flush(): void {
     this.#scheduled = false;
     while (this.#pending.length > 0) {
-      const batch = this.#pending.length <= MAX_BATCH ? this.#pending : this.#pending.slice(0, MAX_BATCH);
-      this.#pending = this.#pending.length <= MAX_BATCH ? [] : this.#pending.slice(MAX_BATCH);
-      void this.#send(batch);
+      void this.#send(this.#pending.splice(0, MAX_BATCH));
     }
   }
 

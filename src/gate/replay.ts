@@ -68,10 +68,14 @@ export class ReplayStore {
     }
   }
 
-  async #wait(k: ReplayKey, ms: number): Promise<void> {
+  /**
+   * Held here: until the holder finishes, bounded by `remainingMs`. Held by another instance:
+   * `pollMs`.
+   */
+  async #wait(k: ReplayKey, pollMs: number, remainingMs: number): Promise<void> {
     const w = this.#inflight.get(`${k.appId} ${k.requestId}`);
     let timer: NodeJS.Timeout | undefined;
-    const sleep = new Promise<void>((res) => (timer = setTimeout(res, ms)));
+    const sleep = new Promise<void>((res) => (timer = setTimeout(res, w ? remainingMs : pollMs)));
     await (w ? Promise.race([w.settled, sleep]) : sleep);
     clearTimeout(timer);
   }
@@ -107,9 +111,7 @@ export class ReplayStore {
       }
       const waited = Date.now() - started;
       if (waited > WAIT_LIMIT_MS) return { kind: 'busy' };
-      // Held here: woken as soon as the holder finishes (bounded by the overall limit). Held by
-      // another instance: polled with a growing delay.
-      await this.#wait(k, this.#inflight.has(`${k.appId} ${k.requestId}`) ? WAIT_LIMIT_MS - waited + 1 : delay);
+      await this.#wait(k, delay, WAIT_LIMIT_MS - waited + 1);
       delay = Math.min(delay * 2, 200);
     }
   }
@@ -175,8 +177,6 @@ export class ReplayStore {
  * not complete the record again.
  */
 export interface ReplayTicket {
-  readonly appId: string;
-  readonly requestId: string;
   readonly key: ReplayKey;
   readonly held: boolean;
   claim(): Promise<void>;
@@ -195,8 +195,6 @@ export class ReplayDecided extends Error {
 
 export function replayTicket(store: ReplayStore, key: ReplayKey, held: boolean): ReplayTicket {
   const t = {
-    appId: key.appId,
-    requestId: key.requestId,
     key,
     held,
     storedPayload: null as string | null,
