@@ -14,6 +14,7 @@ import type { PaymentProvider } from './providers/provider.ts';
 import { SandboxProvider } from './providers/sandbox/sandbox.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
+import { AttemptAcceptor, OrderInserter } from './store/orders.ts';
 import { BackgroundTasks } from './usecases/background.ts';
 
 export interface Clock {
@@ -41,6 +42,10 @@ export interface Services {
   allowlists: AllowlistCache;
   tasks: BackgroundTasks;
   merchantConfig: MerchantConfigCache;
+  /** New orders of concurrent creates, one statement per event-loop turn. */
+  orderInserts: OrderInserter;
+  /** Accepted outcomes of concurrent creates, one transaction per event-loop turn. */
+  acceptor: AttemptAcceptor;
   /** Asks the background workers to look for due work now (set by the worker runner). */
   wakeWorkers?: () => void;
 }
@@ -95,6 +100,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     allowlists: new AllowlistCache(),
     tasks: new BackgroundTasks(),
     merchantConfig: new MerchantConfigCache(db),
+    orderInserts: new OrderInserter(db),
+    acceptor: new AttemptAcceptor(db),
   };
   svc.tasks.bind(svc);
   return svc;

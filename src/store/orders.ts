@@ -4,7 +4,8 @@
  */
 import type { AttemptState, ClosedReason, OrderStatus, RefundState } from '../domain/states.ts';
 import type { FeeProjection } from '../domain/money.ts';
-import type { Queryable } from './db.ts';
+import { TurnBatcher } from './batcher.ts';
+import type { Db, Queryable } from './db.ts';
 
 export interface OrderRow {
   id: string;
@@ -257,6 +258,178 @@ export async function insertOrderWithFirstAttempt(
   const { order, attempt: a } = splitLatest(row);
   return { claimed: ok, created: { order, attempt: a! } };
 }
+
+export interface OrderInsert {
+  order: NewOrder;
+  attempt: { id: string; cashierToken: string };
+  claim: InlineReplayClaim | null;
+}
+
+export interface OrderInsertResult {
+  claimed: boolean;
+  created: { order: OrderRow; attempt: AttemptRow } | null;
+}
+
+/**
+ * insertOrderWithFirstAttempt for several orders in one statement (src/store/batcher.ts), with
+ * the same meaning item by item: each item's request id is claimed first (when asked), its order
+ * written only if that claim succeeded and its number is free, then its first attempt. Two items
+ * with one number: one of them gets the number. Answers in the items' order.
+ */
+export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderInsert[]): Promise<OrderInsertResult[]> {
+  const col = <T>(f: (it: OrderInsert) => T): T[] => items.map(f);
+  const r = await db.query<(OrderRow & LatestCols) & { idx: string; claimed: boolean }>({
+    name: 'order_insert_with_attempt_batch',
+    text: `WITH i AS (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
+                             $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+                             $16::timestamptz[], $17::text[], $18::timestamptz[], $19::text[], $20::text[],
+                             $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::integer[])
+          WITH ORDINALITY AS t(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency,
+                               subject, description, attach, return_url, payer_client_ip, digest, links,
+                               expire_at, fee_projection, created_at, attempt_id, cashier_token,
+                               r_app, r_req, r_method, r_target, r_sha, r_lease, idx)),
+      r AS (
+        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
+        SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', now() + make_interval(secs => r_lease) FROM i
+         WHERE r_req IS NOT NULL
+        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING app_id, request_id),
+      o AS (
+        INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
+        SELECT id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+               attach, return_url, payer_client_ip, digest, ARRAY(SELECT jsonb_array_elements_text(links::jsonb)), 'CREATED',
+               expire_at, fee_projection::json, created_at, created_at
+          FROM i
+         WHERE r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req)
+        ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
+      la AS (
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
+        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, o.expire_at, now() + ${PENDING_RECHECK}
+          FROM o JOIN i ON i.id = o.id RETURNING *)
+      SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}
+        FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req
+        LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON o2.id = i.id`,
+    values: [
+      col((it) => it.order.id),
+      col((it) => it.order.appId),
+      col((it) => it.order.merchantId),
+      col((it) => it.order.outTradeNo),
+      col((it) => it.order.channel),
+      col((it) => it.order.tradeScope),
+      col((it) => it.order.amountFen),
+      col((it) => it.order.currency),
+      col((it) => it.order.subject),
+      col((it) => it.order.description),
+      col((it) => it.order.attach),
+      col((it) => it.order.returnUrl),
+      col((it) => it.order.payerClientIp),
+      col((it) => it.order.digest),
+      col((it) => JSON.stringify(it.order.links)),
+      col((it) => it.order.expireAt),
+      col((it) => JSON.stringify(it.order.feeProjection)),
+      col((it) => it.order.createdAt),
+      col((it) => it.attempt.id),
+      col((it) => it.attempt.cashierToken),
+      col((it) => it.claim?.appId ?? null),
+      col((it) => it.claim?.requestId ?? null),
+      col((it) => it.claim?.method ?? null),
+      col((it) => it.claim?.target ?? null),
+      col((it) => it.claim?.bodySha256 ?? null),
+      col((it) => it.claim?.leaseSeconds ?? null),
+    ],
+  });
+  const out: OrderInsertResult[] = new Array(items.length);
+  for (const row of r.rows) {
+    const { idx, claimed, ...rest } = row;
+    if (rest.id === null) {
+      out[Number(idx) - 1] = { claimed, created: null };
+    } else {
+      const { order, attempt } = splitLatest(rest);
+      out[Number(idx) - 1] = { claimed, created: { order, attempt: attempt! } };
+    }
+  }
+  return out;
+}
+
+/**
+ * New orders of concurrent creates, batched per event-loop turn (src/store/batcher.ts). A request
+ * id claimed twice in one turn: the first item is batched, the other is sent after it on its own
+ * (and finds the id taken, as it would have without batching).
+ */
+export class OrderInserter {
+  readonly #batcher: TurnBatcher<OrderInsert, OrderInsertResult>;
+  constructor(db: Db) {
+    const one = (it: OrderInsert) => insertOrderWithFirstAttempt(db, it.order, it.attempt, it.claim);
+    this.#batcher = new TurnBatcher({
+      one,
+      many: (items) => insertOrdersWithFirstAttempts(db, items),
+      key: (it) => (it.claim ? `${it.claim.appId} ${it.claim.requestId}` : null),
+      // Concurrent batches take the order numbers' index entries in one order.
+      compare: (a, b) => cmp(a.order.appId, b.order.appId) || cmp(a.order.outTradeNo, b.order.outTradeNo),
+    });
+  }
+
+  insert(it: OrderInsert): Promise<OrderInsertResult> {
+    return this.#batcher.run(it);
+  }
+}
+
+/** The provider accepted a PENDING attempt of a CREATED order (migrations/0002 and 0003). */
+export interface AttemptAcceptance {
+  orderId: string;
+  attemptId: string;
+  providerRef: string | null;
+  qrCode: string | null;
+  /** The answer recorded for request-id replay in the same transaction. */
+  replay: { appId: string; requestId: string; status: number; body: string } | null;
+}
+
+/**
+ * Applies accepted outcomes, batched per event-loop turn: attempt ACCEPTED, order PAYING and the
+ * replay answer in one transaction, only while the order is still CREATED and the attempt still
+ * PENDING. Answers whether the change was applied (if not, nothing changed).
+ */
+export class AttemptAcceptor {
+  readonly #batcher: TurnBatcher<AttemptAcceptance, boolean>;
+  constructor(db: Db) {
+    this.#batcher = new TurnBatcher({
+      one: async (a) => {
+        const r = await db.query<{ ok: boolean }>({
+          name: 'accept_attempt',
+          text: 'SELECT mps_accept_attempt($1, $2, $3, $4, $5, $6, $7, $8) AS ok',
+          values: [a.orderId, a.attemptId, a.providerRef, a.qrCode, a.replay?.appId, a.replay?.requestId, a.replay?.status, a.replay?.body],
+        });
+        return r.rows[0]!.ok;
+      },
+      many: async (as) => {
+        const r = await db.query<{ id: string }>({
+          name: 'accept_attempts',
+          text: 'SELECT id FROM mps_accept_attempts($1, $2, $3, $4, $5, $6, $7, $8) AS id',
+          values: [
+            as.map((a) => a.orderId),
+            as.map((a) => a.attemptId),
+            as.map((a) => a.providerRef),
+            as.map((a) => a.qrCode),
+            as.map((a) => a.replay?.appId ?? null),
+            as.map((a) => a.replay?.requestId ?? null),
+            as.map((a) => a.replay?.status ?? null),
+            as.map((a) => a.replay?.body ?? null),
+          ],
+        });
+        const done = new Set(r.rows.map((row) => row.id));
+        return as.map((a) => done.has(a.orderId));
+      },
+      key: (a) => a.orderId,
+    });
+  }
+
+  accept(a: AttemptAcceptance): Promise<boolean> {
+    return this.#batcher.run(a);
+  }
+}
+
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
   const r = await db.query<AttemptRow>({ name: 'attempt_by_id', text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, values: [id] });

@@ -122,12 +122,12 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
   if (ceiling === null) {
     // The common case: the request-id claim, the order and its first attempt in one statement.
     const inline = replay && !replay.held ? { ...replay.key, leaseSeconds: LEASE_SECONDS } : null;
-    const ins = await insertOrderWithFirstAttempt(svc.db, row, firstAttempt, inline);
+    const ins = await svc.orderInserts.insert({ order: row, attempt: firstAttempt, claim: inline });
     if (!ins.claimed) {
       // The id was taken: wait for it and answer with its answer (ReplayDecided), or, if its
       // holder gave it up, hold it and insert now.
       await replay!.claim();
-      created = (await insertOrderWithFirstAttempt(svc.db, row, firstAttempt)).created;
+      created = (await svc.orderInserts.insert({ order: row, attempt: firstAttempt, claim: null })).created;
     } else {
       if (inline) replay!.claimedInline();
       created = ins.created;
@@ -224,21 +224,14 @@ async function runAttempt(
       ),
     );
     const payload = replay ? JSON.stringify(answer.body) : null;
-    const r = await svc.db.query<{ ok: boolean }>({
-      name: 'accept_attempt',
-      text: 'SELECT mps_accept_attempt($1, $2, $3, $4, $5, $6, $7, $8) AS ok',
-      values: [
-        order.id,
-        attempt.id,
-        result.providerRef,
-        result.material.qrCode,
-        replay?.key.appId ?? null,
-        replay?.key.requestId ?? null,
-        201,
-        payload,
-      ],
+    const applied = await svc.acceptor.accept({
+      orderId: order.id,
+      attemptId: attempt.id,
+      providerRef: result.providerRef,
+      qrCode: result.material.qrCode,
+      replay: replay && payload !== null ? { appId: replay.key.appId, requestId: replay.key.requestId, status: 201, body: payload } : null,
     });
-    if (r.rows[0]!.ok) {
+    if (applied) {
       if (replay) replay.storedPayload = payload;
       return answer;
     }

@@ -5,6 +5,7 @@
  * come back to the service as signed notifications through the same path a real provider's would.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { TurnBatcher } from '../../store/batcher.ts';
 import { type Db, withTx } from '../../store/db.ts';
 import {
   type CloseResult,
@@ -29,6 +30,17 @@ export type FaultOutcome = (typeof FAULT_OUTCOMES)[number];
 /** How long the sandbox takes to settle an accepted refund. */
 export const REFUND_SETTLE_MS = 1000;
 
+interface OpenPayment {
+  ref: string;
+  input: CreateAttemptInput;
+}
+
+interface OpenOutcome {
+  outcome: FaultOutcome | null;
+  delay_ms: number | null;
+  state: string | null;
+}
+
 export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>) => Promise<void>;
 
 export class SandboxProvider implements PaymentProvider {
@@ -39,9 +51,61 @@ export class SandboxProvider implements PaymentProvider {
   readonly #timers = new Set<NodeJS.Timeout>();
   readonly #log: (msg: string, err?: unknown) => void;
 
+  /** Payments opened by concurrent createAttempt calls, one statement per event-loop turn. */
+  readonly #opens: TurnBatcher<OpenPayment, OpenOutcome>;
+
   constructor(db: Db, log: (msg: string, err?: unknown) => void = () => {}) {
     this.#db = db;
     this.#log = log;
+    this.#opens = new TurnBatcher({ one: (o) => this.#openOne(o), many: (os) => this.#openMany(os) });
+  }
+
+  /**
+   * One statement: take the next programmed fault, if any, and open the payment unless the fault
+   * says otherwise (REJECT: nothing opened; PAID: opened as paid; DELAY_MS: opened after the
+   * delay, by the caller).
+   */
+  async #openOne({ ref, input }: OpenPayment): Promise<OpenOutcome> {
+    const r = await this.#db.query<OpenOutcome>({
+      name: 'sandbox_create_attempt',
+      text: `WITH f AS (
+          UPDATE sandbox_faults SET remaining = remaining - 1
+           WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+          RETURNING outcome, delay_ms),
+        p AS (
+          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
+          SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END
+           WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
+          ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state)
+        SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state`,
+      values: [ref, input.attemptId, input.channel, input.amountFen],
+    });
+    return r.rows[0]!;
+  }
+
+  /**
+   * Several payments in one statement while no CREATE_ATTEMPT fault is programmed; otherwise
+   * nothing is written and each call goes on its own, in arrival order, taking the faults in turn.
+   */
+  async #openMany(os: OpenPayment[]): Promise<OpenOutcome[]> {
+    const r = await this.#db.query<{ faulted: boolean; attempt_id: string | null; state: string | null }>({
+      name: 'sandbox_create_attempt_batch',
+      text: `WITH f AS (SELECT 1 FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 LIMIT 1),
+        p AS (
+          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
+          SELECT r, a, c, m, 'OPEN' FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS t(r, a, c, m)
+           WHERE NOT EXISTS (SELECT 1 FROM f)
+          ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING attempt_id, state)
+        SELECT EXISTS (SELECT 1 FROM f) AS faulted, p.attempt_id, p.state FROM (SELECT 1) one LEFT JOIN p ON true`,
+      values: [os.map((o) => o.ref), os.map((o) => o.input.attemptId), os.map((o) => o.input.channel), os.map((o) => o.input.amountFen)],
+    });
+    if (r.rows[0]!.faulted) {
+      const out: OpenOutcome[] = [];
+      for (const o of os) out.push(await this.#openOne(o));
+      return out;
+    }
+    const state = new Map(r.rows.map((row) => [row.attempt_id, row.state]));
+    return os.map((o) => ({ outcome: null, delay_ms: null, state: state.get(o.input.attemptId) ?? null }));
   }
 
   /** Where the sandbox sends its notifications (the service's provider-notification handler). */
@@ -101,25 +165,9 @@ export class SandboxProvider implements PaymentProvider {
 
   async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
     const ref = `sbx_pay_${input.attemptId.slice(4)}`;
-    // One statement: take the next programmed fault, if any, and open the payment unless the
-    // fault says otherwise (REJECT: nothing opened; PAID: opened as paid; DELAY_MS: opened after
-    // the delay, below).
-    const r = await this.#db.query<{ outcome: FaultOutcome | null; delay_ms: number | null; state: string | null }>({
-      name: 'sandbox_create_attempt',
-      text: `WITH f AS (
-          UPDATE sandbox_faults SET remaining = remaining - 1
-           WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
-          RETURNING outcome, delay_ms),
-        p AS (
-          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
-          SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END
-           WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
-          ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state)
-        SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state`,
-      values: [ref, input.attemptId, input.channel, input.amountFen],
-    });
-    const { outcome, delay_ms } = r.rows[0]!;
-    let state = r.rows[0]!.state;
+    const r = await this.#opens.run({ ref, input });
+    const { outcome, delay_ms } = r;
+    let state = r.state;
     if (outcome === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
     if (outcome === 'DELAY_MS') {
       await new Promise((res) => setTimeout(res, delay_ms ?? 0));

@@ -1,0 +1,275 @@
+/**
+ * Statement batching across requests (src/store/batcher.ts): the batcher itself, then the two
+ * batched writes of create order on the real database, held to the answers each item would have
+ * had on its own: new orders with their first attempts (and their request-id claims), and the
+ * accepted outcomes.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { newId } from '../../src/domain/ids.ts';
+import { TurnBatcher } from '../../src/store/batcher.ts';
+import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { AttemptAcceptor, type NewOrder, OrderInserter, type OrderInsert, getAttempt, getOrder } from '../../src/store/orders.ts';
+import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+
+function recorder() {
+  const calls: string[] = [];
+  const b = new TurnBatcher<number, string>({
+    one: async (n) => {
+      calls.push(`one ${n}`);
+      if (n < 0) throw new Error(`bad ${n}`);
+      return `=${n}`;
+    },
+    many: async (ns) => {
+      calls.push(`many ${ns.join(',')}`);
+      if (ns.includes(13)) throw new pg.DatabaseError('deadlock detected', 0, 'error');
+      if (ns.includes(99)) throw new Error('connection terminated');
+      return ns.map((n) => `=${n}`);
+    },
+    compare: (a, b) => a - b,
+    key: (n) => (n >= 100 ? 'same' : null),
+    maxBatch: 4,
+  });
+  return { b, calls };
+}
+
+describe('TurnBatcher', () => {
+  test('the calls of one turn go in one statement, sorted, split at maxBatch, answered each with its own result', async () => {
+    const { b, calls } = recorder();
+    const r = await Promise.all([5, 3, 1, 4, 2].map((n) => b.run(n)));
+    assert.deepEqual(r, ['=5', '=3', '=1', '=4', '=2']);
+    assert.deepEqual(calls, ['many 1,2,3,4', 'one 5']);
+  });
+
+  test('a call alone is sent on its own', async () => {
+    const { b, calls } = recorder();
+    assert.equal(await b.run(7), '=7');
+    assert.deepEqual(calls, ['one 7']);
+  });
+
+  test('a batch PostgreSQL refused is sent again item by item, each with its own answer', async () => {
+    const { b, calls } = recorder();
+    const r = await Promise.allSettled([13, 2, -1].map((n) => b.run(n)));
+    assert.equal(r[0]!.status, 'fulfilled');
+    assert.equal(r[1]!.status, 'fulfilled');
+    assert.equal(r[2]!.status, 'rejected');
+    assert.equal(calls[0], 'many -1,2,13');
+    assert.deepEqual(calls.slice(1).sort(), ['one -1', 'one 13', 'one 2']);
+  });
+
+  test('a connection failure (outcome unknown) fails every item and sends nothing again', async () => {
+    const { b, calls } = recorder();
+    const r = await Promise.allSettled([99, 1].map((n) => b.run(n)));
+    assert.deepEqual(
+      r.map((x) => x.status),
+      ['rejected', 'rejected'],
+    );
+    assert.deepEqual(calls, ['many 1,99']);
+  });
+
+  test('items with one key: the first is batched, the others follow on their own, in turn', async () => {
+    const { b, calls } = recorder();
+    const r = await Promise.all([100, 1, 101, 2].map((n) => b.run(n)));
+    assert.deepEqual(r, ['=100', '=1', '=101', '=2']);
+    assert.deepEqual(calls, ['many 1,2,100', 'one 101']);
+  });
+});
+
+describe('batched create-order writes on PostgreSQL', () => {
+  let tdb: TestDatabase;
+  let db: Db;
+  const appId = 'svcop_BATCHtest0000001';
+  const merchantId = 'mch_batchtest';
+  before(async () => {
+    tdb = await createTestDatabase();
+    db = createPool(tdb.url, 8);
+    await migrate(db);
+    await db.query(`INSERT INTO merchants(id, name, entity_type) VALUES ($1, 'Batch', 'CORPORATE')`, [merchantId]);
+    await db.query(
+      `INSERT INTO apps(id, merchant_id, channels, trade_scopes, payment_window_seconds, rate_limit_per_second)
+       VALUES ($1, $2, '{ALIPAY_H5,WECHAT_H5}', '{}', 900, 1000)`,
+      [appId, merchantId],
+    );
+  });
+  after(async () => {
+    await db.end();
+    await tdb.drop();
+  });
+
+  function item(outTradeNo: string, requestId: string | null, over: Partial<NewOrder> = {}): OrderInsert {
+    const now = new Date();
+    return {
+      order: {
+        id: newId.order(),
+        appId,
+        merchantId,
+        outTradeNo,
+        channel: 'ALIPAY_H5',
+        tradeScope: null,
+        amountFen: 1234,
+        currency: 'CNY',
+        subject: 'Coffee',
+        description: null,
+        attach: ' keep my spaces ',
+        returnUrl: null,
+        payerClientIp: '8.8.8.8',
+        digest: 'd'.repeat(64),
+        links: ['ALIPAY_AGGREGATION_NATIVE'],
+        expireAt: new Date(now.getTime() + 900_000),
+        feeProjection: {
+          companyServiceFeeFen: 7,
+          companyServiceFeeRateBps: 60,
+          merchantRateBps: 0,
+          merchantSettlementFen: 1227,
+          ruleVersion: 1,
+          thresholdFen: 100000,
+          tier: 'STANDARD',
+        },
+        createdAt: now,
+        ...over,
+      },
+      attempt: { id: newId.attempt(), cashierToken: newId.cashierToken() },
+      claim:
+        requestId === null
+          ? null
+          : { appId, requestId, method: 'POST', target: '/api/open/v1/payments', bodySha256: 'b'.repeat(64), leaseSeconds: 120 },
+    };
+  }
+
+  function counting(pool: Db): { names: string[]; restore: () => void } {
+    const names: string[] = [];
+    const orig = pool.query.bind(pool);
+    (pool as unknown as { query: unknown }).query = (q: unknown, v?: unknown) => {
+      names.push(typeof q === 'string' ? q.slice(0, 20) : ((q as { name?: string }).name ?? '?'));
+      return (orig as (a: unknown, b?: unknown) => unknown)(q, v);
+    };
+    return { names, restore: () => ((pool as unknown as { query: unknown }).query = orig) };
+  }
+
+  test('orders of one turn are written in one statement, each with its own row, attempt and claim, exactly as given', async () => {
+    const ins = new OrderInserter(db);
+    const items = Array.from({ length: 20 }, (_, i) =>
+      item(`BATCH_${String(i).padStart(3, '0')}`, i % 2 === 0 ? `req-batch-${i}` : null, {
+        channel: i % 3 === 0 ? 'WECHAT_H5' : 'ALIPAY_H5',
+        links: i % 3 === 0 ? [] : ['ALIPAY_AGGREGATION_NATIVE'],
+        tradeScope: i % 4 === 0 ? 'CARD_VIRTUAL' : null,
+        description: i % 5 === 0 ? 'with "quotes", {braces} and \\ backslash' : null,
+      }),
+    );
+    const c = counting(db);
+    let r;
+    try {
+      r = await Promise.all(items.map((it) => ins.insert(it)));
+    } finally {
+      c.restore();
+    }
+    assert.deepEqual(c.names, ['order_insert_with_attempt_batch']);
+    for (const [i, res] of r.entries()) {
+      const it = items[i]!;
+      assert.equal(res.claimed, true);
+      assert.ok(res.created);
+      assert.equal(res.created.order.id, it.order.id);
+      assert.equal(res.created.order.outTradeNo, it.order.outTradeNo);
+      assert.equal(res.created.order.status, 'CREATED');
+      assert.equal(res.created.order.channel, it.order.channel);
+      assert.equal(res.created.order.tradeScope, it.order.tradeScope);
+      assert.equal(res.created.order.description, it.order.description);
+      assert.equal(res.created.order.attach, ' keep my spaces ');
+      assert.deepEqual(res.created.order.links, it.order.links);
+      assert.deepEqual(res.created.order.feeProjection, it.order.feeProjection);
+      assert.equal(res.created.order.expireAt.getTime(), it.order.expireAt.getTime());
+      assert.equal(res.created.attempt.id, it.attempt.id);
+      assert.equal(res.created.attempt.orderId, it.order.id);
+      assert.equal(res.created.attempt.state, 'PENDING');
+      // The stored row reads back the same (JSON field order included).
+      const stored = await getOrder(db, it.order.id);
+      assert.equal(JSON.stringify(stored!.feeProjection), JSON.stringify(it.order.feeProjection));
+    }
+    const claims = await db.query(`SELECT count(*)::int AS n FROM request_replays WHERE request_id LIKE 'req-batch-%'`);
+    assert.equal(claims.rows[0].n, 10);
+  });
+
+  test('one order number twice in one turn: one order; a request id twice in one turn: claimed once', async () => {
+    const ins = new OrderInserter(db);
+    const sameNo = [item('SAME_NO_1', 'req-same-no-a'), item('SAME_NO_1', 'req-same-no-b'), item('OTHER_NO_1', null)];
+    const r = await Promise.all(sameNo.map((it) => ins.insert(it)));
+    assert.equal(r.filter((x) => x.created !== null && x.created.order.outTradeNo === 'SAME_NO_1').length, 1);
+    assert.ok(r[2]!.created);
+    assert.deepEqual(
+      r.map((x) => x.claimed),
+      [true, true, true],
+    );
+
+    const sameId = [item('SAME_ID_1', 'req-same-id'), item('SAME_ID_2', 'req-same-id'), item('SAME_ID_3', 'req-other-id')];
+    const s = await Promise.all(sameId.map((it) => ins.insert(it)));
+    assert.deepEqual(
+      s.map((x) => x.claimed),
+      [true, false, true],
+    );
+    assert.equal(s[1]!.created, null, 'nothing is written for a request id already held');
+    const n = await db.query(`SELECT count(*)::int AS n FROM orders WHERE out_trade_no = 'SAME_ID_2'`);
+    assert.equal(n.rows[0].n, 0);
+  });
+
+  test('an order number already taken (earlier, or by a concurrent batch) is not written again', async () => {
+    const ins1 = new OrderInserter(db);
+    const ins2 = new OrderInserter(db);
+    for (let round = 0; round < 5; round++) {
+      const nos = Array.from({ length: 12 }, (_, i) => `RACE_${round}_${i}`);
+      const [a, b] = await Promise.all([
+        Promise.all(nos.map((no) => ins1.insert(item(no, null)))),
+        Promise.all([...nos].reverse().map((no) => ins2.insert(item(no, null)))),
+      ]);
+      const made = [...a, ...b].filter((x) => x.created !== null).length;
+      assert.equal(made, nos.length, 'one order per number across two racing inserters');
+    }
+  });
+
+  test('accepted outcomes of one turn in one transaction; an order no longer CREATED is left as it is', async () => {
+    const ins = new OrderInserter(db);
+    const made = await Promise.all(Array.from({ length: 6 }, (_, i) => ins.insert(item(`ACCEPT_${i}`, `req-accept-${i}`))));
+    const orders = made.map((m) => m.created!);
+    // One of them was closed meanwhile.
+    await db.query(`UPDATE orders SET status = 'CLOSED', closed_reason = 'CLOSE_REQUESTED' WHERE id = $1`, [orders[2]!.order.id]);
+    const acc = new AttemptAcceptor(db);
+    const c = counting(db);
+    let applied: boolean[];
+    try {
+      applied = await Promise.all(
+        orders.map((o, i) =>
+          acc.accept({
+            orderId: o.order.id,
+            attemptId: o.attempt.id,
+            providerRef: `ref_${i}`,
+            qrCode: i % 2 === 0 ? `qr_${i}` : null,
+            replay: { appId, requestId: `req-accept-${i}`, status: 201, body: `{"n":${i}}` },
+          }),
+        ),
+      );
+    } finally {
+      c.restore();
+    }
+    assert.deepEqual(c.names, ['accept_attempts']);
+    assert.deepEqual(applied, [true, true, false, true, true, true]);
+    for (const [i, o] of orders.entries()) {
+      const order = (await getOrder(db, o.order.id))!;
+      const attempt = (await getAttempt(db, o.attempt.id))!;
+      const replay = await db.query(`SELECT state, status_code, response_body FROM request_replays WHERE request_id = $1`, [
+        `req-accept-${i}`,
+      ]);
+      if (i === 2) {
+        assert.equal(order.status, 'CLOSED');
+        assert.equal(attempt.state, 'PENDING');
+        assert.equal(replay.rows[0].state, 'IN_PROGRESS');
+        continue;
+      }
+      assert.equal(order.status, 'PAYING');
+      assert.equal(order.stateVersion, o.order.stateVersion + 1);
+      assert.equal(attempt.state, 'ACCEPTED');
+      assert.equal(attempt.providerRef, `ref_${i}`);
+      assert.equal(attempt.qrCode, i % 2 === 0 ? `qr_${i}` : null);
+      assert.deepEqual(replay.rows[0], { state: 'DONE', status_code: 201, response_body: `{"n":${i}}` });
+    }
+  });
+});
