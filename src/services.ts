@@ -14,7 +14,7 @@ import type { PaymentProvider } from './providers/provider.ts';
 import { SandboxProvider } from './providers/sandbox/sandbox.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
-import { AttemptAcceptor, OrderInserter } from './store/orders.ts';
+import { AttemptAcceptor, OrderInserter, OrderReader } from './store/orders.ts';
 import { BackgroundTasks } from './usecases/background.ts';
 
 export interface Clock {
@@ -44,6 +44,8 @@ export interface Services {
   merchantConfig: MerchantConfigCache;
   /** New orders of concurrent creates, one statement per event-loop turn. */
   orderInserts: OrderInserter;
+  /** The query-order reads of concurrent requests, one statement per event-loop turn. */
+  orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one transaction per event-loop turn. */
   acceptor: AttemptAcceptor;
   /** Asks the background workers to look for due work now (set by the worker runner). */
@@ -101,6 +103,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     tasks: new BackgroundTasks(),
     merchantConfig: new MerchantConfigCache(db),
     orderInserts: new OrderInserter(db),
+    orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db),
   };
   svc.tasks.bind(svc);

@@ -174,6 +174,46 @@ export async function findOrderWithLatest(
   return row ? splitLatest(row) : null;
 }
 
+/** findOrderWithLatest for several (app, number) pairs in one statement; answers in their order. */
+export async function findOrdersWithLatest(
+  db: Queryable,
+  keys: { appId: string; outTradeNo: string }[],
+): Promise<({ order: OrderRow; attempt: AttemptRow | null } | null)[]> {
+  const r = await db.query<OrderRow & LatestCols & { idx: string }>({
+    name: 'orders_by_no_with_latest_batch',
+    text: `SELECT i.idx, o.*, ${LATEST_COLS}
+      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(app_id, out_trade_no, idx)
+      JOIN LATERAL (SELECT ${ORDER_COLS} FROM orders WHERE app_id = i.app_id AND out_trade_no = i.out_trade_no) o ON true
+      LEFT JOIN LATERAL (SELECT * FROM attempts WHERE order_id = o.id ORDER BY seq DESC LIMIT 1) la ON true`,
+    values: [keys.map((k) => k.appId), keys.map((k) => k.outTradeNo)],
+  });
+  const out: ({ order: OrderRow; attempt: AttemptRow | null } | null)[] = new Array(keys.length).fill(null);
+  for (const row of r.rows) {
+    const { idx, ...rest } = row;
+    out[Number(idx) - 1] = splitLatest(rest);
+  }
+  return out;
+}
+
+/**
+ * The query-order read, batched per event-loop turn (src/store/batcher.ts). Each read sees the
+ * database as of its batch's statement, which starts after the read was asked for: every write
+ * answered before the read is visible to it, as with a statement of its own.
+ */
+export class OrderReader {
+  readonly #batcher: TurnBatcher<{ appId: string; outTradeNo: string }, { order: OrderRow; attempt: AttemptRow | null } | null>;
+  constructor(db: Db) {
+    this.#batcher = new TurnBatcher({
+      one: (k) => findOrderWithLatest(db, k.appId, k.outTradeNo),
+      many: (ks) => findOrdersWithLatest(db, ks),
+    });
+  }
+
+  withLatest(appId: string, outTradeNo: string): Promise<{ order: OrderRow; attempt: AttemptRow | null } | null> {
+    return this.#batcher.run({ appId, outTradeNo });
+  }
+}
+
 /** When the provider is asked again about an attempt still PENDING (its creation never finished). */
 export const PENDING_RECHECK = "interval '150 seconds'";
 

@@ -20,7 +20,6 @@ import {
   type OrderRow,
   attemptsOf,
   findOrder,
-  findOrderWithLatest,
   getAttempt,
   insertOrderWithFirstAttempt,
   type NewOrder,
@@ -333,7 +332,7 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
 
 export async function queryOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
   checkNo(outTradeNo);
-  const found = await findOrderWithLatest(svc.db, caller.app.id, outTradeNo);
+  const found = await svc.orderReads.withLatest(caller.app.id, outTradeNo);
   if (!found) throw NOT_FOUND();
   return ok(200, caller, snapshot(svc, caller, found.order, found.attempt, 'query'));
 }

@@ -10,7 +10,15 @@ import pg from 'pg';
 import { newId } from '../../src/domain/ids.ts';
 import { TurnBatcher } from '../../src/store/batcher.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
-import { AttemptAcceptor, type NewOrder, OrderInserter, type OrderInsert, getAttempt, getOrder } from '../../src/store/orders.ts';
+import {
+  AttemptAcceptor,
+  type NewOrder,
+  OrderInserter,
+  type OrderInsert,
+  OrderReader,
+  getAttempt,
+  getOrder,
+} from '../../src/store/orders.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 
 function recorder() {
@@ -271,5 +279,37 @@ describe('batched create-order writes on PostgreSQL', () => {
       assert.equal(attempt.qrCode, i % 2 === 0 ? `qr_${i}` : null);
       assert.deepEqual(replay.rows[0], { state: 'DONE', status_code: 201, response_body: `{"n":${i}}` });
     }
+  });
+  test('query reads of one turn in one statement: each its own order and latest attempt, unknown or other-app numbers null', async () => {
+    const ins = new OrderInserter(db);
+    const made = await Promise.all(['READ_1', 'READ_2', 'READ_3'].map((no) => ins.insert(item(no, null))));
+    // A second attempt of READ_2 is its latest.
+    await db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [made[1]!.created!.order.id]);
+    await db.query(
+      `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at) SELECT 'att_second', id, 2, 'ACCEPTED', 'tok_second', expire_at FROM orders WHERE id = $1`,
+      [made[1]!.created!.order.id],
+    );
+    const reader = new OrderReader(db);
+    const c = counting(db);
+    let r;
+    try {
+      r = await Promise.all([
+        reader.withLatest(appId, 'READ_3'),
+        reader.withLatest(appId, 'NO_SUCH_ORDER'),
+        reader.withLatest('svcop_OTHERapp000000001', 'READ_1'),
+        reader.withLatest(appId, 'READ_2'),
+        reader.withLatest(appId, 'READ_1'),
+      ]);
+    } finally {
+      c.restore();
+    }
+    assert.deepEqual(c.names, ['orders_by_no_with_latest_batch']);
+    assert.equal(r[0]!.order.id, made[2]!.created!.order.id);
+    assert.equal(r[0]!.attempt!.id, made[2]!.created!.attempt.id);
+    assert.equal(r[1], null);
+    assert.equal(r[2], null);
+    assert.equal(r[3]!.order.outTradeNo, 'READ_2');
+    assert.equal(r[3]!.attempt!.id, 'att_second');
+    assert.equal(r[4]!.order.outTradeNo, 'READ_1');
   });
 });
