@@ -53,6 +53,22 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
+    // An open-API path whose percent-encoding does not decode (`/payments/%ZZ`, `%FF`) is a
+    // malformed reference: it goes through the gate like any other and gets the neutral 404, not
+    // a framework 400. Its `%` are escaped for routing only; the gate signs and keys the request
+    // by the target as sent (gate.ts, requestTarget).
+    rewriteUrl: (req) => {
+      const url = req.url ?? '/';
+      if (!url.startsWith('/api/open/') || !url.includes('%')) return url;
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      try {
+        decodeURIComponent(path);
+        return url;
+      } catch {
+        return path.replaceAll('%', '%25') + (q === -1 ? '' : url.slice(q));
+      }
+    },
     frameworkErrors: (err, _req, reply) => {
       // e.g. a malformed URL: answered in the platform envelope, never a 500.
       // It runs before any plugin, so it carries the strictest headers of any surface (the cashier's).

@@ -199,6 +199,11 @@ function forwardingHeaders(raw: readonly string[]): { xForwardedFor: string[]; f
   return out;
 }
 
+/** The path and query exactly as sent (before any routing rewrite, app.ts `rewriteUrl`). */
+export function requestTarget(req: FastifyRequest): string {
+  return (req.raw as { originalUrl?: string }).originalUrl ?? req.raw.url ?? '';
+}
+
 /** Installs the gate on the open scope: body guard (preParsing) and steps 2-8 (preValidation). */
 export function installGate(scope: FastifyInstance, svc: Services): void {
   scope.decorateRequest('gate', null as unknown as GateContext);
@@ -220,7 +225,7 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
     const h = req.headers;
     req.gate.contentType = typeof h['content-type'] === 'string' ? h['content-type'] : undefined;
     const raw = await readBody(payload, typeof h['content-length'] === 'string' ? h['content-length'] : undefined);
-    req.gate.body = parseJsonBody(raw);
+    req.gate.body = parseJsonBody(raw, { ignored: (req.routeOptions.config as { readsBody?: boolean }).readsBody !== true });
     // The body is consumed here; Fastify sees an empty one and no media type to judge.
     delete h['content-type'];
     delete h['transfer-encoding'];
@@ -287,7 +292,7 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
   if (!isStrictBase64(h.sign)) return authFailed();
   const signingString = requestSigningString({
     method: req.method,
-    target: req.raw.url ?? '',
+    target: requestTarget(req),
     appId: h.appId,
     keyId: h.keyId,
     timestamp: h.timestamp,
@@ -382,7 +387,7 @@ export async function runWithReplay(
     appId: g.app!.id,
     requestId: g.headers!.requestId,
     method: req.method,
-    target: req.raw.url ?? '',
+    target: requestTarget(req),
     bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
   };
   const decided = (b: Exclude<ReplayBegin, { kind: 'execute' }>) => {

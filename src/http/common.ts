@@ -33,8 +33,16 @@ export interface ParsedBody {
 
 const EMPTY: ReadonlySet<string> = new Set();
 
-export function parseJsonBody(raw: Buffer): ParsedBody {
+/**
+ * `ignored`: the endpoint reads no body (seed: "a valid JSON body sent anyway is ignored"), so a
+ * valid body is refused only for what the seed names: invalid JSON and duplicate keys. Forbidden
+ * keys and excessive depth matter only where the body is read.
+ */
+export function parseJsonBody(raw: Buffer, opts: { ignored?: boolean } = {}): ParsedBody {
   const g = guardJson(raw);
+  if (!g.ok && opts.ignored && (g.reason === 'FORBIDDEN_KEY' || g.reason === 'TOO_DEEP')) {
+    return { raw, value: undefined, decimalLiterals: EMPTY };
+  }
   if (!g.ok) {
     const why =
       g.reason === 'DUPLICATE_KEY'

@@ -37,7 +37,9 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   const { svc } = opts;
   installGate(scope, svc);
 
-  scope.post('/payments', (req, reply) =>
+  // The two strict endpoints read their body; every other one ignores a valid body (http/common.ts).
+  const readsBody = { config: { readsBody: true } };
+  scope.post('/payments', readsBody, (req, reply) =>
     runWithReplay(
       svc,
       req,
@@ -58,7 +60,7 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   scope.post<P>('/payments/:outTradeNo/close', (req, reply) =>
     runWithReplay(svc, req, reply, () => closeOrder(svc, caller(req), req.params.outTradeNo!)),
   );
-  scope.post('/refunds', (req, reply) =>
+  scope.post('/refunds', readsBody, (req, reply) =>
     runWithReplay(svc, req, reply, async () => {
       const b = body(req);
       return createRefund(svc, caller(req), parseCreateRefund(b.value, b.decimals));

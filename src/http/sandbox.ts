@@ -68,14 +68,16 @@ export async function sandboxPlugin(
 
   /** Ends the payment window now (the expiry worker then closes the order): for testing expiry. */
   scope.post<{ Params: { openOrderId: string } }>('/payments/:openOrderId/expire', async (req) => {
+    // One statement (one now()): the attempts' material ends exactly when the order's window does.
     const r = await svc.db.query(
-      `UPDATE orders SET expire_at = now() - interval '1 millisecond', updated_at = now() WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id`,
+      `WITH o AS (
+         UPDATE orders SET expire_at = now() - interval '1 millisecond', updated_at = now()
+          WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id, expire_at),
+       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id RETURNING 1)
+       SELECT id, (SELECT count(*) FROM a) AS attempts FROM o`,
       [req.params.openOrderId],
     );
     if (r.rowCount === 0) throw new AdminError('ADMIN_STATE_INVALID', 'order not found or not open');
-    await svc.db.query(`UPDATE attempts SET expire_at = LEAST(expire_at, now() - interval '1 millisecond') WHERE order_id = $1`, [
-      req.params.openOrderId,
-    ]);
     svc.wakeWorkers?.();
     return { openOrderId: req.params.openOrderId, expired: true };
   });

@@ -397,5 +397,8 @@ export async function closeOrder(svc: Services, caller: Caller, outTradeNo: stri
   const o = await findOrder(svc.db, caller.app.id, outTradeNo);
   if (!o) throw NOT_FOUND();
   const r = await closeOrderById(svc, o.id, 'CLOSE_REQUESTED');
-  return ok(200, caller, { closeState: r.closeState, ...snapshot(svc, caller, r.order, null, 'close') });
+  // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
+  // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
+  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await latestAttempt(svc.db, r.order.id) : null;
+  return ok(200, caller, { closeState: r.closeState, ...snapshot(svc, caller, r.order, latest, 'close') });
 }

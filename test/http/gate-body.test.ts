@@ -164,12 +164,27 @@ describe('JSON syntax and duplicate keys', () => {
     await expectSuccess(t, s.r, s.requestId, 200);
   });
 
-  test('__proto__ (and constructor.prototype) keys -> 400 at step 1, at any depth', async () => {
-    for (const raw of ['{"__proto__":{}}', '{"a":{"__proto__":{"x":1}}}', '{"\\u005f_proto__":1}', '{"constructor":{"prototype":{}}}']) {
-      const p = await send(t, m, 'POST', PAYMENTS, raw);
-      await expectRejection(t, p.r, { status: 400, code: 'OPEN_API_BODY_INVALID', step: 1, sentRequestId: p.requestId });
-      const g = await send(t, m, 'GET', `${PAYMENTS}/T_1234567`, raw, { contentType: 'application/json' });
-      await expectRejection(t, g.r, { status: 400, code: 'OPEN_API_BODY_INVALID', step: 1, sentRequestId: g.requestId });
+  test('__proto__ (and constructor.prototype) keys and nesting past 64 levels -> 400 at step 1 where the body is read', async () => {
+    const deep = `${'['.repeat(70)}1${']'.repeat(70)}`;
+    for (const raw of [
+      '{"__proto__":{}}',
+      '{"a":{"__proto__":{"x":1}}}',
+      '{"\\u005f_proto__":1}',
+      '{"constructor":{"prototype":{}}}',
+      `{"a":${deep}}`,
+    ]) {
+      for (const path of [PAYMENTS, '/api/open/v1/refunds']) {
+        const p = await send(t, m, 'POST', path, raw);
+        await expectRejection(t, p.r, { status: 400, code: 'OPEN_API_BODY_INVALID', step: 1, sentRequestId: p.requestId });
+      }
+    }
+  });
+
+  test('... and are valid JSON, so ignored like any other body where the body is not read', async () => {
+    const deep = `${'['.repeat(70)}1${']'.repeat(70)}`;
+    for (const raw of ['{"__proto__":{}}', '{"constructor":{"prototype":{}}}', deep]) {
+      const g = await send(t, m, 'GET', SETTLEMENT, raw, { contentType: 'application/json' });
+      await expectSuccess(t, g.r, g.requestId, 200);
     }
   });
 });

@@ -138,15 +138,33 @@ describe('405 METHOD_NOT_ALLOWED on mounted paths', () => {
 });
 
 describe('odd request targets', () => {
-  test('malformed percent-encoding is a platform envelope, never a 5xx', async () => {
-    for (const url of [`${OPEN}/payments/%E0%A4%A`, `${OPEN}/payments/abc%ZZdef`, `${OPEN}/x%`, `${OPEN}/payments/%C0%AF`]) {
-      const r = await signed('GET', url);
-      assert.ok(r.statusCode < 500, `${url}: ${r.statusCode}`);
+  test('a reference with malformed percent-encoding goes through the gate and gets the neutral 404', async () => {
+    for (const [method, url] of [
+      ['GET', `${OPEN}/payments/%E0%A4%A`],
+      ['GET', `${OPEN}/payments/abc%ZZdef`],
+      ['GET', `${OPEN}/payments/%C0%AF`],
+      ['GET', `${OPEN}/payments/%FFabcdef`],
+      ['POST', `${OPEN}/payments/%ZZabcdef/close`],
+      ['POST', `${OPEN}/payments/%ZZabcdef/attempts`],
+      ['GET', `${OPEN}/refunds/%ZZabcdef?x=1`],
+    ] as const) {
+      const r = await signed(method, url, method === 'POST' ? '' : undefined);
+      assert.equal(r.statusCode, 404, `${method} ${url}: ${r.body}`);
       const b = JSON.parse(r.body) as Record<string, unknown>;
-      assert.deepEqual(Object.keys(b).sort(), ['error', 'message', 'status'], r.body);
-      assert.equal(b.status, r.statusCode);
-      assert.equal(r.headers['x-svc-request-id'], undefined);
+      assert.deepEqual(Object.keys(b).sort(), ['code', 'message', 'requestId'], r.body);
+      assert.equal(b.code, 'OPEN_API_NOT_FOUND');
+      assert.equal(r.headers['x-svc-request-id'], b.requestId);
+      assert.ok(r.headers['x-svc-response-sign'], 'answered after the gate: signed');
     }
+    // The same target unsigned is stopped by the gate like any other request.
+    const u = await t.server.inject({ method: 'GET', url: `${OPEN}/payments/abc%ZZdef` });
+    assert.equal(u.statusCode, 400);
+    assert.equal(JSON.parse(u.body).code, 'OPEN_API_HEADER_INVALID');
+  });
+
+  test('an unmounted open path with malformed percent-encoding is the platform 404 envelope', async () => {
+    const r = await signed('GET', `${OPEN}/x%`);
+    platformEnvelope(r, 404, 'ROUTE_NOT_FOUND');
   });
 
   test('malformed percent-encoding in the query reaches the gate (signed target as sent)', async () => {

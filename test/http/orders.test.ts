@@ -591,6 +591,11 @@ describe('close order', () => {
     assert.equal(r.statusCode, 200, r.body);
     assert.equal(r.json().closeState, 'UNKNOWN_KEPT');
     assert.equal(r.json().status, 'PAYING');
+    // Kept as it was: its attempt is still valid, so the receipt asks for no new one (as a query would).
+    assert.equal('nextAction' in r.json(), false);
+    assert.equal(r.json().latestAttempt, null);
+    assert.equal(r.json().payUrl, null);
+    assert.equal('nextAction' in (await query(String(body.outTradeNo))).json(), false);
     await t.workers.tick();
     assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
   });
@@ -625,6 +630,8 @@ describe('background work', () => {
     const body = orderBody();
     const o = (await create(body)).json();
     assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/expire`)).statusCode, 200);
+    const before = (await query(String(body.outTradeNo))).json();
+    assert.equal(before.latestAttempt.expireAt, before.expireAt, 'the material lives at most until the order expireAt');
     await t.workers.tick();
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'CLOSED');
