@@ -94,6 +94,8 @@ export function validate(
   switch (schema.type) {
     case 'string': {
       if (typeof value !== 'string') return { field, message: `${field || 'value'} must be a string, not ${describe(value)}` };
+      // PostgreSQL text cannot hold U+0000: such a value is refused here, as input, not stored.
+      if (value.includes('\u0000')) return { field, message: `${field || 'value'} must not contain the NUL character (U+0000)` };
       if (schema.const !== undefined && value !== schema.const) return { field, message: `${field} must be exactly ${schema.const}` };
       if (schema.enum !== undefined && !schema.enum.includes(value)) {
         return { field, message: `${field} must be one of ${schema.enum.join(', ')}` };

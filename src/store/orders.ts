@@ -317,18 +317,45 @@ export interface OrderInsertResult {
  * with one number: one of them gets the number. Answers in the items' order.
  */
 export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderInsert[]): Promise<OrderInsertResult[]> {
-  const col = <T>(f: (it: OrderInsert) => T): T[] => items.map(f);
-  const r = await db.query<(OrderRow & LatestCols) & { idx: string; claimed: boolean }>({
+  // The batch travels as one JSON text (serialized natively; cheaper than escaping 26 arrays).
+  const rows = items.map(({ order: o, attempt: a, claim: c }, n) => ({
+    idx: n,
+    id: o.id,
+    app_id: o.appId,
+    merchant_id: o.merchantId,
+    out_trade_no: o.outTradeNo,
+    channel: o.channel,
+    trade_scope: o.tradeScope,
+    amount_fen: o.amountFen,
+    currency: o.currency,
+    subject: o.subject,
+    description: o.description,
+    attach: o.attach,
+    return_url: o.returnUrl,
+    payer_client_ip: o.payerClientIp,
+    digest: o.digest,
+    links: o.links,
+    expire_at: o.expireAt,
+    // A JSON text inside the JSON: the json column keeps the field order it is written in.
+    fee_projection: JSON.stringify(o.feeProjection),
+    created_at: o.createdAt,
+    attempt_id: a.id,
+    cashier_token: a.cashierToken,
+    r_app: c?.appId ?? null,
+    r_req: c?.requestId ?? null,
+    r_method: c?.method ?? null,
+    r_target: c?.target ?? null,
+    r_sha: c?.bodySha256 ?? null,
+    r_lease: c?.leaseSeconds ?? null,
+  }));
+  const r = await db.query<(OrderRow & LatestCols) & { idx: number; claimed: boolean }>({
     name: 'order_insert_with_attempt_batch',
     text: `WITH i AS (
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
-                             $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
-                             $16::timestamptz[], $17::text[], $18::timestamptz[], $19::text[], $20::text[],
-                             $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::integer[])
-          WITH ORDINALITY AS t(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency,
-                               subject, description, attach, return_url, payer_client_ip, digest, links,
-                               expire_at, fee_projection, created_at, attempt_id, cashier_token,
-                               r_app, r_req, r_method, r_target, r_sha, r_lease, idx)),
+        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
+          channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
+          return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
+          created_at timestamptz, attempt_id text, cashier_token text,
+          r_app text, r_req text, r_method text, r_target text, r_sha text, r_lease integer)),
       r AS (
         INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
         SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', now() + make_interval(secs => r_lease) FROM i
@@ -338,7 +365,7 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
         INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
                            attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
         SELECT id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
-               attach, return_url, payer_client_ip, digest, ARRAY(SELECT jsonb_array_elements_text(links::jsonb)), 'CREATED',
+               attach, return_url, payer_client_ip, digest, ARRAY(SELECT json_array_elements_text(links)), 'CREATED',
                expire_at, fee_projection::json, created_at, created_at
           FROM i
          WHERE r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req)
@@ -350,43 +377,16 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
       SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}
         FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req
         LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON o2.id = i.id`,
-    values: [
-      col((it) => it.order.id),
-      col((it) => it.order.appId),
-      col((it) => it.order.merchantId),
-      col((it) => it.order.outTradeNo),
-      col((it) => it.order.channel),
-      col((it) => it.order.tradeScope),
-      col((it) => it.order.amountFen),
-      col((it) => it.order.currency),
-      col((it) => it.order.subject),
-      col((it) => it.order.description),
-      col((it) => it.order.attach),
-      col((it) => it.order.returnUrl),
-      col((it) => it.order.payerClientIp),
-      col((it) => it.order.digest),
-      col((it) => JSON.stringify(it.order.links)),
-      col((it) => it.order.expireAt),
-      col((it) => JSON.stringify(it.order.feeProjection)),
-      col((it) => it.order.createdAt),
-      col((it) => it.attempt.id),
-      col((it) => it.attempt.cashierToken),
-      col((it) => it.claim?.appId ?? null),
-      col((it) => it.claim?.requestId ?? null),
-      col((it) => it.claim?.method ?? null),
-      col((it) => it.claim?.target ?? null),
-      col((it) => it.claim?.bodySha256 ?? null),
-      col((it) => it.claim?.leaseSeconds ?? null),
-    ],
+    values: [JSON.stringify(rows)],
   });
   const out: OrderInsertResult[] = new Array(items.length);
   for (const row of r.rows) {
     const { idx, claimed, ...rest } = row;
     if (rest.id === null) {
-      out[Number(idx) - 1] = { claimed, created: null };
+      out[idx] = { claimed, created: null };
     } else {
       const { order, attempt } = splitLatest(rest);
-      out[Number(idx) - 1] = { claimed, created: { order, attempt: attempt! } };
+      out[idx] = { claimed, created: { order, attempt: attempt! } };
     }
   }
   return out;
@@ -445,16 +445,20 @@ export class AttemptAcceptor {
       many: async (as) => {
         const r = await db.query<{ id: string }>({
           name: 'accept_attempts',
-          text: 'SELECT id FROM mps_accept_attempts($1, $2, $3, $4, $5, $6, $7, $8) AS id',
+          text: 'SELECT id FROM mps_accept_attempts($1::json) AS id',
           values: [
-            as.map((a) => a.orderId),
-            as.map((a) => a.attemptId),
-            as.map((a) => a.providerRef),
-            as.map((a) => a.qrCode),
-            as.map((a) => a.replay?.appId ?? null),
-            as.map((a) => a.replay?.requestId ?? null),
-            as.map((a) => a.replay?.status ?? null),
-            as.map((a) => a.replay?.body ?? null),
+            JSON.stringify(
+              as.map((a) => ({
+                order_id: a.orderId,
+                attempt_id: a.attemptId,
+                provider_ref: a.providerRef,
+                qr_code: a.qrCode,
+                replay_app_id: a.replay?.appId ?? null,
+                replay_request_id: a.replay?.requestId ?? null,
+                replay_status: a.replay?.status ?? null,
+                replay_body: a.replay?.body ?? null,
+              })),
+            ),
           ],
         });
         const done = new Set(r.rows.map((row) => row.id));

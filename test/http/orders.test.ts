@@ -136,6 +136,10 @@ describe('create order', () => {
       [{ returnUrl: `https://shop.example/${'p'.repeat(513 - 21)}` }, 'returnUrl'],
       [{ returnUrl: '/relative' }, 'returnUrl'],
       [{ unknownField: 1 }, 'unknownField'],
+      // PostgreSQL text cannot hold U+0000: refused as input, never a 503.
+      [{ subject: 'a\u0000b' }, 'subject'],
+      [{ description: '\u0000' }, 'description'],
+      [{ attach: 'x\u0000' }, 'attach'],
     ];
     for (const ip of [
       '10.1.2.3',

@@ -164,6 +164,7 @@ describe('create refund: strict schema (400 OPEN_API_BODY_INVALID, nothing chang
       ['outTradeNo with a slash', { ...ok, outTradeNo: 'T/123456' }],
       ['reason of 257 code points', { ...ok, reason: '退'.repeat(257) }],
       ['reason of 257 astral code points', { ...ok, reason: '😀'.repeat(257) }],
+      ['reason with U+0000', { ...ok, reason: 'a\u0000b' }],
       ['reason as a number', { ...ok, reason: 42 }],
       ['reason null', { ...ok, reason: null }],
     ];
