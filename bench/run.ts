@@ -16,6 +16,7 @@ import { type Item, SignPool, createItems, mixedItems, queryItems, replayItems }
 import { type CryptoCeiling, measureCryptoCeiling } from './lib/crypto-ceiling.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { runPaced } from './lib/paced.ts';
+import { runWrk, wrkAvailable } from './lib/wrk.ts';
 import { MemoryPoller, cpuOf, groupDelta, groupDeltaByKind, memoryOf, selfCpu, systemBusySeconds } from './lib/proc.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, markdown, profileTable, resultsTable, targetsTable } from './lib/report.ts';
@@ -32,6 +33,10 @@ const HELP = `Usage: npm run bench -- [options]
   --repeats <n>           replay scenario: sends per X-SVC-Request-Id (default 10)
   --quiet-wait <s>        before each measured phase, wait up to this long for other processes of the
                           machine to use under 0.25 core (default 30; --quick: 3; 0 = do not wait)
+  --load-tool <t>         wrk or autocannon: the load tool of the closed-loop phases (create, query,
+                          mixed, warm-ups); default wrk when installed (apt-get install wrk), else
+                          autocannon. replay and the half-load phases always use autocannon / the
+                          paced sender.
   --quick                 CI smoke mode: a few seconds per scenario
   --database-url <url>    run against this PostgreSQL server (a fresh database is created and
                           dropped); default: DATABASE_URL, else the embedded PostgreSQL
@@ -58,6 +63,7 @@ const { values: a } = parseArgs({
     warmup: { type: 'string' },
     repeats: { type: 'string' },
     'quiet-wait': { type: 'string' },
+    'load-tool': { type: 'string' },
     quick: { type: 'boolean', default: false },
     'database-url': { type: 'string' },
     profile: { type: 'boolean', default: false },
@@ -91,6 +97,16 @@ const opts = {
   warmup: num(a.warmup, quick ? 1 : 3, 'warmup', 0),
   repeats: Math.floor(num(a.repeats, 10, 'repeats', 2)),
   quietWait: Math.min(600, num(a['quiet-wait'], quick ? 3 : 30, 'quiet-wait', 0)),
+  loadTool: ((): 'wrk' | 'autocannon' => {
+    const t = a['load-tool'];
+    if (t === undefined) return wrkAvailable() ? 'wrk' : 'autocannon';
+    if (t === 'autocannon') return t;
+    if (t === 'wrk' && wrkAvailable()) return t;
+    process.stderr.write(
+      t === 'wrk' ? 'wrk is not installed (apt-get install wrk)\n' : `--load-tool takes wrk or autocannon (got '${t}')\n`,
+    );
+    process.exit(2);
+  })(),
   databaseUrl: a['database-url'] ?? process.env.DATABASE_URL ?? null,
   profile: a.profile,
   workers: a.workers,
@@ -276,10 +292,14 @@ async function main(): Promise<boolean> {
 
   const deadlineOf = (minTs: number) => minTs * 1000 + 295_000;
 
+  /** Closed-loop load: wrk when chosen, except for the replay corpus (its answers are compared byte for byte). */
+  const closedLoop = (items: Item[]) => opts.loadTool === 'wrk' && !items.some((it) => it.kind === 'replay');
+  const sendClosedLoop = (lo: Parameters<typeof runLoad>[0]) => (closedLoop(lo.items) ? runWrk(lo) : runLoad(lo));
+
   /** An unmeasured phase (warm-up, seeding): returns its requests/s. */
   async function unmeasured(label: string, items: Item[], connections = opts.connections): Promise<LoadResult> {
     const s = await pool!.sign(items);
-    const r = await runLoad({ url: svc.baseUrl, items, connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
+    const r = await sendClosedLoop({ url: svc.baseUrl, items, connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
     loadedSeconds += r.seconds;
     log(`  ${label}: ${r.completed} requests in ${r.seconds.toFixed(1)} s (${r.rps.toFixed(0)}/s)`);
     return r;
@@ -322,7 +342,7 @@ async function main(): Promise<boolean> {
     const r =
       paced && overallRate
         ? await runPaced({ url: svc.baseUrl, items, rate: overallRate, maxSockets: connections, deadlineMs: deadlineOf(s.minTs), onAnswer })
-        : await runLoad({
+        : await (overallRate ? runLoad : sendClosedLoop)({
             url: svc.baseUrl,
             items,
             connections,
@@ -345,7 +365,7 @@ async function main(): Promise<boolean> {
     const serverSec = cpu1.user + cpu1.sys - (cpu0.user + cpu0.sys);
     const pgSec = pgc0 && pgc1 ? groupDelta(pgc0, pgc1) : null;
     const pgByKind = pgc0 && pgc1 ? groupDeltaByKind(pgc0, pgc1) : null;
-    const benchSec = b1.user + b1.sys - (b0.user + b0.sys);
+    const benchSec = b1.user + b1.sys + b1.children - (b0.user + b0.sys + b0.children);
     const otherCores = Math.max(0, (sys1 - sys0 - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
     let statementsPerReq: number | null = null;
     let commitsPerReq: number | null = null;
@@ -370,7 +390,7 @@ async function main(): Promise<boolean> {
       description: paced
         ? `${DESCRIPTIONS[name].replace(' (autocannon overallRate)', '')}, open-loop: evenly spaced, latency from each request's due time`
         : DESCRIPTIONS[name],
-      mode: paced ? 'open-loop' : overallRate ? 'autocannon overallRate' : 'autocannon closed-loop',
+      mode: paced ? 'open-loop' : overallRate ? 'autocannon overallRate' : `${closedLoop(items) ? 'wrk' : 'autocannon'} closed-loop`,
       connections: Math.min(connections, items.length),
       overallRate,
       requests: r.sent,
@@ -430,7 +450,7 @@ async function main(): Promise<boolean> {
     const s = await pool!.sign(items);
     const file = path.join(opts.outDir, `${stamp}-${name}.cpuprofile`);
     await svc.profileStart();
-    const r = await runLoad({ url: svc.baseUrl, items, connections: opts.connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
+    const r = await sendClosedLoop({ url: svc.baseUrl, items, connections: opts.connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
     await svc.profileStop(file);
     loadedSeconds += r.seconds;
     res.profile = summarizeProfile(file, r.completed);

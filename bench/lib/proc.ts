@@ -48,10 +48,11 @@ export function cpuOf(pid: number): CpuTimes | null {
   return readStat(pid)?.cpu ?? null;
 }
 
-/** Own CPU time of this process, from process.cpuUsage() (µs resolution). */
+/** CPU time of this process (process.cpuUsage(), µs resolution) and of its waited-for children (/proc). */
 export function selfCpu(): CpuTimes {
   const u = process.cpuUsage();
-  return { user: u.user / 1e6, sys: u.system / 1e6, children: 0 };
+  // children: the load tool when it is a process of its own (wrk), counted once it has exited.
+  return { user: u.user / 1e6, sys: u.system / 1e6, children: readStat(process.pid)?.cpu.children ?? 0 };
 }
 
 export interface Memory {

@@ -7,7 +7,7 @@ import type { MemoryBreakdown } from './service.ts';
 export interface ScenarioResult {
   name: string;
   description: string;
-  mode: 'autocannon closed-loop' | 'autocannon overallRate' | 'open-loop';
+  mode: 'autocannon closed-loop' | 'wrk closed-loop' | 'autocannon overallRate' | 'open-loop';
   connections: number;
   overallRate: number | null;
   requests: number;
