@@ -25,7 +25,10 @@ export function isAcceptableReturnUrl(raw: string): boolean {
     return false;
   }
   const authority = raw.slice('https://'.length).split('/')[0] ?? '';
-  return u.protocol === 'https:' && u.hostname !== '' && !authority.includes('@') && u.username === '' && u.password === '';
+  // The host as written: `https:///x` has none (the URL parser would take `x` for it).
+  return (
+    u.protocol === 'https:' && authority !== '' && u.hostname !== '' && !authority.includes('@') && u.username === '' && u.password === ''
+  );
 }
 
 export function parseCreateOrder(body: unknown, decimalLiterals: ReadonlySet<string>): CreateOrderInput {

@@ -135,6 +135,7 @@ describe('create order', () => {
       [{ returnUrl: 'https://shop.example/done#top' }, 'returnUrl'],
       [{ returnUrl: `https://shop.example/${'p'.repeat(513 - 21)}` }, 'returnUrl'],
       [{ returnUrl: '/relative' }, 'returnUrl'],
+      [{ returnUrl: 'https:///shop.example/done' }, 'returnUrl'],
       [{ unknownField: 1 }, 'unknownField'],
       // PostgreSQL text cannot hold U+0000: refused as input, never a 503.
       [{ subject: 'a\u0000b' }, 'subject'],
