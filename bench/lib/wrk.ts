@@ -6,7 +6,8 @@
  *
  * wrk reports answers by status, not by request, so this runner cannot call `onAnswer` per item:
  * when every answer had its expected status, every item is reported answered with it; otherwise the
- * mismatches are counted as errors (and no item is reported).
+ * mismatches are counted as errors (and no item is reported). BENCH_WRK_DEBUG=1 shows wrk's own
+ * output (and any error of its script).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
