@@ -352,6 +352,37 @@ describe('create order', () => {
     assert.equal(adm.json().attempts.length, 1);
   });
 
+  test('40 parallel creates of distinct orders (batched together): each answer and each stored order is its own', async () => {
+    const bodies = Array.from({ length: 40 }, (_, i) =>
+      orderBody({ amountFen: 1000 + i, channel: i % 2 ? 'WECHAT_H5' : 'ALIPAY_H5', attach: `n${i}` }),
+    );
+    const rs = await Promise.all(bodies.map((b) => create(b)));
+    const queried = await Promise.all(bodies.map((b) => query(String(b.outTradeNo))));
+    for (const [i, b] of bodies.entries()) {
+      const r = rs[i]!.json();
+      assert.equal(rs[i]!.statusCode, 201, rs[i]!.body);
+      assert.equal(r.requestId, rs[i]!.headers['x-svc-request-id']);
+      assert.equal(r.outTradeNo, b.outTradeNo);
+      assert.equal(r.amountFen, b.amountFen);
+      assert.equal(r.channel, b.channel);
+      assert.equal(r.attach, `n${i}`);
+      assert.equal(r.status, 'PAYING');
+      assert.ok(r.payUrl);
+      const q = queried[i]!.json();
+      assert.equal(q.openOrderId, r.openOrderId);
+      assert.equal(q.amountFen, b.amountFen);
+      assert.equal(q.latestAttempt.state, 'ACCEPTED');
+    }
+    assert.equal(new Set(rs.map((r) => r.json().openOrderId)).size, 40);
+    assert.equal(new Set(rs.map((r) => r.json().payUrl)).size, 40);
+    // Replays of each answer, also in parallel, are byte for byte the first answers.
+    const again = await Promise.all(bodies.map((b, i) => create(b, m, { requestId: rs[i]!.json().requestId })));
+    again.forEach((a, i) => {
+      assert.equal(a.statusCode, 201);
+      assert.equal(a.body, rs[i]!.body);
+    });
+  });
+
   test('provider outcomes: REJECT gives 502 and a payable order; TIMEOUT gives unknown; PAID succeeds at once', async () => {
     await fault('CREATE_ATTEMPT', 'REJECT');
     const rejected = orderBody();
