@@ -14,6 +14,7 @@ import { docsPlugin } from './http/openapi.ts';
 import { createMetrics, installMetrics } from './http/metrics.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
+import { requestTarget } from './gate/gate.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import { type Clock, type Services, createServices } from './services.ts';
@@ -116,7 +117,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     });
     installMetrics(server, createMetrics(svc), adminToken);
     server.setNotFoundHandler((req, reply) => {
-      reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${req.url.split('?')[0]}.`));
+      reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${requestTarget(req).split('?')[0]}.`));
     });
     server.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;

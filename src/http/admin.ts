@@ -100,17 +100,12 @@ function appView(a: Awaited<ReturnType<typeof getApp>> & {}) {
   };
 }
 
-export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
-  const { svc, adminToken } = opts;
-  const db = svc.db;
-  installRawJsonParser(scope, 1024 * 1024);
-
-  scope.addHook('onRequest', async (req) => {
-    if (!hasAdminToken(req.headers.authorization, adminToken))
-      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
-  });
-
-  scope.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply: FastifyReply) => {
+/**
+ * Errors of the back-office surfaces (admin and sandbox helpers) as `{code, message}`: a refused
+ * body is 400 (413 when too large), any other fault 503, never a 500.
+ */
+export function adminErrorHandler(logMessage: string) {
+  return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AdminError) return reply.code(err.status).send({ code: err.code, message: err.message });
     if (err instanceof BodyError) {
       return err.kind === 'TOO_LARGE'
@@ -122,9 +117,22 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.code(400).send({ code: 'ADMIN_VALIDATION_FAILED', message: err.message });
     }
-    req.log.error({ err }, 'admin request failed');
+    req.log.error({ err }, logMessage);
     return reply.code(503).send({ code: 'ADMIN_UNAVAILABLE', message: 'the service is temporarily unavailable' });
+  };
+}
+
+export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
+  const { svc, adminToken } = opts;
+  const db = svc.db;
+  installRawJsonParser(scope, 1024 * 1024);
+
+  scope.addHook('onRequest', async (req) => {
+    if (!hasAdminToken(req.headers.authorization, adminToken))
+      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
   });
+
+  scope.setErrorHandler(adminErrorHandler('admin request failed'));
 
   // --- merchants ---
   scope.post('/merchants', async (req, reply) => {

@@ -9,7 +9,7 @@ import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { bodyOf } from './admin.ts';
+import { adminErrorHandler, bodyOf } from './admin.ts';
 import { hasAdminToken, installRawJsonParser } from './common.ts';
 
 export async function sandboxPlugin(
@@ -22,13 +22,7 @@ export async function sandboxPlugin(
     if (!hasAdminToken(req.headers.authorization, adminToken))
       throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
   });
-  scope.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-    if (err instanceof AdminError) return reply.code(err.status).send({ code: err.code, message: err.message });
-    if (typeof err.statusCode === 'number' && err.statusCode < 500)
-      return reply.code(400).send({ code: 'ADMIN_VALIDATION_FAILED', message: err.message });
-    req.log.error({ err }, 'sandbox helper failed');
-    return reply.code(503).send({ code: 'ADMIN_UNAVAILABLE', message: 'the service is temporarily unavailable' });
-  });
+  scope.setErrorHandler(adminErrorHandler('sandbox helper failed'));
 
   scope.post('/faults', async (req, reply) => {
     const b = bodyOf(req, faultSchema);

@@ -243,6 +243,22 @@ test('bad input gets a clear 400 and changes nothing', async () => {
   assert.ok(before.length > 0);
 });
 
+test('sandbox helpers refuse bad bodies as the admin API does: 400, and 413 when too large', async () => {
+  badRequest(await t.sandbox('POST', '/faults', '{not json'));
+  badRequest(await t.sandbox('POST', '/faults', '{"operation":"CLOSE","operation":"REFUND","outcome":"REJECT","times":1}'), /duplicate/);
+  badRequest(await t.sandbox('POST', '/faults', { operation: 'CLOSE', outcome: 'REJECT', times: 1, extra: true }), /extra/);
+  badRequest(await t.sandbox('POST', '/payments/ord_nope/pay', '{"attemptId":'));
+  const big = await t.sandbox(
+    'POST',
+    '/faults',
+    JSON.stringify({ operation: 'CLOSE', outcome: 'REJECT', times: 1, pad: 'x'.repeat(70_000) }),
+  );
+  assert.equal(big.statusCode, 413, big.body);
+  assert.deepEqual(Object.keys(big.json()).sort(), ['code', 'message']);
+  // Nothing was programmed by any of them.
+  assert.deepEqual((await t.sandbox('GET', '/faults')).json().faults, []);
+});
+
 test('unknown ids give 404', async () => {
   assert.equal((await t.admin('GET', '/merchants/mch_nope')).statusCode, 404);
   assert.equal((await t.admin('POST', '/merchants/mch_nope/apps', {})).statusCode, 404);

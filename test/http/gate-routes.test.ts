@@ -164,7 +164,8 @@ describe('odd request targets', () => {
 
   test('an unmounted open path with malformed percent-encoding is the platform 404 envelope', async () => {
     const r = await signed('GET', `${OPEN}/x%`);
-    platformEnvelope(r, 404, 'ROUTE_NOT_FOUND');
+    const b = platformEnvelope(r, 404, 'ROUTE_NOT_FOUND');
+    assert.equal(b.message, `No route GET ${OPEN}/x%.`, 'the path as sent');
   });
 
   test('malformed percent-encoding in the query reaches the gate (signed target as sent)', async () => {
