@@ -121,7 +121,7 @@ export async function expireDueOrders(svc: Services): Promise<number> {
   const ids = await claimOrders(svc, `status IN ('CREATED', 'PAYING') AND expire_at <= now()`);
   for (const id of ids) {
     try {
-      await closeOrderById(svc, id, 'EXPIRED');
+      await closeOrderById(svc, id, 'EXPIRED', { background: true });
     } catch (err) {
       svc.log.warn({ err, orderId: id }, 'expiry could not close the order yet');
     }
@@ -135,7 +135,7 @@ export async function reconcileCloses(svc: Services): Promise<number> {
     const o = await getOrder(svc.db, id);
     if (!o?.closePending) continue;
     try {
-      await closeOrderById(svc, id, o.closePending);
+      await closeOrderById(svc, id, o.closePending, { background: true });
     } catch (err) {
       svc.log.warn({ err, orderId: id }, 'pending close not converged yet');
     }

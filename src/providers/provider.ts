@@ -66,13 +66,23 @@ export type ProviderNotification =
   | { kind: 'PAYMENT'; attemptId: string; state: 'PAID' | 'FAILED' | 'CLOSED'; reason: string | null }
   | { kind: 'REFUND'; refundId: string; state: 'SUCCEEDED' | 'FAILED'; reason: string | null };
 
+/**
+ * Who makes a call. `background`: the service's own background work (expiry, reconciliation,
+ * closing stray attempts, refunding duplicate payments), not a request of the open API or the back
+ * office. A real provider ignores it; the sandbox applies programmed faults only to the calls that
+ * are not background, so that a fault programmed for a test's next call is not taken by a worker.
+ */
+export interface CallOptions {
+  background?: boolean;
+}
+
 export interface PaymentProvider {
   readonly name: string;
   createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult>;
   queryPayment(attemptId: string): Promise<PaymentQueryResult>;
   /** Closes the payment if unpaid; NOT_FOUND counts as closed. Reports PAID when it was paid. */
-  closePayment(attemptId: string): Promise<CloseResult>;
-  refund(input: RefundInput): Promise<RefundResult>;
+  closePayment(attemptId: string, opts?: CallOptions): Promise<CloseResult>;
+  refund(input: RefundInput, opts?: CallOptions): Promise<RefundResult>;
   queryRefund(refundId: string): Promise<ProviderRefundState>;
   /** Verifies and parses a notification the provider sent; throws ProviderNotificationError. */
   parseNotification(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification>;

@@ -32,7 +32,7 @@ export class BackgroundTasks {
   /** An attempt accepted by the provider for an order that can no longer use it: close it there. */
   closeStrayAttempt(attemptId: string): void {
     this.#run('close stray attempt', async (svc) => {
-      const out = await svc.provider.closePayment(attemptId);
+      const out = await svc.provider.closePayment(attemptId, { background: true });
       if (out.outcome === 'PAID') {
         const { applyNotification } = await import('./notifications.ts');
         await applyNotification(svc, { kind: 'PAYMENT', attemptId, state: 'PAID', reason: null });
@@ -69,7 +69,10 @@ export class BackgroundTasks {
       let state: 'REFUNDED' | 'FAILED' | 'UNKNOWN' | 'PENDING';
       let ref: string | null = null;
       try {
-        const out = await svc.provider.refund({ refundId: duplicateId, paidAttemptId: d.attempt_id, amountFen: d.amount_fen });
+        const out = await svc.provider.refund(
+          { refundId: duplicateId, paidAttemptId: d.attempt_id, amountFen: d.amount_fen },
+          { background: true },
+        );
         ref = out.providerRef;
         state = out.outcome === 'SUCCEEDED' ? 'REFUNDED' : 'PENDING';
       } catch (err) {

@@ -11,7 +11,7 @@ import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
 import type { ClosedReason } from '../domain/states.ts';
 import type { OpenResult } from '../gate/gate.ts';
 import { LEASE_SECONDS, type ReplayTicket } from '../gate/replay.ts';
-import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
+import { type CallOptions, type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import type { AppRow } from '../store/merchants.ts';
@@ -347,6 +347,7 @@ export async function closeOrderById(
   svc: Services,
   orderId: string,
   reason: ClosedReason,
+  opts: CallOptions = {},
 ): Promise<{ closeState: CloseState; order: OrderRow }> {
   const flow = `close order (${reason})`;
   const o = await getOrder(svc.db, orderId);
@@ -358,7 +359,7 @@ export async function closeOrderById(
   const outcomes = new Map<string, 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED'>();
   for (const a of live) {
     try {
-      outcomes.set(a.id, (await svc.provider.closePayment(a.id)).outcome);
+      outcomes.set(a.id, (await svc.provider.closePayment(a.id, opts)).outcome);
     } catch (err) {
       outcomes.set(a.id, err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN');
     }

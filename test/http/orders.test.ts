@@ -677,6 +677,22 @@ describe('background work', () => {
     assert.ok(!('nextAction' in replay.json()), 'a closed order needs no new attempt');
   });
 
+  test('background work takes no programmed fault: a fault waits for the next call of a request', async () => {
+    const expiring = orderBody();
+    const e = (await create(expiring)).json();
+    const other = orderBody();
+    await create(other);
+    await fault('CLOSE', 'REJECT');
+    assert.equal((await t.sandbox('POST', `/payments/${e.openOrderId}/expire`)).statusCode, 200);
+    await t.workers.tick();
+    const q = (await query(String(expiring.outTradeNo))).json();
+    assert.equal(q.status, 'CLOSED', 'the expiry closed the order without taking the fault');
+    assert.equal(q.closedReason, 'EXPIRED');
+    const r = await closeOrder(String(other.outTradeNo));
+    assert.equal(r.statusCode, 502, 'the fault applies to the next close of a request');
+    assert.equal((await t.sandbox('GET', '/faults')).json().faults.length, 0);
+  });
+
   test('the reconciler converges an UNKNOWN attempt by asking the provider', async () => {
     await fault('CREATE_ATTEMPT', 'TIMEOUT');
     const body = orderBody();

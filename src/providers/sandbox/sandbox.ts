@@ -8,6 +8,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { TurnBatcher } from '../../store/batcher.ts';
 import { type Db, withTx } from '../../store/db.ts';
 import {
+  type CallOptions,
   type CloseResult,
   type CreateAttemptInput,
   type CreateAttemptResult,
@@ -208,8 +209,8 @@ export class SandboxProvider implements PaymentProvider {
     };
   }
 
-  async closePayment(attemptId: string): Promise<CloseResult> {
-    const fault = await this.#fault('CLOSE');
+  async closePayment(attemptId: string, opts: CallOptions = {}): Promise<CloseResult> {
+    const fault = opts.background ? null : await this.#fault('CLOSE');
     if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
     if (fault === 'PAID') {
       await this.#db.query(`UPDATE sandbox_payments SET state = 'PAID', updated_at = now() WHERE attempt_id = $1 AND state = 'OPEN'`, [
@@ -224,8 +225,8 @@ export class SandboxProvider implements PaymentProvider {
     return r.rows[0]?.state === 'PAID' ? { outcome: 'PAID' } : { outcome: 'CLOSED' };
   }
 
-  async refund(input: RefundInput): Promise<RefundResult> {
-    const fault = await this.#fault('REFUND');
+  async refund(input: RefundInput, opts: CallOptions = {}): Promise<RefundResult> {
+    const fault = opts.background ? null : await this.#fault('REFUND');
     if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
     const immediate = fault === 'PAID';
     // One transaction with the payment row locked: concurrent refunds of one payment cannot
