@@ -4,6 +4,7 @@
  * process with one plain line naming the variable.
  */
 import path from 'node:path';
+import { CidrList } from '../net/ip.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -88,6 +89,18 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return v;
 }
 
+/** A comma list of addresses or CIDRs, checked here so that a bad entry names its variable. */
+function cidrs(env: Env, name: string): string[] | undefined {
+  const v = list(env, name);
+  if (v === undefined) return undefined;
+  try {
+    CidrList.parse(v);
+  } catch (err) {
+    throw new ConfigError(`${name} must be a comma list of addresses or CIDRs: ${(err as Error).message}`);
+  }
+  return v;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -109,6 +122,12 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
   const displayHost = host.includes(':') ? `[${host}]` : host;
+  try {
+    // A host a URL cannot carry (999.1.1.1, a bad IPv6) would otherwise fail later without a name.
+    new URL(`http://${displayHost}:${port}`);
+  } catch {
+    throw new ConfigError(`HOST must be a host name or address (got '${host}')`);
+  }
   const publicBaseUrl = (base ?? `http://${displayHost}:${port}`).replace(/\/+$/, '');
   const provider = str(env, 'PROVIDER') ?? 'sandbox';
   if (provider !== 'sandbox') throw new ConfigError(`PROVIDER must be sandbox (got '${provider}')`);
@@ -132,9 +151,9 @@ export function loadConfig(env: Env = process.env): Config {
     provider,
     platformKeyFile,
     logLevel,
-    trustedProxies: list(env, 'TRUSTED_PROXIES') ?? [],
-    platformIpAllowlist: list(env, 'PLATFORM_IP_ALLOWLIST') ?? null,
-    platformIpDenylist: list(env, 'PLATFORM_IP_DENYLIST') ?? [],
+    trustedProxies: cidrs(env, 'TRUSTED_PROXIES') ?? [],
+    platformIpAllowlist: cidrs(env, 'PLATFORM_IP_ALLOWLIST') ?? null,
+    platformIpDenylist: cidrs(env, 'PLATFORM_IP_DENYLIST') ?? [],
     allowIpv4: families.includes('ipv4'),
     allowIpv6: families.includes('ipv6'),
     authFailureLimit: int(env, 'AUTH_FAILURE_LIMIT', 50, 1, 1_000_000),

@@ -32,6 +32,11 @@ test('every wrong value names its variable', () => {
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes'],
     ['REDIS_URL', 'http://x'],
     ['AUTH_FAILURE_LIMIT', '0'],
+    ['HOST', '999.1.1.1'],
+    ['HOST', 'fe80::zz'],
+    ['TRUSTED_PROXIES', 'garbage'],
+    ['PLATFORM_IP_ALLOWLIST', '10.0.0.0/33'],
+    ['PLATFORM_IP_DENYLIST', '1.2.3.4,nope'],
   ]) {
     assert.throws(
       () => loadConfig({ [k!]: v }),
