@@ -25,6 +25,7 @@ import {
   patchAppSchema,
   patchKeySchema,
 } from './admin-schemas.ts';
+import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { BodyError, type ParsedBody, hasAdminToken, installRawJsonParser } from './common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 
@@ -122,10 +123,16 @@ export function adminErrorHandler(logMessage: string) {
   };
 }
 
+/** An unknown back-office path (after the token check): `{code, message}` like every admin error. */
+export function adminNotFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(404).send({ code: 'ADMIN_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
+}
+
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;
   const db = svc.db;
-  installRawJsonParser(scope, 1024 * 1024);
+  // As strict as the open API's bodies, the 64 KB limit included.
+  installRawJsonParser(scope, BODY_LIMIT_BYTES);
 
   scope.addHook('onRequest', async (req) => {
     if (!hasAdminToken(req.headers.authorization, adminToken))
@@ -133,6 +140,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   });
 
   scope.setErrorHandler(adminErrorHandler('admin request failed'));
+  scope.setNotFoundHandler(adminNotFound);
 
   // --- merchants ---
   scope.post('/merchants', async (req, reply) => {

@@ -12,7 +12,8 @@ export function secretEquals(a: string, b: string): boolean {
 
 /** True when the request carries `Authorization: Bearer <adminToken>` (constant-time). */
 export function hasAdminToken(authorization: string | undefined, adminToken: string): boolean {
-  const token = typeof authorization === 'string' && authorization.startsWith('Bearer ') ? authorization.slice(7) : '';
+  // The scheme name is case-insensitive (RFC 9110, section 11.1).
+  const token = typeof authorization === 'string' && /^bearer /i.test(authorization) ? authorization.slice(7) : '';
   return secretEquals(token, adminToken);
 }
 

@@ -9,7 +9,8 @@ import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { adminErrorHandler, bodyOf } from './admin.ts';
+import { adminErrorHandler, adminNotFound, bodyOf } from './admin.ts';
+import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { hasAdminToken, installRawJsonParser } from './common.ts';
 
 export async function sandboxPlugin(
@@ -17,12 +18,13 @@ export async function sandboxPlugin(
   opts: { svc: Services; sandbox: SandboxProvider; adminToken: string },
 ): Promise<void> {
   const { svc, sandbox, adminToken } = opts;
-  installRawJsonParser(scope, 64 * 1024);
+  installRawJsonParser(scope, BODY_LIMIT_BYTES);
   scope.addHook('onRequest', async (req) => {
     if (!hasAdminToken(req.headers.authorization, adminToken))
       throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
   });
   scope.setErrorHandler(adminErrorHandler('sandbox helper failed'));
+  scope.setNotFoundHandler(adminNotFound);
 
   scope.post('/faults', async (req, reply) => {
     const b = bodyOf(req, faultSchema);

@@ -32,6 +32,39 @@ test('the admin API requires the bearer token', async () => {
   }
   const s = await t.server.inject({ method: 'POST', url: '/api/sandbox/v1/faults', headers: {}, payload: {} });
   assert.equal(s.statusCode, 401, 'sandbox helpers too');
+  // The scheme name is case-insensitive.
+  for (const scheme of ['bearer', 'BEARER']) {
+    const r = await t.server.inject({
+      method: 'GET',
+      url: '/api/admin/v1/merchants',
+      headers: { authorization: `${scheme} test-admin-token-0123456789` },
+    });
+    assert.equal(r.statusCode, 200, scheme);
+  }
+});
+
+test('unknown back-office paths: 401 without the token, then 404 {code, message}', async () => {
+  for (const url of ['/api/admin/v1/nope', '/api/sandbox/v1/nope']) {
+    const anon = await t.server.inject({ method: 'GET', url });
+    assert.equal(anon.statusCode, 401, url);
+    assert.equal(anon.json().code, 'ADMIN_UNAUTHORIZED');
+    const r = await t.server.inject({ method: 'GET', url, headers: { authorization: 'Bearer test-admin-token-0123456789' } });
+    assert.equal(r.statusCode, 404, url);
+    assert.deepEqual(Object.keys(r.json()).sort(), ['code', 'message']);
+    assert.equal(r.json().code, 'ADMIN_NOT_FOUND');
+  }
+});
+
+test('admin bodies have the 64 KB limit of the open API', async () => {
+  const pad = (n: number) => {
+    const base = JSON.stringify({ name: 'X', entityType: 'CORPORATE', pad: '' });
+    return base.replace('"pad":""', `"pad":"${'p'.repeat(n - base.length)}"`);
+  };
+  const at = await t.admin('POST', '/merchants', pad(65_536));
+  assert.equal(at.statusCode, 400, 'judged as a body (an unknown field)');
+  const over = await t.admin('POST', '/merchants', pad(65_537));
+  assert.equal(over.statusCode, 413);
+  assert.deepEqual(Object.keys(over.json()).sort(), ['code', 'message']);
 });
 
 test('full provisioning and reads', async () => {
