@@ -97,7 +97,12 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
   const db = o.db ?? createPool(config.databaseUrl!);
   try {
     await migrate(db, (m) => log.info(m));
-    const keys = await PlatformKeyRing.load({ keyFile: config.platformKeyFile, dataDir: config.dataDir, log: (m) => log.info(m) });
+    const keys = await PlatformKeyRing.load({
+      keyFile: config.platformKeyFile,
+      dataDir: config.dataDir,
+      log: (m) => log.info(m),
+      error: (m) => log.error(m),
+    });
     const svc = await createServices({ config, db, keys, log, clock: o.clock, provider: o.provider });
     const adminTokenGenerated = config.adminToken === null;
     const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
@@ -161,6 +166,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         await server.close();
         await svc.tasks.drainBackground();
         svc.sandbox?.close();
+        svc.keys.close();
         await svc.redis?.quit().catch(() => {});
         if (ownDb) await db.end();
       },

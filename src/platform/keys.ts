@@ -41,26 +41,44 @@ function fromPem(pem: string, source: string, createdAt: Date): PlatformKey {
   };
 }
 
+/** How often PLATFORM_KEY_FILE is looked at for a change. */
+export const KEY_FILE_CHECK_MS = 1000;
+
 export class PlatformKeyRing {
   #keys: PlatformKey[];
   readonly #dir: string | null;
   /** Test and operations hook: when set, signing fails as if the key were unavailable. */
   unavailable = false;
+  /** PLATFORM_KEY_FILE: why it cannot sign now (null while it holds a good key). */
+  #fileProblem: string | null = null;
+  #fileStamp = '';
+  #watch: NodeJS.Timeout | null = null;
 
   private constructor(keys: PlatformKey[], dir: string | null) {
     this.#keys = keys;
     this.#dir = dir;
   }
 
-  static async load(opts: { keyFile: string | null; dataDir: string; log: (msg: string) => void }): Promise<PlatformKeyRing> {
+  /**
+   * With PLATFORM_KEY_FILE the file is the key: it is read at start and again whenever it changes
+   * (checked every KEY_FILE_CHECK_MS). While it is missing, unreadable or holds no usable key, the
+   * platform signing key is unavailable (decisions.md section 3: 503, unsigned) and the service
+   * says so in its log; once it holds a good key again, that key signs. Keys read before stay
+   * published for verification.
+   */
+  static async load(opts: {
+    keyFile: string | null;
+    dataDir: string;
+    log: (msg: string) => void;
+    error?: (msg: string) => void;
+  }): Promise<PlatformKeyRing> {
     if (opts.keyFile !== null) {
-      let pem: string;
-      try {
-        pem = await fs.readFile(opts.keyFile, 'utf8');
-      } catch {
-        throw new Error(`PLATFORM_KEY_FILE cannot be read: ${opts.keyFile}`);
-      }
-      return new PlatformKeyRing([fromPem(pem, 'PLATFORM_KEY_FILE', new Date(0))], null);
+      const ring = new PlatformKeyRing([], null);
+      const log = { info: opts.log, error: opts.error ?? opts.log };
+      await ring.#readKeyFile(opts.keyFile, log);
+      ring.#watch = setInterval(() => void ring.#readKeyFile(opts.keyFile!, log), KEY_FILE_CHECK_MS);
+      ring.#watch.unref();
+      return ring;
     }
     const dir = path.join(opts.dataDir, 'platform-keys');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -78,6 +96,34 @@ export class PlatformKeyRing {
     return ring;
   }
 
+  async #readKeyFile(file: string, log: { info: (msg: string) => void; error: (msg: string) => void }): Promise<void> {
+    const before = this.current?.keyId ?? null;
+    let problem: string | null = null;
+    try {
+      const st = await fs.stat(file);
+      const stamp = `${st.ino}:${st.size}:${st.mtimeMs}`;
+      if (stamp === this.#fileStamp) return;
+      this.#fileStamp = stamp;
+      const k = fromPem(await fs.readFile(file, 'utf8'), 'PLATFORM_KEY_FILE', st.mtime);
+      this.#keys = [...this.#keys.filter((x) => x.keyId !== k.keyId), k];
+    } catch (err) {
+      problem = (err as NodeJS.ErrnoException).code ? `PLATFORM_KEY_FILE cannot be read: ${file}` : (err as Error).message;
+      this.#fileStamp = '';
+    }
+    if (problem !== null && problem !== this.#fileProblem) {
+      log.error(`${problem}; the platform signing key is unavailable (signed answers get 503) until it can be read`);
+    }
+    this.#fileProblem = problem;
+    const now = this.current?.keyId ?? null;
+    if (now !== null && now !== before) log.info(`platform signing key ${now} read from PLATFORM_KEY_FILE`);
+  }
+
+  /** Stops watching PLATFORM_KEY_FILE. */
+  close(): void {
+    if (this.#watch) clearInterval(this.#watch);
+    this.#watch = null;
+  }
+
   /** Generates a new key that signs from now on; older keys stay published for verification. */
   async rotate(): Promise<PlatformKey> {
     if (this.#dir === null) throw new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there');
@@ -92,7 +138,7 @@ export class PlatformKeyRing {
   }
 
   get current(): PlatformKey | null {
-    return this.unavailable ? null : (this.#keys.at(-1) ?? null);
+    return this.unavailable || this.#fileProblem !== null ? null : (this.#keys.at(-1) ?? null);
   }
 
   list(): { keyId: string; publicKeyPem: string; current: boolean }[] {
