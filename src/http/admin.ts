@@ -123,24 +123,27 @@ export function adminErrorHandler(logMessage: string) {
   };
 }
 
-/** An unknown back-office path (after the token check): `{code, message}` like every admin error. */
-export function adminNotFound(req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply.code(404).send({ code: 'ADMIN_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` });
+/**
+ * A back-office scope (the admin API, the sandbox helpers): strict JSON bodies with the open API's
+ * 64 KB limit, the admin bearer token first, `{code, message}` for every error, an unknown path
+ * included (404 after the token check).
+ */
+export function installBackOffice(scope: FastifyInstance, adminToken: string, logMessage: string): void {
+  installRawJsonParser(scope, BODY_LIMIT_BYTES);
+  scope.addHook('onRequest', async (req) => {
+    if (!hasAdminToken(req.headers.authorization, adminToken))
+      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
+  });
+  scope.setErrorHandler(adminErrorHandler(logMessage));
+  scope.setNotFoundHandler((req, reply) =>
+    reply.code(404).send({ code: 'ADMIN_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` }),
+  );
 }
 
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;
   const db = svc.db;
-  // As strict as the open API's bodies, the 64 KB limit included.
-  installRawJsonParser(scope, BODY_LIMIT_BYTES);
-
-  scope.addHook('onRequest', async (req) => {
-    if (!hasAdminToken(req.headers.authorization, adminToken))
-      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
-  });
-
-  scope.setErrorHandler(adminErrorHandler('admin request failed'));
-  scope.setNotFoundHandler(adminNotFound);
+  installBackOffice(scope, adminToken, 'admin request failed');
 
   // --- merchants ---
   scope.post('/merchants', async (req, reply) => {

@@ -9,22 +9,14 @@ import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { adminErrorHandler, adminNotFound, bodyOf } from './admin.ts';
-import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
-import { hasAdminToken, installRawJsonParser } from './common.ts';
+import { bodyOf, installBackOffice } from './admin.ts';
 
 export async function sandboxPlugin(
   scope: FastifyInstance,
   opts: { svc: Services; sandbox: SandboxProvider; adminToken: string },
 ): Promise<void> {
   const { svc, sandbox, adminToken } = opts;
-  installRawJsonParser(scope, BODY_LIMIT_BYTES);
-  scope.addHook('onRequest', async (req) => {
-    if (!hasAdminToken(req.headers.authorization, adminToken))
-      throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
-  });
-  scope.setErrorHandler(adminErrorHandler('sandbox helper failed'));
-  scope.setNotFoundHandler(adminNotFound);
+  installBackOffice(scope, adminToken, 'sandbox helper failed');
 
   scope.post('/faults', async (req, reply) => {
     const b = bodyOf(req, faultSchema);
