@@ -26,7 +26,6 @@ end
 local idle = "GET /bench-idle HTTP/1.1\r\nHost: bench\r\n\r\n"
 local sent = 0
 local answered = 0
-local idleSent = 0
 statuses = {}
 unsigned2xx = 0
 
@@ -43,7 +42,6 @@ function request()
     sent = sent + 1
     return reqs[sent]
   end
-  idleSent = idleSent + 1
   return idle
 end
 

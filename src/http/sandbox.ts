@@ -61,8 +61,8 @@ export async function sandboxPlugin(
       `WITH o AS (
          UPDATE orders SET expire_at = now() - interval '1 millisecond', updated_at = now()
           WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id, expire_at),
-       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id RETURNING 1)
-       SELECT id, (SELECT count(*) FROM a) AS attempts FROM o`,
+       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id)
+       SELECT id FROM o`,
       [req.params.openOrderId],
     );
     if (r.rowCount === 0) throw new AdminError('ADMIN_STATE_INVALID', 'order not found or not open');
