@@ -24,10 +24,47 @@ export interface ResolvedAddress {
   family: number;
 }
 
-/** Resolves a host name to all its addresses (injectable for tests). */
-export type Resolver = (host: string) => Promise<readonly ResolvedAddress[]>;
+/**
+ * Resolves a host name to all its addresses (injectable for tests). `signal` aborts a lookup that
+ * has not started yet (one already running is left to finish).
+ */
+export type Resolver = (host: string, signal?: AbortSignal) => Promise<readonly ResolvedAddress[]>;
 
-export const systemResolver: Resolver = (host) => dns.lookup(host, { all: true, order: 'verbatim' });
+/**
+ * At most `max` lookups of `resolver` at once; the others wait their turn, in order. A waiting
+ * lookup whose signal aborts is dropped without being started. A slot is freed when the underlying
+ * lookup ends, not when its caller gives up, so the bound holds for the work actually running.
+ */
+export function limitResolver(resolver: Resolver, max: number): Resolver {
+  let running = 0;
+  const waiting: Array<() => void> = [];
+  const next = () => {
+    running--;
+    waiting.shift()?.();
+  };
+  return (host, signal) =>
+    new Promise((resolve, reject) => {
+      const start = () => {
+        if (signal?.aborted) {
+          reject(signal.reason);
+          waiting.shift()?.();
+          return;
+        }
+        running++;
+        resolver(host, signal).then(resolve, reject).finally(next);
+      };
+      if (running < max && waiting.length === 0) start();
+      else waiting.push(start);
+    });
+}
+
+/**
+ * The system's resolver (getaddrinfo: /etc/hosts, then DNS). getaddrinfo blocks a thread of libuv's
+ * pool for as long as the answer takes (seconds when a name server does not answer), and that
+ * pool also signs every response: one lookup at a time, so a merchant's slow name can hold at
+ * most one of its threads and never stall the open API (docs/events.md).
+ */
+export const systemResolver: Resolver = limitResolver((host) => dns.lookup(host, { all: true, order: 'verbatim' }), 1);
 
 /** Whether a notification may be sent to this address under the policy. */
 export function isAllowedTarget(address: string, policy: NotifyUrlPolicy): boolean {
@@ -49,9 +86,14 @@ export class TargetRefusedError extends Error {
  * to. Every resolved address must be allowed: a name that mixes a public and a private address is
  * refused, whichever one would have been picked.
  */
-export async function resolveTarget(host: string, policy: NotifyUrlPolicy, resolver: Resolver = systemResolver): Promise<ResolvedAddress> {
+export async function resolveTarget(
+  host: string,
+  policy: NotifyUrlPolicy,
+  resolver: Resolver = systemResolver,
+  signal?: AbortSignal,
+): Promise<ResolvedAddress> {
   const literal = isIP(host);
-  const addresses = literal !== 0 ? [{ address: host, family: literal }] : await resolver(host);
+  const addresses = literal !== 0 ? [{ address: host, family: literal }] : await resolver(host, signal);
   if (addresses.length === 0) throw new TargetRefusedError('the host has no address');
   for (const a of addresses) {
     if (!isAllowedTarget(a.address, policy)) throw new TargetRefusedError(`address ${a.address} is not an allowed target`);
@@ -94,7 +136,7 @@ export async function postNotification(
   try {
     let target: ResolvedAddress;
     try {
-      target = await abortable(resolveTarget(host, o.policy, o.resolver), ac.signal);
+      target = await abortable(resolveTarget(host, o.policy, o.resolver, ac.signal), ac.signal);
     } catch (err) {
       if (err instanceof TargetRefusedError) return { statusCode: null, error: `ADDRESS_NOT_ALLOWED: ${err.message}` };
       if (err === TIMEOUT) return { statusCode: null, error: TIMEOUT };

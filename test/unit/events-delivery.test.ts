@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, retryDelayMs } from '../../src/events/dispatcher.ts';
-import { type Resolver, isAllowedTarget, postNotification, resolveTarget } from '../../src/events/safe-http.ts';
+import { type Resolver, isAllowedTarget, limitResolver, postNotification, resolveTarget } from '../../src/events/safe-http.ts';
 import { signNotification } from '../../src/events/signer.ts';
 import { PlatformKeyRing } from '../../src/platform/keys.ts';
 
@@ -83,6 +83,40 @@ describe('SSRF guard', () => {
     calls.length = 0;
     await assert.rejects(resolveTarget('10.1.1.1', STRICT, resolver(['8.8.8.8'])), /10\.1\.1\.1/);
     assert.deepEqual(calls, [], 'an IP literal is checked as written');
+  });
+
+  test('lookups run one at a time (getaddrinfo holds a pool thread that signing needs); a waiting lookup given up is never started', async () => {
+    let running = 0;
+    let most = 0;
+    const started: string[] = [];
+    const gates = new Map<string, () => void>();
+    const slow: Resolver = (host) => {
+      started.push(host);
+      running++;
+      most = Math.max(most, running);
+      return new Promise((resolve) => {
+        gates.set(host, () => {
+          running--;
+          resolve([{ address: '93.184.216.34', family: 4 }]);
+        });
+      });
+    };
+    const limited = limitResolver(slow, 1);
+    const given = new AbortController();
+    const a = limited('a.example');
+    const b = limited('b.example', given.signal);
+    const c = limited('c.example');
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(started, ['a.example']);
+    given.abort(new Error('deadline'));
+    gates.get('a.example')!();
+    assert.equal((await a)[0]!.address, '93.184.216.34');
+    await assert.rejects(b, /deadline/);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(started, ['a.example', 'c.example'], 'b was given up while waiting: never started');
+    gates.get('c.example')!();
+    await c;
+    assert.equal(most, 1);
   });
 });
 
