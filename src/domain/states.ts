@@ -28,8 +28,10 @@ export const ATTEMPT_TRANSITIONS: Readonly<Record<AttemptState, readonly Attempt
   ACCEPTED: ['UNKNOWN', 'PAID', 'CLOSED', 'FAILED'],
   UNKNOWN: ['ACCEPTED', 'PAID', 'CLOSED', 'FAILED'],
   PAID: [],
-  CLOSED: [],
-  FAILED: [],
+  // Only the provider's report of a payment leaves an ended attempt: the money moved (a close
+  // that crossed the payment). The order succeeds if it can, else it is a refunded duplicate.
+  CLOSED: ['PAID'],
+  FAILED: ['PAID'],
 };
 
 export const REFUND_TRANSITIONS: Readonly<Record<RefundState, readonly RefundState[]>> = {

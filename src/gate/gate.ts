@@ -33,6 +33,8 @@ export interface GateContext {
   app: AppRow | null;
   merchantEntityType: 'INDIVIDUAL' | 'CORPORATE' | null;
   clientKey: string | null;
+  /** Date.now() when the request arrived (before the gate). */
+  receivedAtMs: number;
 }
 
 declare module 'fastify' {
@@ -217,6 +219,7 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
       app: null,
       merchantEntityType: null,
       clientKey: null,
+      receivedAtMs: Date.now(),
     };
   });
 

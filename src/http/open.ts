@@ -22,7 +22,7 @@ export const OPEN_ROUTES = [
 
 function caller(req: FastifyRequest): Caller {
   const g = req.gate;
-  return { app: g.app!, merchantEntityType: g.merchantEntityType!, requestId: g.headers!.requestId };
+  return { app: g.app!, merchantEntityType: g.merchantEntityType!, requestId: g.headers!.requestId, receivedAtMs: g.receivedAtMs };
 }
 
 function body(req: FastifyRequest): { value: unknown; decimals: ReadonlySet<string> } {

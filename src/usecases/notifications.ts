@@ -30,8 +30,10 @@ export async function applyNotification(svc: Services, n: ProviderNotification):
       if (n.state === 'PAID') {
         if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED');
         if (a.state === 'CLOSED' || a.state === 'FAILED') {
-          svc.log.error({ attemptId: a.id, state: a.state }, 'provider reports a payment of an attempt recorded as ended');
-          return null;
+          // The provider took the money although the attempt was recorded as ended (its close
+          // crossed the payment): the money is real. The order succeeds if it still can, else
+          // the payment is a duplicate, refunded automatically.
+          svc.log.warn({ attemptId: a.id, state: a.state }, 'provider reports a payment of an attempt recorded as ended; applied');
         }
         return (await confirmPaid(tx, flow, o, a, now)).duplicateId;
       }

@@ -33,6 +33,8 @@ export interface Caller {
   app: AppRow;
   merchantEntityType: 'INDIVIDUAL' | 'CORPORATE';
   requestId: string;
+  /** Date.now() when the request arrived; decides which re-creates overlapped. */
+  receivedAtMs?: number;
 }
 
 const NOT_FOUND = () => new ApiError('OPEN_API_NOT_FOUND');
@@ -239,7 +241,7 @@ async function runAttempt(
     const o = (await getOrder(tx, order.id, true))!;
     const a = (await getAttempt(tx, attempt.id))!;
     const now = new Date(svc.clock.now());
-    if (a.state !== 'PENDING') return { order: o, attempt: a }; // the reconciler got there first
+    if (a.state !== 'PENDING') return { order: o, attempt: a }; // ended meanwhile (a close), or the reconciler got there first
     if (result === 'REJECTED') {
       await setAttempt(tx, flow, a, 'FAILED');
       const fresh = o.status === 'PAYING' || o.status === 'UNKNOWN' ? await setOrderStatus(tx, flow, o, 'CREATED', {}, now) : o;
@@ -265,7 +267,12 @@ async function runAttempt(
     return { order: o, attempt: a };
   });
   if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
-  if (after.attempt.state === 'ACCEPTED' && after.order.status !== 'PAYING') svc.tasks.closeStrayAttempt(after.attempt.id);
+  const endedHere = after.attempt.state === 'CLOSED' || after.attempt.state === 'FAILED';
+  if ((after.attempt.state === 'ACCEPTED' && after.order.status !== 'PAYING') || endedHere) {
+    // The provider holds (or may hold) a payment for an attempt this order can no longer use:
+    // closed there; if it turns out paid, the payment is applied (a duplicate is refunded).
+    svc.tasks.closeStrayAttempt(after.attempt.id);
+  }
   return ok(201, caller, snapshot(svc, caller, after.order, after.attempt, 'create'));
 }
 
@@ -276,6 +283,8 @@ function checkNo(outTradeNo: string): void {
 export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
   checkNo(outTradeNo);
   const nowMs = svc.clock.now();
+  // The order's latest attempt as this request found it, before queueing for the order's lock.
+  const seen = (await svc.orderReads.withLatest(caller.app.id, outTradeNo))?.attempt ?? null;
   const start = await withTx(svc.db, async (tx) => {
     const o = await findOrder(tx, caller.app.id, outTradeNo, true);
     if (!o) throw NOT_FOUND();
@@ -285,8 +294,29 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
         `The order is ${o.status}${o.status === 'CREATED' || o.status === 'PAYING' ? ' and its payment window has ended' : ''}; no new attempt can be created.`,
       );
     }
+    if (o.closePending !== null) {
+      // A close the provider has not confirmed yet (UNKNOWN_KEPT) is being finished: new material
+      // would be closed with the order.
+      throw new ApiError('OPEN_API_STATE_INVALID', 'A close of this order is being completed; query the order.');
+    }
     const attempts = await attemptsOf(tx, o.id);
     if (attempts.some((a) => a.state === 'PENDING')) return { kind: 'loser' as const, order: o };
+    // A concurrent re-create that finished before this one got the order's lock: the latest
+    // attempt is live and was being created, or did not exist, when this request arrived (it
+    // was PENDING or absent when this request first looked, or it changed after the arrival).
+    // The two overlapped; that one is the winner. A re-create sent after the winner's answer
+    // finds it settled, and makes a new attempt.
+    const latest = attempts.at(-1);
+    if (
+      latest &&
+      (latest.state === 'ACCEPTED' || latest.state === 'UNKNOWN') &&
+      (seen === null ||
+        latest.seq > seen.seq ||
+        seen.state === 'PENDING' ||
+        (caller.receivedAtMs !== undefined && latest.updatedAt.getTime() > caller.receivedAtMs))
+    ) {
+      return { kind: 'loser' as const, order: o };
+    }
     const fresh = await insertAttempt(tx, o);
     return { kind: 'winner' as const, order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
   });
@@ -318,7 +348,9 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
         if (a.state === 'ACCEPTED') await setAttempt(tx, flow, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) });
         return null;
       }
-      await setAttempt(tx, flow, pending, 'CLOSED');
+      // The new attempt never reached the provider: it is removed, so the order is left exactly
+      // as it was (its latest attempt is again the one that still pays, or the one that paid).
+      if (pending.state === 'PENDING') await tx.query(`DELETE FROM attempts WHERE id = $1 AND state = 'PENDING'`, [pending.id]);
       if (outcome === 'PAID') {
         await confirmPaid(tx, flow, o, a, now);
         return new ApiError('OPEN_API_STATE_INVALID', 'The order has been paid; query the order.');
@@ -355,9 +387,18 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has failed; it cannot be closed.');
-  const live = (await attemptsOf(svc.db, o.id)).filter((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING');
+  // An attempt still PENDING is being created at the provider right now: a close sent before that
+  // call lands would find nothing to close, and the payment would open after it. Wait for it to
+  // settle (a request briefly; background work not at all); one still pending is uncertain, and
+  // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
+  const attempts = await settledAttempts(svc, o.id, opts.background ? 0 : PENDING_WAIT_MS);
+  const live = attempts.filter((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING');
   const outcomes = new Map<string, 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED'>();
   for (const a of live) {
+    if (a.state === 'PENDING') {
+      outcomes.set(a.id, 'UNCERTAIN');
+      continue;
+    }
     try {
       outcomes.set(a.id, (await svc.provider.closePayment(a.id, opts)).outcome);
     } catch (err) {
@@ -365,7 +406,7 @@ export async function closeOrderById(
     }
   }
   const values = [...outcomes.values()];
-  return withTx(svc.db, async (tx) => {
+  const r = await withTx(svc.db, async (tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
     let order = (await getOrder(tx, o.id, true))!;
     const now = new Date(svc.clock.now());
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT' as const, order };
@@ -381,9 +422,9 @@ export async function closeOrderById(
       }
     }
     if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT' as const, order };
-    if (values.includes('REJECTED')) {
-      throw new ApiError('OPEN_API_PROVIDER_REJECTED');
-    }
+    // Rejected: the order stays as it was, but the attempts the provider did close are recorded
+    // as closed (their material no longer pays), so the order shows nextAction when it has none left.
+    if (values.includes('REJECTED')) return { closeState: 'REJECTED' as const, order };
     if (values.includes('UNCERTAIN')) {
       await tx.query('UPDATE orders SET close_pending = $2, worker_lease_until = NULL WHERE id = $1', [order.id, reason]);
       return { closeState: 'UNKNOWN_KEPT' as const, order: (await getOrder(tx, order.id))! };
@@ -391,6 +432,23 @@ export async function closeOrderById(
     order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
     return { closeState: 'CLOSE_REQUESTED' as const, order };
   });
+  if (r.closeState === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
+  return r as { closeState: CloseState; order: OrderRow };
+}
+
+/** How long a close waits for an attempt being created at the provider to settle. */
+export const PENDING_WAIT_MS = 10_000;
+
+/** The order's attempts once none is PENDING, or as they are after `waitMs`. */
+async function settledAttempts(svc: Services, orderId: string, waitMs: number): Promise<AttemptRow[]> {
+  const deadline = Date.now() + waitMs;
+  let delay = 10;
+  for (;;) {
+    const all = await attemptsOf(svc.db, orderId);
+    if (!all.some((a) => a.state === 'PENDING') || Date.now() >= deadline) return all;
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 100);
+  }
 }
 
 export async function closeOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {

@@ -413,32 +413,89 @@ describe('create order', () => {
 });
 
 describe('create order: the outcome when the order changed during the provider call', () => {
-  test('closed while the provider created its attempt: the create answers the closed order, and replays that answer', async () => {
+  test('a close during the provider call waits for the attempt, then closes it at the provider too; the create replays its own answer', async () => {
     await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 700);
     const body = orderBody();
+    const no = String(body.outTradeNo);
     const rid = requestId();
     const pending = create(body, m, { requestId: rid });
     // The order exists (CREATED, its attempt PENDING) while the provider call waits.
     let seen = false;
     for (let i = 0; i < 50 && !seen; i++) {
       await new Promise((r) => setTimeout(r, 20));
-      seen = (await query(String(body.outTradeNo))).statusCode === 200;
+      seen = (await query(no)).statusCode === 200;
     }
     assert.ok(seen, 'the order is recorded before the provider answers');
-    const closed = await closeOrder(String(body.outTradeNo));
-    assert.equal(closed.statusCode, 200, closed.body);
-    assert.equal(closed.json().status, 'CLOSED');
+    const closing = closeOrder(no);
     const r = await pending;
     assert.equal(r.statusCode, 201, r.body);
-    assert.equal(r.json().status, 'CLOSED');
-    assert.equal(r.json().payUrl, null);
-    assert.equal(r.json().qrCode, null);
-    const q = await query(String(body.outTradeNo));
+    assert.equal(r.json().status, 'PAYING');
+    const closed = await closing;
+    assert.equal(closed.statusCode, 200, closed.body);
+    assert.equal(closed.json().closeState, 'CLOSE_REQUESTED');
+    assert.equal(closed.json().status, 'CLOSED');
+    const q = await query(no);
     assert.equal(q.json().status, 'CLOSED');
     assert.equal(q.json().latestAttempt.state, 'CLOSED');
+    // The payment the provider opened after the close was sent is closed there too.
+    const adm = (await t.admin('GET', `/orders/${r.json().openOrderId}`)).json();
+    const late = await t.sandbox('POST', `/payments/${r.json().openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(late.statusCode, 409, late.body);
     const again = await create(body, m, { requestId: rid });
     assert.equal(again.statusCode, 201);
     assert.equal(again.body, r.body, 'the request id replays the first answer byte for byte');
+  });
+
+  test('an attempt still being created when the order expires keeps the order open until it settles, then it is closed', async () => {
+    await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 600);
+    const body = orderBody();
+    const no = String(body.outTradeNo);
+    const pending = create(body);
+    let id: string | null = null;
+    for (let i = 0; i < 50 && id === null; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      const q = await query(no);
+      if (q.statusCode === 200) id = q.json().openOrderId;
+    }
+    assert.ok(id);
+    await t.svc.db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    const { closeOrderById } = await import('../../src/usecases/orders.ts');
+    const kept = await closeOrderById(t.svc, id, 'EXPIRED', { background: true });
+    assert.equal(kept.closeState, 'UNKNOWN_KEPT', 'background work does not wait, nor close what the provider may open next');
+    assert.equal((await pending).statusCode, 201);
+    const done = await closeOrderById(t.svc, id, 'EXPIRED', { background: true });
+    assert.equal(done.closeState, 'CLOSE_REQUESTED');
+    assert.equal(done.order.closedReason, 'EXPIRED');
+    const adm = (await t.admin('GET', `/orders/${id}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['CLOSED'],
+    );
+  });
+
+  test('a payment the provider reports for an attempt recorded as closed is not lost: the order pays, or the duplicate is refunded', async () => {
+    // A close that crossed the payment at the provider: simulated by ending the attempt locally only.
+    const payable = (await create(orderBody())).json();
+    let adm = (await t.admin('GET', `/orders/${payable.openOrderId}`)).json();
+    await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE id = $1`, [adm.attempts[0].attemptId]);
+    await pay(payable.openOrderId, adm.attempts[0].attemptId);
+    adm = (await t.admin('GET', `/orders/${payable.openOrderId}`)).json();
+    assert.equal(adm.status, 'SUCCEEDED', 'the order could still be paid: it is');
+    assert.equal(adm.duplicatePayments.length, 0);
+
+    const body = orderBody();
+    const closed = (await create(body)).json();
+    adm = (await t.admin('GET', `/orders/${closed.openOrderId}`)).json();
+    const attemptId = adm.attempts[0].attemptId;
+    await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE id = $1`, [attemptId]);
+    await t.svc.db.query(`UPDATE orders SET status = 'CLOSED', closed_reason = 'CLOSE_REQUESTED' WHERE id = $1`, [closed.openOrderId]);
+    await pay(closed.openOrderId, attemptId);
+    await t.svc.tasks.drainBackground();
+    adm = (await t.admin('GET', `/orders/${closed.openOrderId}`)).json();
+    assert.equal(adm.status, 'CLOSED', 'a closed order is never reopened');
+    assert.equal(adm.duplicatePayments.length, 1, 'the money is recorded');
+    assert.equal(adm.duplicatePayments[0].attemptId, attemptId);
+    assert.ok(['PENDING', 'REFUNDED'].includes(adm.duplicatePayments[0].refundState), 'and refunded automatically');
   });
 
   test('the stored answer of a create is the answer sent, and the order is PAYING with stateVersion 2', async () => {
@@ -553,6 +610,64 @@ describe('re-create attempt', () => {
     assert.equal(adm.attempts.filter((a: { state: string }) => a.state === 'ACCEPTED').length, 1, 'never two live attempts');
   });
 
+  test('a re-create refused because the old attempt could not be closed leaves the order as it was: the old material still pays', async () => {
+    const body = orderBody();
+    const no = String(body.outTradeNo);
+    const first = (await create(body)).json();
+    await fault('CLOSE', 'REJECT');
+    const r = await recreate(no);
+    assert.equal(r.statusCode, 502, r.body);
+    assert.equal(r.json().code, 'OPEN_API_PROVIDER_REJECTED');
+    const q = (await query(no)).json();
+    assert.equal(q.status, 'PAYING');
+    assert.equal(q.latestAttempt.state, 'ACCEPTED');
+    assert.equal(q.nextAction, undefined, 'the old attempt is still valid');
+    const replay = (await create(body)).json();
+    assert.equal(replay.payUrl, first.payUrl);
+    assert.equal(replay.qrCode, first.qrCode);
+    const adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['ACCEPTED'],
+      'the new attempt never reached the provider and left no trace',
+    );
+  });
+
+  test('re-creates racing a winner that finished while they waited for the order: still one 201', async () => {
+    for (let round = 0; round < 5; round++) {
+      const body = orderBody();
+      await create(body);
+      const rs = await Promise.all(Array.from({ length: 20 }, () => recreate(String(body.outTradeNo))));
+      const created = rs.filter((r) => r.statusCode === 201);
+      assert.equal(created.length, 1, rs.map((r) => `${r.statusCode}`).join(','));
+      const winnerUrl = created[0]!.json().payUrl;
+      for (const r of rs) assert.equal(r.json().payUrl, winnerUrl, 'every answer carries the winner material');
+    }
+  });
+
+  test('a re-create that arrived before the winner finished is answered with the winner; one sent after the answer makes a new attempt', async () => {
+    const { recreateAttempt } = await import('../../src/usecases/orders.ts');
+    const { getApp } = await import('../../src/store/merchants.ts');
+    const app = (await getApp(t.svc.db, m.appId))!;
+    const as = (receivedAtMs: number) => ({ app, merchantEntityType: 'CORPORATE' as const, requestId: requestId(), receivedAtMs });
+    const body = orderBody();
+    const no = String(body.outTradeNo);
+    await create(body);
+    const arrivedEarly = Date.now() - 5;
+    await new Promise((r) => setTimeout(r, 10));
+    const winner = await recreateAttempt(t.svc, as(Date.now()), no);
+    assert.equal(winner.status, 201);
+    // Arrived before the winner's attempt was made, got the order after it: it overlapped the winner.
+    const late = await recreateAttempt(t.svc, as(arrivedEarly), no);
+    assert.equal(late.status, 200);
+    assert.equal(late.body.replayed, true);
+    assert.equal(late.body.payUrl, winner.body.payUrl);
+    await new Promise((r) => setTimeout(r, 10));
+    const next = await recreateAttempt(t.svc, as(Date.now()), no);
+    assert.equal(next.status, 201, 'sent after the winner answered: a new attempt');
+    assert.notEqual(next.body.payUrl, winner.body.payUrl);
+  });
+
   test('409 when the order is not payable; 404 when unknown', async () => {
     await fault('CREATE_ATTEMPT', 'PAID');
     const body = orderBody();
@@ -632,6 +747,9 @@ describe('close order', () => {
     assert.equal(r.json().latestAttempt, null);
     assert.equal(r.json().payUrl, null);
     assert.equal('nextAction' in (await query(String(body.outTradeNo))).json(), false);
+    const again = await recreate(String(body.outTradeNo));
+    assert.equal(again.statusCode, 409, 'no new material for an order whose close is being completed');
+    assert.equal(again.json().code, 'OPEN_API_STATE_INVALID');
     await t.workers.tick();
     assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
   });
@@ -654,6 +772,32 @@ describe('close order', () => {
     assert.equal(r.statusCode, 502);
     assert.equal(r.json().code, 'OPEN_API_PROVIDER_REJECTED');
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
+  });
+
+  test('a close rejected for one of several live attempts: 502, the order stays, and the attempts the provider did close are recorded', async () => {
+    const body = orderBody();
+    const no = String(body.outTradeNo);
+    const first = (await create(body)).json();
+    await fault('CLOSE', 'TIMEOUT');
+    assert.equal((await recreate(no)).statusCode, 201);
+    let adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['UNKNOWN', 'ACCEPTED'],
+    );
+    await fault('CLOSE', 'REJECT'); // taken by the first (uncertain) attempt's close
+    const r = await closeOrder(no);
+    assert.equal(r.statusCode, 502, r.body);
+    const q = (await query(no)).json();
+    assert.equal(q.status, 'PAYING', 'the order stays as it was');
+    assert.equal(q.latestAttempt.state, 'CLOSED', 'the provider closed the new attempt: recorded');
+    assert.equal(q.nextAction, 'CREATE_ATTEMPT');
+    adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['UNKNOWN', 'CLOSED'],
+    );
+    assert.equal((await create(body)).json().payUrl, null, 'no closed material is handed out');
   });
 
   test('404 for an unknown order', async () => {
