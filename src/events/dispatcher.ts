@@ -13,10 +13,10 @@
  * - Deliveries run concurrently (at most `concurrency` per instance). run() waits for them only up
  *   to `maxWaitMs`: a slow receiver keeps its own slots busy until its timeout but never holds up
  *   the other tasks or the other apps' events.
- * - Any 2xx acknowledges. Otherwise the event is retried after RETRY_DELAYS_MS (+0-10 % jitter),
+ * - Any 2xx acknowledges. Otherwise the event is retried after exactly RETRY_DELAYS_MS (pinned; no jitter),
  *   and after the last retry fails it is DEAD (visible and redeliverable in the back office).
  * - An app without a notifyUrl: each scheduled attempt fails with NO_NOTIFY_URL (nothing is sent),
- *   on the same schedule; once a URL is set the next scheduled attempt delivers.
+ *   on the same schedule; setting or changing the URL makes every pending event of the app due now.
  * - Time is svc.clock's, passed into SQL, so tests walk the schedule with a fake clock.
  */
 import { randomBytes } from 'node:crypto';
@@ -33,12 +33,9 @@ const H = 60 * M;
 /** Waits after failed attempts 1..12 (decisions.md section 7); attempt 13 failing makes the event DEAD. */
 export const RETRY_DELAYS_MS: readonly number[] = [15 * S, 30 * S, M, 3 * M, 10 * M, 20 * M, 30 * M, H, 3 * H, 6 * H, 12 * H, 24 * H];
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
-const JITTER = 0.1;
-
 /** Delay before the next attempt after `attempts` failed ones (1-based), or null when none is left. */
-export function retryDelayMs(attempts: number, random: () => number = Math.random): number | null {
-  const base = RETRY_DELAYS_MS[attempts - 1];
-  return base === undefined ? null : Math.round(base * (1 + JITTER * random()));
+export function retryDelayMs(attempts: number): number | null {
+  return RETRY_DELAYS_MS[attempts - 1] ?? null;
 }
 
 export interface DispatcherOptions {
@@ -56,8 +53,6 @@ export interface DispatcherOptions {
   maxWaitMs?: number;
   /** DNS resolution of notify hosts (tests inject one). */
   resolver?: Resolver;
-  /** Jitter source in [0, 1). */
-  random?: () => number;
 }
 
 export interface EventDispatcher extends WorkerTask {
@@ -81,7 +76,6 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
   const concurrency = opts.concurrency ?? 16;
   const leaseMs = opts.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
   const maxWaitMs = opts.maxWaitMs ?? 2_000;
-  const random = opts.random ?? Math.random;
   const instance = `dsp_${randomBytes(6).toString('hex')}`;
   let claims = 0;
   const inFlight = new Map<string, Promise<void>>();
@@ -159,7 +153,7 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
   async function record(ev: Claimed, token: string, attemptNo: number, startedAt: number, durationMs: number, o: PostOutcome) {
     const ok = o.statusCode !== null && o.statusCode >= 200 && o.statusCode < 300;
     const attempts = ev.attempts + 1;
-    const delay = ok ? null : retryDelayMs(attempts, random);
+    const delay = ok ? null : retryDelayMs(attempts);
     const status = ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING';
     const now = svc.clock.now();
     const nextAttemptAt = delay === null ? null : new Date(now + delay);
