@@ -96,7 +96,10 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
   const ownDb = o.db === undefined;
   const db = o.db ?? createPool(config.databaseUrl!);
   try {
-    await migrate(db, (m) => log.info(m));
+    await migrate(db, (m) => log.info(m)).catch((err: unknown) => {
+      const where = config.databaseUrlEmbedded ? 'the embedded PostgreSQL' : 'the PostgreSQL at DATABASE_URL';
+      throw new Error(`cannot use ${where}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    });
     const keys = await PlatformKeyRing.load({
       keyFile: config.platformKeyFile,
       dataDir: config.dataDir,

@@ -1,5 +1,6 @@
 /** Loads config, starts the database if embedded, builds the app, listens, runs workers, stops gracefully. */
-import { ConfigError, loadConfig } from './config/config.ts';
+import net from 'node:net';
+import { ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
 import { startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
@@ -19,6 +20,13 @@ async function main(): Promise<void> {
   const say = (m: string) => {
     if (!quiet) process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), msg: m })}\n`);
   };
+  if (config.port === 0) {
+    // PORT=0: a free port, chosen before anything is built, so payUrl (PUBLIC_BASE_URL unset) names it.
+    const port = await freePort(config.host).catch((err: unknown) => {
+      throw new Error(`cannot listen on ${config!.host} (HOST, PORT): ${err instanceof Error ? err.message : String(err)}`);
+    });
+    config = withListenPort(config, port);
+  }
   let lock: { release(): Promise<void> } | null = null;
   let embedded: { connectionString: string; stop(): Promise<void> } | null = null;
   if (config.databaseUrl === null) {
@@ -33,7 +41,7 @@ async function main(): Promise<void> {
     }
     say(`starting embedded PostgreSQL in ${config.dataDir}`);
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say });
-    config = { ...config, databaseUrl: embedded.connectionString };
+    config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
   }
   const built = await buildApp(config).catch(async (err) => {
     await embedded?.stop();
@@ -43,7 +51,17 @@ async function main(): Promise<void> {
   if (built.adminTokenGenerated) {
     process.stdout.write(`\nADMIN_TOKEN=${built.adminToken}\n(generated for this run; set ADMIN_TOKEN to choose a fixed one)\n\n`);
   }
-  await built.server.listen({ port: config.port, host: config.host });
+  try {
+    await built.server.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    // Nothing may outlive a failed start: the app, the embedded PostgreSQL and the instance lock.
+    await built.close().catch(() => {});
+    await embedded?.stop();
+    await lock?.release();
+    throw new Error(`cannot listen on ${config.host}:${config.port} (HOST, PORT): ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
+  }
   if (config.workersEnabled) built.workers.start();
 
   let stopping = false;
@@ -67,6 +85,17 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen({ port: 0, host }, () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 main().catch((err) => {

@@ -67,7 +67,10 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   if (config.redisUrl !== null) {
     redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: true });
     redis.on('error', (err) => d.log.warn({ err: err.message }, 'redis error'));
-    await redis.connect();
+    await redis.connect().catch((err: unknown) => {
+      redis?.disconnect();
+      throw new Error(`cannot connect to the Redis at REDIS_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    });
   }
   const sandbox = d.provider ? null : new SandboxProvider(db, (msg, err) => d.log.warn({ err }, msg));
   const provider = d.provider ?? sandbox!;

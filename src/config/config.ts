@@ -18,6 +18,10 @@ export interface Config {
   redisUrl: string | null;
   adminToken: string | null;
   publicBaseUrl: string;
+  /** databaseUrl is the service's own embedded PostgreSQL (set by main.ts), not DATABASE_URL. */
+  databaseUrlEmbedded?: boolean;
+  /** PUBLIC_BASE_URL was unset: publicBaseUrl is http://HOST:PORT (see withListenPort). */
+  publicBaseUrlDefaulted?: boolean;
   provider: 'sandbox';
   platformKeyFile: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -148,6 +152,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     adminToken,
     publicBaseUrl,
+    publicBaseUrlDefaulted: base === undefined,
     provider,
     platformKeyFile,
     logLevel,
@@ -162,5 +167,16 @@ export function loadConfig(env: Env = process.env): Config {
     devMode: provider === 'sandbox' && env.NODE_ENV !== 'production',
     webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
     workersEnabled: bool(env, 'WORKERS_ENABLED', true),
+  };
+}
+
+/** The configuration with the port actually listened on (PORT=0: any free port) in its defaulted base URL. */
+export function withListenPort(config: Config, port: number): Config {
+  if (config.port === port) return config;
+  const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;
+  return {
+    ...config,
+    port,
+    publicBaseUrl: config.publicBaseUrlDefaulted ? `http://${displayHost}:${port}` : config.publicBaseUrl,
   };
 }

@@ -130,3 +130,47 @@ test('a wrong setting stops the process with one plain line naming the variable'
     });
   }
 });
+
+test('PORT=0 takes a free port that payUrl and the OpenAPI servers name; a port already taken stops the start and leaves nothing running', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-port-'));
+  try {
+    const r = await start({ ADMIN_TOKEN: TOKEN }, dir);
+    const port = new URL(r.base).port;
+    const doc = (await (await fetch(`${r.base}/docs/openapi.json`)).json()) as { servers: { url: string }[] };
+    assert.equal(doc.servers[0]!.url, `http://127.0.0.1:${port}/api/open/v1`, 'the base URL names the port listened on');
+
+    // Another start on the same port (its own DATA_DIR): refused, and its embedded PostgreSQL and lock are gone.
+    const dir2 = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-port2-'));
+    try {
+      await assert.rejects(start({ ADMIN_TOKEN: TOKEN, PORT: port }, dir2), (err: Error & { code?: number; out?: string }) => {
+        assert.equal(err.code, 1);
+        assert.match(err.out ?? '', new RegExp(`fatal: cannot listen on 127\\.0\\.0\\.1:${port} \\(HOST, PORT\\): .*EADDRINUSE`));
+        return true;
+      });
+      const left = await fs.readdir(dir2);
+      assert.ok(!left.includes('service.lock'), `the instance lock is released (${left.join(', ')})`);
+      const cluster = (await fs.readFile(path.join(dir2, 'pg-location'), 'utf8').catch(() => dir2)).trim();
+      await fs.access(path.join(cluster, 'pg', 'PG_VERSION')); // the cluster was made, so it was started
+      await assert.rejects(fs.access(path.join(cluster, 'pg', 'postmaster.pid')), 'the embedded PostgreSQL is stopped');
+    } finally {
+      await fs.rm(dir2, { recursive: true, force: true });
+    }
+    r.child.kill('SIGTERM');
+    assert.equal(await exited(r.child), 0);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('an unreachable DATABASE_URL or REDIS_URL stops the start with a line naming the variable', async () => {
+  for (const [env, re] of [
+    [{ DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }, /^fatal: cannot use the PostgreSQL at DATABASE_URL: /m],
+    [{ REDIS_URL: 'redis://127.0.0.1:1' }, /^fatal: cannot connect to the Redis at REDIS_URL: /m],
+  ] as const) {
+    await assert.rejects(start({ ADMIN_TOKEN: TOKEN, ...env }), (err: Error & { code?: number; out?: string }) => {
+      assert.equal(err.code, 1);
+      assert.match(err.out ?? '', re);
+      return true;
+    });
+  }
+});
