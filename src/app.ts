@@ -54,13 +54,14 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
-    // An open-API path whose percent-encoding does not decode (`/payments/%ZZ`, `%FF`) is a
-    // malformed reference: it goes through the gate like any other and gets the neutral 404, not
-    // a framework 400. Its `%` are escaped for routing only; the gate signs and keys the request
-    // by the target as sent (gate.ts, requestTarget).
+    // A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a
+    // malformed reference, not a framework 400: on the open API it goes through the gate like any
+    // other and gets the neutral 404; a cashier token gets the neutral 404 page. Its `%` are
+    // escaped for routing only; the gate signs and keys the request by the target as sent
+    // (gate.ts, requestTarget).
     rewriteUrl: (req) => {
       const url = req.url ?? '/';
-      if (!url.startsWith('/api/open/') || !url.includes('%')) return url;
+      if (!url.includes('%')) return url;
       const q = url.indexOf('?');
       const path = q === -1 ? url : url.slice(0, q);
       try {

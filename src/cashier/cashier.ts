@@ -30,7 +30,9 @@ const HTML = 'text/html; charset=utf-8';
 // The token in the URL is a bearer secret: keep these routes' access lines (which log the URL) out of
 // the info log. Warnings and errors are still logged.
 const ROUTE_LOG = { logLevel: 'warn' } as const;
-const PAGE_ROUTE = { ...ROUTE_LOG, config: { html: true } };
+/** The page and its status also answer HEAD (link checkers, previews): same status and headers, no body. */
+const PAGE_ROUTE = { ...ROUTE_LOG, exposeHeadRoute: true, config: { html: true } };
+const STATUS_ROUTE = { ...ROUTE_LOG, exposeHeadRoute: true };
 
 function securityHeaders(styleHash: string): Record<string, string> {
   return {
@@ -107,7 +109,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
   const notFoundJson = (reply: FastifyReply) => reply.code(404).send({ error: 'NOT_FOUND', message: 'Not found.' });
   const notFoundPage = (reply: FastifyReply) => reply.code(404).type(HTML).send(renderNotFoundPage(assets));
 
-  scope.setNotFoundHandler((req, reply) => (req.method === 'GET' ? notFoundPage(reply) : notFoundJson(reply)));
+  scope.setNotFoundHandler((req, reply) => (req.method === 'GET' || req.method === 'HEAD' ? notFoundPage(reply) : notFoundJson(reply)));
   scope.setErrorHandler((err: FastifyError, req, reply) => {
     const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;
     if (status === 503) req.log.error({ err }, 'cashier request failed');
@@ -149,7 +151,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     return reply.type(HTML).send(renderCashierPage(view, assets));
   });
 
-  scope.get<{ Params: { token: string } }>('/:token/status', ROUTE_LOG, async (req, reply) => {
+  scope.get<{ Params: { token: string } }>('/:token/status', STATUS_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
     if (!c) return notFoundJson(reply);
     return cashierStatus(c.state, c.order, c.attempt, c.nowMs);
