@@ -6,6 +6,7 @@
 import { chmod, mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { assertRequestId } from './auth.ts';
 import { PaymentClient } from './client.ts';
 import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
 import { DEFAULT_RSA_BITS, generateRsaKeyPair, parsePlatformKeysJson } from './keys.ts';
@@ -146,6 +147,16 @@ async function jsonBody(values: Values): Promise<Record<string, unknown>> {
   return parsed as Record<string, unknown>;
 }
 
+/** A value the SDK refuses (TypeError / RangeError from its checks) is a wrong command line: exit 2. */
+function asUsage<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
 function argument(positionals: string[], what: string): string {
   if (positionals.length !== 2) throw new UsageError(`expected exactly one ${what}`);
   return positionals[1] as string;
@@ -154,7 +165,11 @@ function argument(positionals: string[], what: string): string {
 async function keygen(values: Values): Promise<number> {
   const dir = required(values['out-dir'], '--out-dir');
   const bits = integer(values.bits, '--bits') ?? DEFAULT_RSA_BITS;
-  const pair = await generateRsaKeyPair({ bits });
+  const pair = await generateRsaKeyPair({ bits }).catch((err: unknown) =>
+    asUsage(() => {
+      throw err;
+    }),
+  );
   await mkdir(dir, { recursive: true });
   const flag = values.force ? 'w' : 'wx';
   const privateFile = join(dir, 'merchant-private.pem');
@@ -197,7 +212,7 @@ async function verifyCommand(values: Values): Promise<number> {
 async function apiCommand(command: string, values: Values, positionals: string[]): Promise<number> {
   const env = process.env;
   const keys = await platformKeys(values);
-  const client = new PaymentClient({
+  const settings = {
     baseUrl: required(values['base-url'] ?? env.MPS_BASE_URL, '--base-url (or MPS_BASE_URL)'),
     appId: required(values['app-id'] ?? env.MPS_APP_ID, '--app-id (or MPS_APP_ID)'),
     keyId: required(values['key-id'] ?? env.MPS_KEY_ID, '--key-id (or MPS_KEY_ID)'),
@@ -208,7 +223,9 @@ async function apiCommand(command: string, values: Values, positionals: string[]
     platformPublicKeys: keys,
     timeoutMs: integer(values['timeout-ms'], '--timeout-ms'),
     maxRetries: integer(values['max-retries'], '--max-retries'),
-  });
+  };
+  const client = asUsage(() => new PaymentClient(settings));
+  if (values['request-id'] !== undefined) asUsage(() => assertRequestId(values['request-id'] as string));
   if (keys === undefined) process.stderr.write('warning: no platform public key given; response signatures are not verified\n');
   const options = values['request-id'] === undefined ? {} : { requestId: values['request-id'] };
   const noArgument = (): void => {

@@ -155,12 +155,14 @@ export interface SettlementRatio {
 /** The settlement view: a configuration snapshot, not a per-order recomputation. */
 export interface SettlementView {
   accounts: SettlementAccount[];
-  mode: SettlementMode;
+  /** null while the merchant has no allocation configured (participants is then empty). */
+  mode: SettlementMode | null;
   /** Participating account ids, in order. */
   participants: string[];
   /** Only when mode is RATIO: 2 to 4 entries. */
   ratios?: SettlementRatio[];
-  unavailablePolicy: UnavailablePolicy;
+  /** null while the merchant has no allocation configured. */
+  unavailablePolicy: UnavailablePolicy | null;
 }
 
 export type SettlementResponse = WithRequestId & SettlementView;

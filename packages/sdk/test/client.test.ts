@@ -739,6 +739,21 @@ describe('CLI', () => {
     assert.equal((await run(['keygen', '--out-dir', dir])).code, 2);
   });
 
+  it('a value the SDK refuses (key size, timeout, request id, app id) is a wrong command line: exit 2 with the usage hint', async () => {
+    const base = ['--base-url', 'http://127.0.0.1:1', '--app-id', 'svcop_aaaaaaaaaaaaaaaa', '--key-id', 'k'];
+    const key = ['--private-key', join(dir, 'merchant-private.pem')];
+    for (const args of [
+      ['keygen', '--out-dir', join(dir, 'small'), '--bits', '1000'],
+      ['query-order', 'ORDER_1', ...base, ...key, '--timeout-ms', '0'],
+      ['query-order', 'ORDER_1', ...base, ...key, '--request-id', 'bad id'],
+      ['query-order', 'ORDER_1', ...base, ...key, '--app-id', 'svcop_x'],
+    ]) {
+      const r = await run(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /Run mps-merchant --help for usage/);
+    }
+  });
+
   it('query-order with the generated key, verified with the platform keys file; exit 1 on an API error', async () => {
     fake.merchantKey = createPublicKey(await readFile(join(dir, 'merchant-public.pem'), 'utf8'));
     try {
