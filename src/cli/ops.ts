@@ -15,10 +15,11 @@ Connection (or env MPS_ADMIN_URL, ADMIN_TOKEN):
   --url http://127.0.0.1:8080   --token <admin token>
 
 Commands:
-  provision --name NAME [--entity-type CORPORATE|INDIVIDUAL] [--notify-url URL] --out-dir DIR
+  provision --name NAME [--entity-type CORPORATE|INDIVIDUAL] [--notify-url URL] --out-dir DIR [--force]
         merchant + app + a fresh RSA-2048 key pair (registered) + a settlement account and a
         SINGLE allocation; writes merchant-private.pem, merchant-public.pem, platform-keys.json
-        and merchant.env (for the merchant CLI: MPS_BASE_URL, MPS_APP_ID, ...) into DIR
+        and merchant.env (for the merchant CLI: MPS_BASE_URL, MPS_APP_ID, ...) into DIR;
+        refuses a DIR that already holds them (another app's key) unless --force
   merchant create --name NAME --entity-type CORPORATE|INDIVIDUAL
   merchant get MERCHANT_ID
   merchant list
@@ -56,6 +57,7 @@ const { values: opt, positionals } = parseArgs({
     'public-key': { type: 'string' },
     json: { type: 'string' },
     status: { type: 'string' },
+    force: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -103,8 +105,29 @@ function int(name: string, v: string | undefined): number | undefined {
   return Number(v);
 }
 
+const PROVISION_FILES = ['merchant-private.pem', 'merchant-public.pem', 'platform-keys.json', 'merchant.env'];
+
 async function provision(): Promise<unknown> {
   const outDir = path.resolve(need('out-dir', opt['out-dir']));
+  if (!opt.force) {
+    // Checked before anything is created: a second provision into the same folder would replace
+    // the first app's private key, which exists nowhere else.
+    const taken: string[] = [];
+    for (const f of PROVISION_FILES) {
+      if (
+        await fs.access(path.join(outDir, f)).then(
+          () => true,
+          () => false,
+        )
+      )
+        taken.push(f);
+    }
+    if (taken.length > 0) {
+      throw new CliError(
+        `${outDir} already holds ${taken.join(', ')} (another app's key); choose another --out-dir, or pass --force to replace them`,
+      );
+    }
+  }
   const entityType = opt['entity-type'] ?? 'CORPORATE';
   const m = await api('POST', '/merchants', { name: need('name', opt.name), entityType });
   const merchantId = m.merchantId as string;

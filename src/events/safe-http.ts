@@ -235,6 +235,7 @@ function connectionError(err: unknown): string {
   const code = errorCode(err);
   if (code === 'ECONNREFUSED') return 'CONNECTION_REFUSED';
   if (code === 'ECONNRESET' || code === 'EPIPE') return 'CONNECTION_RESET';
-  if (/CERT|TLS|SSL|SELF_SIGNED|ALTNAME/i.test(code)) return `TLS_FAILED: ${code}`;
+  // EPROTO: the TLS handshake failed (e.g. a plain-HTTP server behind an https:// URL).
+  if (code === 'EPROTO' || /CERT|TLS|SSL|SELF_SIGNED|ALTNAME/i.test(code)) return `TLS_FAILED: ${code}`;
   return `CONNECTION_FAILED: ${code}`;
 }

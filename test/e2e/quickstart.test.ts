@@ -131,6 +131,13 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
     },
   );
   assert.equal(prov.code, 0, prov.stderr + prov.stdout);
+  // Provisioning again into the same folder would replace this app's private key: refused.
+  const again = await run('npm', ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--out-dir', outDir], {
+    ADMIN_TOKEN,
+    MPS_ADMIN_URL: base,
+  });
+  assert.notEqual(again.code, 0);
+  assert.match(again.stderr + again.stdout, /already holds merchant-private\.pem.*--force/);
   const merchantEnv = envFile(await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8'));
   assert.equal(merchantEnv.MPS_BASE_URL, base);
 

@@ -214,6 +214,12 @@ describe('HTTP client', () => {
     assert.deepEqual(out, { statusCode: null, error: 'TIMEOUT' });
   });
 
+  test('https:// to a server that speaks plain HTTP is a TLS failure', async () => {
+    const out = await post(`https://127.0.0.1:${port}/ok`);
+    assert.equal(out.statusCode, null);
+    assert.match(out.error!, /^TLS_FAILED: /);
+  });
+
   test('a refused connection is a failure without status', async () => {
     const closed = http.createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
