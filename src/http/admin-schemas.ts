@@ -121,3 +121,10 @@ export const sandboxPaySchema = {
   additionalProperties: false,
   properties: { attemptId: { type: 'string', minLength: 1, maxLength: 64 } },
 } as const satisfies ObjectSchema;
+
+/** Staged rotation: the new key is published now and signs this many seconds later (default 24 h). */
+export const rotateKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { activateAfterSeconds: { type: 'integer', minimum: 0, maximum: 30 * 86_400 } },
+} as const satisfies ObjectSchema;

@@ -24,12 +24,16 @@ import {
   ipPolicySchema,
   patchAppSchema,
   patchKeySchema,
+  rotateKeySchema,
 } from './admin-schemas.ts';
 import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { BodyError, type ParsedBody, hasAdminToken, installRawJsonParser } from './common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 
 type Body = Record<string, unknown>;
+
+/** A rotated platform key signs this long after it is published, unless the rotation says otherwise. */
+export const DEFAULT_KEY_ACTIVATION_SECONDS = 86_400;
 
 /**
  * Re-reads a (guard-checked) body marking every number literal written with a fraction or an
@@ -282,15 +286,23 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   });
 
   // --- platform keys (public parts only) ---
-  scope.get('/platform-keys', async () => ({
-    keys: svc.keys.list().map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })),
-    currentKeyId: svc.keys.current?.keyId ?? null,
-  }));
+  scope.get('/platform-keys', async () => {
+    const next = svc.keys.next;
+    return {
+      keys: svc.keys.list().map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })),
+      currentKeyId: svc.keys.current?.keyId ?? null,
+      nextKey: next ? { keyId: next.keyId, activatesAt: next.activatesAt.toISOString() } : null,
+    };
+  });
 
-  scope.post('/platform-keys/rotate', async (_req, reply) => {
+  // Staged by default: merchants verify with the published keys they fetched, so a key that
+  // signed at once would fail every verification until they fetch again.
+  scope.post('/platform-keys/rotate', async (req, reply) => {
+    const b = (req.body as ParsedBody | undefined)?.value === undefined ? {} : bodyOf(req, rotateKeySchema);
+    const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
     try {
-      const k = await svc.keys.rotate();
-      return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem });
+      const k = await svc.keys.rotate(seconds * 1000);
+      return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
     } catch (err) {
       throw new AdminError('ADMIN_STATE_INVALID', (err as Error).message);
     }

@@ -1,7 +1,9 @@
 /**
  * Platform signing keys (decisions.md sections 3 and 8). Read from PLATFORM_KEY_FILE, or generated
  * into DATA_DIR/platform-keys at first start (mode 0600) and reused after. Each key has an id
- * derived from its public key; several can be published at once (rotation): the newest signs.
+ * derived from its public key; several can be published at once (rotation). A generated key may be
+ * published before it signs (a staged rotation: merchants fetch it first); the key that signs is
+ * the latest one whose activation time has come.
  */
 import { type KeyObject, createHash, createPrivateKey, createPublicKey, generateKeyPair, sign } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -15,6 +17,8 @@ export interface PlatformKey {
   publicKeyPem: string;
   privateKey: KeyObject;
   createdAt: Date;
+  /** From when it signs (published from createdAt). */
+  activatesAt: Date;
 }
 
 export function keyIdOf(publicKey: KeyObject): string {
@@ -22,7 +26,7 @@ export function keyIdOf(publicKey: KeyObject): string {
   return `pk_${createHash('sha256').update(der).digest('hex').slice(0, 16)}`;
 }
 
-function fromPem(pem: string, source: string, createdAt: Date): PlatformKey {
+function fromPem(pem: string, source: string, createdAt: Date, activatesAt: Date = createdAt): PlatformKey {
   let privateKey: KeyObject;
   try {
     privateKey = createPrivateKey(pem);
@@ -38,8 +42,12 @@ function fromPem(pem: string, source: string, createdAt: Date): PlatformKey {
     publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
     privateKey,
     createdAt,
+    activatesAt,
   };
 }
+
+/** Generated key files are named `<activation time, ms, 15 digits>-<keyId>.pem`: lexical order is activation order. */
+const GENERATED_NAME = /^(\d{15})-pk_[0-9a-f]{16}\.pem$/;
 
 /** How often PLATFORM_KEY_FILE is looked at for a change. */
 export const KEY_FILE_CHECK_MS = 1000;
@@ -86,8 +94,10 @@ export class PlatformKeyRing {
     for (const f of (await fs.readdir(dir)).filter((n) => n.endsWith('.pem')).sort()) {
       const file = path.join(dir, f);
       const st = await fs.stat(file);
-      keys.push(fromPem(await fs.readFile(file, 'utf8'), file, st.mtime));
+      const named = GENERATED_NAME.exec(f);
+      keys.push(fromPem(await fs.readFile(file, 'utf8'), file, st.mtime, named ? new Date(Number(named[1])) : st.mtime));
     }
+    keys.sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
     const ring = new PlatformKeyRing(keys, dir);
     if (keys.length === 0) {
       const k = await ring.rotate();
@@ -104,7 +114,8 @@ export class PlatformKeyRing {
       const stamp = `${st.ino}:${st.size}:${st.mtimeMs}`;
       if (stamp === this.#fileStamp) return;
       this.#fileStamp = stamp;
-      const k = fromPem(await fs.readFile(file, 'utf8'), 'PLATFORM_KEY_FILE', st.mtime);
+      // The file's key signs as soon as it is read (whatever the file's time says).
+      const k = fromPem(await fs.readFile(file, 'utf8'), 'PLATFORM_KEY_FILE', st.mtime, new Date(0));
       this.#keys = [...this.#keys.filter((x) => x.keyId !== k.keyId), k];
     } catch (err) {
       problem = (err as NodeJS.ErrnoException).code ? `PLATFORM_KEY_FILE cannot be read: ${file}` : (err as Error).message;
@@ -124,25 +135,40 @@ export class PlatformKeyRing {
     this.#watch = null;
   }
 
-  /** Generates a new key that signs from now on; older keys stay published for verification. */
-  async rotate(): Promise<PlatformKey> {
+  /**
+   * Generates a new key, published at once, that signs `activateAfterMs` from now (0: at once).
+   * Older keys stay published for verification.
+   */
+  async rotate(activateAfterMs = 0): Promise<PlatformKey> {
     if (this.#dir === null) throw new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there');
     const { privateKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
     const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-    const k = fromPem(pem, 'generated key', new Date());
-    // Name files so that lexical order is creation order.
-    const file = path.join(this.#dir, `${Date.now().toString().padStart(15, '0')}-${k.keyId}.pem`);
+    const now = Date.now();
+    const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
+    const file = path.join(this.#dir, `${k.activatesAt.getTime().toString().padStart(15, '0')}-${k.keyId}.pem`);
     await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
-    this.#keys.push(k);
+    this.#keys = [...this.#keys, k].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
     return k;
   }
 
+  /** The key that signs now: the latest whose activation time has come (null while unavailable). */
   get current(): PlatformKey | null {
-    return this.unavailable || this.#fileProblem !== null ? null : (this.#keys.at(-1) ?? null);
+    if (this.unavailable || this.#fileProblem !== null) return null;
+    const now = Date.now();
+    for (let i = this.#keys.length - 1; i >= 0; i--) {
+      if (this.#keys[i]!.activatesAt.getTime() <= now) return this.#keys[i]!;
+    }
+    return null;
+  }
+
+  /** A published key that signs later (the next one due), if any. */
+  get next(): PlatformKey | null {
+    const now = Date.now();
+    return this.#keys.find((k) => k.activatesAt.getTime() > now) ?? null;
   }
 
   list(): { keyId: string; publicKeyPem: string; current: boolean }[] {
-    const cur = this.#keys.at(-1)?.keyId;
+    const cur = this.current?.keyId;
     return this.#keys.map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, current: k.keyId === cur }));
   }
 

@@ -1,0 +1,94 @@
+/**
+ * Staged rotation of the generated platform key (POST /api/admin/v1/platform-keys/rotate): the new
+ * key is published at once and signs only from its activation time (24 h later by default), so
+ * merchants fetch it before it is used; `activateAfterSeconds: 0` switches at once. The activation
+ * survives a restart (it is in the key file's name).
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { type Merchant, type TestApp, call, provision, startTestApp } from '../helpers/app.ts';
+import { PlatformKeyRing } from '../../src/platform/keys.ts';
+
+const SETTLEMENT = '/api/open/v1/settlement/accounts';
+let t: TestApp;
+let m: Merchant;
+
+before(async () => {
+  t = await startTestApp();
+  m = await provision(t);
+});
+after(() => t.stop());
+
+const signer = async () => {
+  const r = await call(t, m, 'GET', SETTLEMENT);
+  assert.equal(r.statusCode, 200, r.body);
+  return r.headers['x-svc-response-key-id'];
+};
+
+test('a rotation publishes the new key at once and signs with it only from its activation time', async () => {
+  const k0 = (await t.admin('GET', '/platform-keys')).json();
+  assert.equal(k0.keys.length, 1);
+  assert.equal(k0.nextKey, null);
+  const old = k0.currentKeyId as string;
+  assert.equal(await signer(), old);
+
+  const t0 = Date.now();
+  const rot = await t.admin('POST', '/platform-keys/rotate');
+  assert.equal(rot.statusCode, 201, rot.body);
+  const staged = rot.json();
+  assert.match(staged.keyId, /^pk_[0-9a-f]{16}$/);
+  assert.match(staged.publicKeyPem, /^-----BEGIN PUBLIC KEY-----/);
+  const at = Date.parse(staged.activatesAt);
+  assert.ok(at >= t0 + 86_400_000 - 1000 && at <= Date.now() + 86_400_000 + 1000, 'signs 24 h later by default');
+
+  const k1 = (await t.admin('GET', '/platform-keys')).json();
+  assert.deepEqual(
+    k1.keys.map((k: { keyId: string }) => k.keyId),
+    [old, staged.keyId],
+    'published at once, for merchants to fetch',
+  );
+  assert.equal(k1.currentKeyId, old);
+  assert.deepEqual(k1.nextKey, { keyId: staged.keyId, activatesAt: staged.activatesAt });
+  assert.equal(await signer(), old, 'answers are still signed with the key merchants already have');
+
+  const now = await t.admin('POST', '/platform-keys/rotate', { activateAfterSeconds: 0 });
+  assert.equal(now.statusCode, 201, now.body);
+  assert.equal(await signer(), now.json().keyId, 'activateAfterSeconds 0: signs at once (a compromised key)');
+  const k2 = (await t.admin('GET', '/platform-keys')).json();
+  assert.equal(k2.keys.length, 3);
+  assert.equal(k2.currentKeyId, now.json().keyId);
+  assert.equal(k2.nextKey.keyId, staged.keyId, 'the staged key still takes over at its time');
+});
+
+test('rotation bodies are validated strictly and change nothing when refused', async () => {
+  const before = (await t.admin('GET', '/platform-keys')).json();
+  for (const body of [{ activateAfterSeconds: -1 }, { activateAfterSeconds: 1.5 }, { activateAfterSeconds: '60' }, { other: 1 }]) {
+    const r = await t.admin('POST', '/platform-keys/rotate', body);
+    assert.equal(r.statusCode, 400, JSON.stringify(body));
+    assert.equal(r.json().code, 'ADMIN_VALIDATION_FAILED');
+  }
+  assert.deepEqual((await t.admin('GET', '/platform-keys')).json(), before);
+});
+
+test('the activation time survives a restart', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-rotation-'));
+  try {
+    const log = () => {};
+    const ring = await PlatformKeyRing.load({ keyFile: null, dataDir: dir, log });
+    const first = ring.current!.keyId;
+    const later = await ring.rotate(60_000);
+    const again = await PlatformKeyRing.load({ keyFile: null, dataDir: dir, log });
+    assert.equal(again.current!.keyId, first);
+    assert.equal(again.next!.keyId, later.keyId);
+    assert.equal(again.next!.activatesAt.getTime(), later.activatesAt.getTime());
+    assert.deepEqual(
+      again.list().map((k) => k.keyId),
+      [first, later.keyId],
+    );
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
