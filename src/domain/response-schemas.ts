@@ -211,3 +211,39 @@ export const failureSchema = {
     },
   },
 } as const satisfies ObjectSchema;
+
+/** Body of an event notification (seed "Events", decisions.md section 7; src/events/outbox.ts). */
+export const webhookEventSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'appId',
+    'attach',
+    'eventAmountFen',
+    'eventId',
+    'eventType',
+    'feeProjection',
+    'grossAmountFen',
+    'occurredAt',
+    'outRefundNo',
+    'outTradeNo',
+    'reason',
+    'stateVersion',
+    'status',
+  ],
+  properties: {
+    appId: { type: 'string' },
+    attach: nullable({ type: 'string' }),
+    eventAmountFen: { ...fen, description: 'The amount this event moves: the payment amount, or the refund amount.' },
+    eventId: { type: 'string', description: 'De-duplicate by this: delivery is at least once.' },
+    eventType: { type: 'string', enum: ['PAYMENT_SUCCEEDED', 'PAYMENT_CLOSED', 'PAYMENT_FAILED', 'REFUND_SUCCEEDED', 'REFUND_FAILED'] },
+    feeProjection: nullable(feeProjectionSchema, 'Present on PAYMENT_SUCCEEDED, null otherwise.'),
+    grossAmountFen: { ...fen, description: "The order's amount." },
+    occurredAt: ts,
+    outRefundNo: nullable({ type: 'string' }, 'null on payment events.'),
+    outTradeNo: { type: 'string' },
+    reason: nullable({ type: 'string' }, 'closedReason, failure reason or refund reason; else null.'),
+    stateVersion: { type: 'integer', minimum: 1, description: 'One counter per order, shared with its refunds: order by it.' },
+    status: { type: 'string', description: 'The order status or refund state after the change.' },
+  },
+} as const satisfies ObjectSchema;

@@ -13,6 +13,7 @@ import {
   orderQuerySchema,
   refundSchema,
   settlementSchema,
+  webhookEventSchema,
 } from '../domain/response-schemas.ts';
 import { SIGNED_HEADERS } from '../gate/headers.ts';
 
@@ -194,6 +195,21 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
     },
     servers: [{ url: `${serverUrl}/api/open/v1` }],
     paths,
+    webhooks: {
+      event: {
+        post: {
+          operationId: 'eventNotification',
+          summary: "Event notification, POSTed to the app's notifyUrl (docs/events.md)",
+          description:
+            'Signing string: four lines, each ending in \\n: X-SVC-Notify-Timestamp, X-SVC-Notify-Nonce, X-SVC-Event-Id, lower-case hex SHA-256 of the body; RSA-SHA256 with the platform key named by X-SVC-Notify-Key-Id, standard Base64. Any 2xx within 10 s acknowledges; otherwise retried after 15 s, 30 s, 1 min, 3 min, 10 min, 20 min, 30 min, 1 h, 3 h, 6 h, 12 h, 24 h.',
+          parameters: ['X-SVC-Event-Id', 'X-SVC-Notify-Timestamp', 'X-SVC-Notify-Nonce', 'X-SVC-Notify-Key-Id', 'X-SVC-Notify-Sign'].map(
+            (name) => ({ name, in: 'header', required: true, schema: { type: 'string' } }),
+          ),
+          requestBody: { required: true, content: { 'application/json': { schema: webhookEventSchema } } },
+          responses: { '2XX': { description: 'Acknowledged' } },
+        },
+      },
+    },
   };
 }
 

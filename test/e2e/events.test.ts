@@ -9,6 +9,8 @@ import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
 import { verifyNotification } from '../../packages/sdk/src/webhooks.ts';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, createDispatcher, rescheduleAppEvents } from '../../src/events/dispatcher.ts';
+import { webhookEventSchema } from '../../src/domain/response-schemas.ts';
+import { validate } from '../../src/domain/schema.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { FakeClock, type Received, Receiver, reopenApp, waitFor } from '../helpers/events.ts';
 
@@ -127,6 +129,8 @@ function assertSigned(rec: Received, keys = platformKeys): void {
 function payloadOf(rec: Received): Record<string, unknown> {
   const p = JSON.parse(rec.body) as Record<string, unknown>;
   assert.deepEqual(Object.keys(p).sort(), PAYLOAD_FIELDS);
+  const v = validate(webhookEventSchema, p);
+  assert.equal(v, null, `the payload conforms to the published schema: ${JSON.stringify(v)}`);
   return p;
 }
 

@@ -34,6 +34,11 @@ test('GET /docs/openapi.json is a valid OpenAPI 3.1 document covering the seven 
   const result = await new Validator().validate(doc);
   assert.equal(result.valid, true, String(JSON.stringify(result.errors)).slice(0, 2000));
   assert.equal(doc.openapi, '3.1.0');
+  assert.equal(
+    doc.webhooks.event.post.requestBody.content['application/json'].schema.required.length,
+    13,
+    'the notification payload is published',
+  );
   const ops = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((p) =>
     Object.values(p).map((o) => o.operationId),
   );
