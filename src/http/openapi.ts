@@ -69,7 +69,14 @@ const OPS: Op[] = [
       '201': { description: 'New attempt', schema: orderCreatedSchema },
       '200': { description: 'Projection of a concurrent winner', schema: orderCreatedSchema },
     },
-    codes: ['OPEN_API_NOT_FOUND', 'OPEN_API_STATE_INVALID', 'OPEN_API_LIMIT_EXCEEDED', 'OPEN_API_PROVIDER_REJECTED'],
+    codes: [
+      'OPEN_API_NOT_FOUND',
+      'OPEN_API_STATE_INVALID',
+      'OPEN_API_CHANNEL_UNAVAILABLE',
+      'OPEN_API_TRADE_SCOPE_UNAVAILABLE',
+      'OPEN_API_LIMIT_EXCEEDED',
+      'OPEN_API_PROVIDER_REJECTED',
+    ],
   },
   {
     method: 'get',

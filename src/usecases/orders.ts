@@ -285,6 +285,7 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
   const nowMs = svc.clock.now();
   // The order's latest attempt as this request found it, before queueing for the order's lock.
   const seen = (await svc.orderReads.withLatest(caller.app.id, outTradeNo))?.attempt ?? null;
+  const mc = await svc.merchantConfig.get(caller.app.merchantId);
   const start = await withTx(svc.db, async (tx) => {
     const o = await findOrder(tx, caller.app.id, outTradeNo, true);
     if (!o) throw NOT_FOUND();
@@ -293,6 +294,16 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
         'OPEN_API_STATE_INVALID',
         `The order is ${o.status}${o.status === 'CREATED' || o.status === 'PAYING' ? ' and its payment window has ended' : ''}; no new attempt can be created.`,
       );
+    }
+    // The new attempt is judged like a new order (seed: 422 for channel, declared trade form and
+    // platform limits, "order and attempt leg"): by the app's channels and trade forms and the
+    // receiving accounts' ceilings as they are now. (A voided link kind is left out of `links`,
+    // as at creation; it does not refuse the attempt.)
+    const app = caller.app;
+    if (!app.channels.includes(o.channel)) throw new ApiError('OPEN_API_CHANNEL_UNAVAILABLE');
+    if (o.tradeScope !== null && !app.tradeScopes.includes(o.tradeScope)) throw new ApiError('OPEN_API_TRADE_SCOPE_UNAVAILABLE');
+    if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
+      throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['SINGLE_AMOUNT'] });
     }
     if (o.closePending !== null) {
       // A close the provider has not confirmed yet (UNKNOWN_KEPT) is being finished: new material

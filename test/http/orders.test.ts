@@ -4,7 +4,17 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Merchant, type TestApp, call, orderBody, provision, requestId, startTestApp, tradeNo } from '../helpers/app.ts';
+import {
+  type Merchant,
+  type TestApp,
+  call,
+  merchantKeyPair,
+  orderBody,
+  provision,
+  requestId,
+  startTestApp,
+  tradeNo,
+} from '../helpers/app.ts';
 
 let t: TestApp;
 let m: Merchant;
@@ -537,13 +547,22 @@ describe('query order', () => {
   });
 
   test('missing, cross-app, cross-merchant and malformed references give the same neutral 404', async () => {
-    const sameMerchantOtherApp = await provision(t);
+    // Another app of the same merchant, with its own key.
+    const app2 = await t.admin('POST', `/merchants/${m.merchantId}/apps`, {});
+    assert.equal(app2.statusCode, 201, app2.body);
+    const sameMerchantOtherApp: Merchant = { ...m, appId: app2.json().appId };
+    const k2 = await t.admin('POST', `/apps/${sameMerchantOtherApp.appId}/keys`, {
+      keyId: m.keyId,
+      publicKeyPem: merchantKeyPair().publicKeyPem,
+    });
+    assert.equal(k2.statusCode, 201, k2.body);
     const body = orderBody();
     await create(body);
     const other = await provision(t);
     const bodies = [];
     for (const [mch, no] of [
       [m, tradeNo()],
+      [sameMerchantOtherApp, body.outTradeNo],
       [other, body.outTradeNo],
       [m, 'bad.ref!'],
       [m, 'x'],
@@ -555,7 +574,6 @@ describe('query order', () => {
       const { requestId: _r, ...rest } = r.json();
       bodies.push(JSON.stringify(rest));
     }
-    void sameMerchantOtherApp;
     assert.equal(new Set(bodies).size, 1, bodies.join('\n'));
     assert.deepEqual(JSON.parse(bodies[0]!), { code: 'OPEN_API_NOT_FOUND', message: 'Not found.' });
   });
@@ -666,6 +684,61 @@ describe('re-create attempt', () => {
     const next = await recreateAttempt(t.svc, as(Date.now()), no);
     assert.equal(next.status, 201, 'sent after the winner answered: a new attempt');
     assert.notEqual(next.body.payUrl, winner.body.payUrl);
+  });
+
+  test('the new attempt is judged like a new order: 422 when the channel, the trade form or the ceiling no longer allows it; nothing changes', async () => {
+    const mch = await provision(t, { entityType: 'INDIVIDUAL', app: { tradeScopes: ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'] } });
+    const attemptsOf = async (openOrderId: string) =>
+      (await t.admin('GET', `/orders/${openOrderId}`)).json().attempts.map((a: { state: string }) => a.state);
+
+    const ch = (await create(orderBody({ tradeScope: 'CARD_VIRTUAL' }), mch)).json();
+    assert.equal((await t.admin('PATCH', `/apps/${mch.appId}`, { channels: ['WECHAT_H5'] })).statusCode, 200);
+    const r1 = await recreate(ch.outTradeNo, mch);
+    assert.equal(r1.statusCode, 422, r1.body);
+    assert.equal(r1.json().code, 'OPEN_API_CHANNEL_UNAVAILABLE');
+    assert.deepEqual(await attemptsOf(ch.openOrderId), ['ACCEPTED']);
+
+    assert.equal(
+      (await t.admin('PATCH', `/apps/${mch.appId}`, { channels: ['ALIPAY_H5', 'WECHAT_H5'], tradeScopes: ['PHYSICAL_FACE_TO_FACE'] }))
+        .statusCode,
+      200,
+    );
+    const r2 = await recreate(ch.outTradeNo, mch);
+    assert.equal(r2.statusCode, 422, r2.body);
+    assert.equal(r2.json().code, 'OPEN_API_TRADE_SCOPE_UNAVAILABLE');
+
+    const big = (await create(orderBody({ amountFen: 400_000 }), mch)).json();
+    const acc = await t.admin('POST', `/merchants/${mch.merchantId}/settlement-accounts`, {
+      entityType: 'INDIVIDUAL',
+      entityName: 'E',
+      merchantNo: 'M1',
+      cardNumber: '6222020000001234',
+      agreedCeilingFen: 100_000,
+    });
+    assert.equal(acc.statusCode, 201, acc.body);
+    const al = await t.admin('PUT', `/merchants/${mch.merchantId}/allocation`, {
+      mode: 'SINGLE',
+      participants: [acc.json().accountId],
+      unavailablePolicy: 'FAIL',
+    });
+    assert.equal(al.statusCode, 200, al.body);
+    const r3 = await recreate(big.outTradeNo, mch);
+    assert.equal(r3.statusCode, 422, r3.body);
+    assert.deepEqual(r3.json().details, { scopes: ['SINGLE_AMOUNT'] });
+    assert.deepEqual(await attemptsOf(big.openOrderId), ['ACCEPTED'], 'the old attempt is untouched');
+    assert.equal((await query(big.outTradeNo, mch)).json().status, 'PAYING');
+  });
+
+  test('an uncertain new attempt: 201 with unknown true, status UNKNOWN, no material', async () => {
+    const body = orderBody();
+    await create(body);
+    await fault('CREATE_ATTEMPT', 'TIMEOUT');
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().unknown, true);
+    assert.equal(r.json().replayed, false);
+    assert.equal(r.json().status, 'UNKNOWN');
+    assert.equal(r.json().payUrl, null);
   });
 
   test('409 when the order is not payable; 404 when unknown', async () => {
@@ -798,6 +871,30 @@ describe('close order', () => {
       ['UNKNOWN', 'CLOSED'],
     );
     assert.equal((await create(body)).json().payUrl, null, 'no closed material is handed out');
+  });
+
+  test('a back-office close: CLOSED with MERCHANT_CLOSED after the provider confirms, and its PAYMENT_CLOSED event', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    const r = await t.admin('POST', `/orders/${o.openOrderId}/close`);
+    assert.equal(r.statusCode, 200, r.body);
+    assert.deepEqual(r.json(), {
+      closeState: 'CLOSE_REQUESTED',
+      openOrderId: o.openOrderId,
+      status: 'CLOSED',
+      closedReason: 'MERCHANT_CLOSED',
+    });
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CLOSED');
+    assert.equal(q.closedReason, 'MERCHANT_CLOSED');
+    const adm = (await t.admin('GET', `/orders/${o.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.events.map((e: { eventType: string }) => e.eventType),
+      ['PAYMENT_CLOSED'],
+    );
+    const again = await closeOrder(String(body.outTradeNo));
+    assert.equal(again.json().closeState, 'ALREADY_CLOSED');
+    assert.equal(again.json().closedReason, 'MERCHANT_CLOSED');
   });
 
   test('404 for an unknown order', async () => {
