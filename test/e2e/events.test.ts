@@ -238,6 +238,67 @@ describe('delivery and payload', () => {
   });
 });
 
+describe('payloads of the other event types', () => {
+  test('PAYMENT_FAILED: status FAILED, the failure reason, no fee projection', async () => {
+    const s = await shop();
+    const { body, order } = await createOrder(s.m, { amountFen: 1200 });
+    assert.equal((await t.sandbox('POST', `/payments/${order.openOrderId}/fail`)).statusCode, 200);
+    await t.workers.tick();
+    const [rec] = rx.at(s.path);
+    assert.ok(rec);
+    assertSigned(rec);
+    const p = payloadOf(rec);
+    assert.equal(p.eventType, 'PAYMENT_FAILED');
+    assert.equal(p.status, 'FAILED');
+    assert.equal(typeof p.reason, 'string');
+    assert.ok((p.reason as string).length > 0);
+    assert.equal(p.eventAmountFen, 1200);
+    assert.equal(p.outTradeNo, body.outTradeNo);
+    assert.equal(p.outRefundNo, null);
+    assert.equal(p.feeProjection, null);
+  });
+
+  test('PAYMENT_CLOSED by expiry: reason EXPIRED', async () => {
+    const s = await shop();
+    const { order } = await createOrder(s.m, { amountFen: 1300 });
+    assert.equal((await t.sandbox('POST', `/payments/${order.openOrderId}/expire`)).statusCode, 200);
+    await t.workers.tick();
+    await t.workers.tick();
+    const p = payloadOf(rx.at(s.path)[0]!);
+    assert.equal(p.eventType, 'PAYMENT_CLOSED');
+    assert.equal(p.status, 'CLOSED');
+    assert.equal(p.reason, 'EXPIRED');
+    assert.equal(p.eventAmountFen, 1300);
+  });
+
+  test('REFUND_FAILED: the refund amount, status FAILED, the failure reason, a higher stateVersion', async () => {
+    const s = await shop();
+    const { body, order } = await paidOrder(s.m, { amountFen: 1000 });
+    assert.equal((await t.sandbox('POST', '/faults', { operation: 'REFUND', outcome: 'REJECT', times: 1 })).statusCode, 201);
+    const rf = await api(s.m, 'POST', '/api/open/v1/refunds', {
+      outTradeNo: body.outTradeNo,
+      outRefundNo: 'RF_refund_failed_1',
+      refundAmountFen: 300,
+    });
+    assert.equal(rf.statusCode, 502, rf.body);
+    await waitFor('both events', async () => (await eventsOf(order.openOrderId)).length === 2);
+    await t.workers.tick();
+    await t.workers.tick();
+    const got = rx.at(s.path).map(payloadOf);
+    assert.deepEqual(
+      got.map((p) => p.eventType),
+      ['PAYMENT_SUCCEEDED', 'REFUND_FAILED'],
+    );
+    const refund = got[1]!;
+    assert.equal(refund.status, 'FAILED');
+    assert.equal(refund.eventAmountFen, 300);
+    assert.equal(refund.grossAmountFen, 1000);
+    assert.equal(refund.outRefundNo, 'RF_refund_failed_1');
+    assert.equal(typeof refund.reason, 'string');
+    assert.ok((refund.stateVersion as number) > (got[0]!.stateVersion as number));
+  });
+});
+
 describe('retries', () => {
   test('a receiver failing 3 times gets the event 4 times with the same eventId, on the schedule', async () => {
     const s = await shop();

@@ -284,6 +284,60 @@ describe('create order', () => {
     assert.deepEqual(r.json().links, []);
   });
 
+  test('the payment window is the app own (60 to 7,200 s) and sets expireAt', async () => {
+    for (const [seconds, status] of [
+      [60, 201],
+      [7200, 201],
+      [59, 400],
+      [7201, 400],
+    ] as const) {
+      const r = await t.admin('POST', `/merchants/${m.merchantId}/apps`, { paymentWindowSeconds: seconds });
+      assert.equal(r.statusCode, status, `${seconds}: ${r.body}`);
+    }
+    const mch = await provision(t, { app: { paymentWindowSeconds: 60 } });
+    const before = Date.now();
+    const o = (await create(orderBody(), mch)).json();
+    const exp = Date.parse(o.expireAt);
+    assert.ok(exp >= before + 60_000 - 2000 && exp <= Date.now() + 60_000 + 2000, `${o.expireAt}`);
+  });
+
+  test('the same outTradeNo in another app is another order (identity is app + outTradeNo)', async () => {
+    const other = await provision(t);
+    const body = orderBody();
+    const a = await create(body);
+    const b = await create(body, other);
+    assert.equal(a.statusCode, 201);
+    assert.equal(b.statusCode, 201, 'not a replay of the other app order');
+    assert.notEqual(a.json().openOrderId, b.json().openOrderId);
+    assert.equal(b.json().replayed, false);
+  });
+
+  test('PRIORITY and SINGLE: the whole amount goes against the first account ceiling', async () => {
+    const mch = await provision(t, { entityType: 'CORPORATE' });
+    const acc = async (entityType: string) =>
+      (
+        await t.admin('POST', `/merchants/${mch.merchantId}/settlement-accounts`, {
+          entityType,
+          entityName: 'E',
+          merchantNo: 'M1',
+          cardNumber: '6222020000001234',
+        })
+      ).json().accountId as string;
+    const ind = await acc('INDIVIDUAL');
+    const corp = await acc('CORPORATE');
+    for (const [mode, participants] of [
+      ['PRIORITY', [ind, corp]],
+      ['SINGLE', [ind]],
+    ] as const) {
+      const al = await t.admin('PUT', `/merchants/${mch.merchantId}/allocation`, { mode, participants, unavailablePolicy: 'FAIL' });
+      assert.equal(al.statusCode, 200, al.body);
+      assert.equal((await create(orderBody({ amountFen: 500_000 }), mch)).statusCode, 201, mode);
+      const over = await create(orderBody({ amountFen: 500_001 }), mch);
+      assert.equal(over.statusCode, 422, `${mode}: ${over.body}`);
+      assert.deepEqual(over.json().details, { scopes: ['SINGLE_AMOUNT'] });
+    }
+  });
+
   test('amount ceilings: individual default tier, agreed value, RATIO legs, corporate none, daily ceiling', async () => {
     const ind = await provision(t, { entityType: 'INDIVIDUAL' });
     assert.equal((await create(orderBody({ amountFen: 500_000 }), ind)).statusCode, 201);
@@ -544,6 +598,19 @@ describe('query order', () => {
     assert.deepEqual(q.latestAttempt, { state: 'ACCEPTED', expireAt: c.expireAt });
     assert.ok(!('replayed' in q) && !('unknown' in q) && !('nextAction' in q));
     assert.deepEqual(q.feeProjection, c.feeProjection);
+  });
+
+  test('a query calls no provider and changes nothing (no fault taken, stateVersion unchanged)', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await fault('CREATE_ATTEMPT', 'REJECT');
+    await fault('CLOSE', 'REJECT');
+    const faults = (await t.sandbox('GET', '/faults')).json();
+    const v = (await t.admin('GET', `/orders/${o.openOrderId}`)).json().stateVersion;
+    for (let i = 0; i < 3; i++) assert.equal((await query(String(body.outTradeNo))).statusCode, 200);
+    assert.deepEqual((await t.sandbox('GET', '/faults')).json(), faults);
+    assert.equal((await t.admin('GET', `/orders/${o.openOrderId}`)).json().stateVersion, v);
+    assert.equal((await t.sandbox('DELETE', '/faults')).statusCode, 200);
   });
 
   test('missing, cross-app, cross-merchant and malformed references give the same neutral 404', async () => {
