@@ -398,6 +398,18 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new ApiError('OPEN_API_STATE_INVALID', 'The order has failed; it cannot be closed.');
+  // The close is recorded first (close_pending, with a worker lease so the pending-close worker
+  // does not run it twice), under the order's lock: a re-create that starts after this answers
+  // 409, and the attempt of one that started before is in the list read next. Without this, a
+  // re-create racing the close could open a payment the close never saw.
+  const mark = await svc.db.query<{ before: string | null }>(
+    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), worker_lease_until = now() + interval '30 seconds'
+       FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
+      WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
+      RETURNING b.before`,
+    [o.id, reason],
+  );
+  const markedHere = mark.rowCount === 1 && mark.rows[0]!.before === null;
   // An attempt still PENDING is being created at the provider right now: a close sent before that
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
@@ -433,10 +445,19 @@ export async function closeOrderById(
       }
     }
     if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT' as const, order };
-    // Rejected: the order stays as it was, but the attempts the provider did close are recorded
-    // as closed (their material no longer pays), so the order shows nextAction when it has none left.
-    if (values.includes('REJECTED')) return { closeState: 'REJECTED' as const, order };
-    if (values.includes('UNCERTAIN')) {
+    // Rejected: the order stays as it was (the close this call recorded is withdrawn), but the
+    // attempts the provider did close are recorded as closed (their material no longer pays), so
+    // the order shows nextAction when it has none left.
+    if (values.includes('REJECTED')) {
+      if (markedHere) await tx.query('UPDATE orders SET close_pending = NULL, worker_lease_until = NULL WHERE id = $1', [order.id]);
+      return { closeState: 'REJECTED' as const, order: markedHere ? { ...order, closePending: null } : order };
+    }
+    // A live attempt this close did not see (it cannot arise while the close is recorded; kept as
+    // a guard): not confirmed closed, so the close stays pending for the worker.
+    const unseen = (await attemptsOf(tx, order.id)).some(
+      (a) => !outcomes.has(a.id) && (a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING'),
+    );
+    if (values.includes('UNCERTAIN') || unseen) {
       await tx.query('UPDATE orders SET close_pending = $2, worker_lease_until = NULL WHERE id = $1', [order.id, reason]);
       return { closeState: 'UNKNOWN_KEPT' as const, order: (await getOrder(tx, order.id))! };
     }

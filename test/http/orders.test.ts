@@ -914,6 +914,31 @@ describe('close order', () => {
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
   });
 
+  test('a close racing a re-create leaves no payment open at the provider: the re-create is refused, or its attempt is closed too', async () => {
+    for (const offset of [5, 20, 60]) {
+      const body = orderBody();
+      const no = String(body.outTradeNo);
+      const o = (await create(body)).json();
+      await fault('CLOSE', 'DELAY_MS', 1, 100);
+      const [cl, rc] = await Promise.all([closeOrder(no), new Promise((r) => setTimeout(r, offset)).then(() => recreate(no))]);
+      assert.equal(cl.statusCode, 200, cl.body);
+      assert.equal(cl.json().closeState, 'CLOSE_REQUESTED');
+      assert.ok(rc.statusCode === 409 || rc.statusCode === 201, `${offset} ms: ${rc.statusCode} ${rc.body}`);
+      await t.svc.tasks.drainBackground();
+      const q = (await query(no)).json();
+      assert.equal(q.status, 'CLOSED');
+      const att = await t.svc.db.query('SELECT id, state FROM attempts WHERE order_id = $1', [o.openOrderId]);
+      assert.ok(
+        att.rows.every((a) => a.state === 'CLOSED'),
+        JSON.stringify(att.rows),
+      );
+      const open = await t.svc.db.query(`SELECT state FROM sandbox_payments WHERE attempt_id = ANY($1) AND state = 'OPEN'`, [
+        att.rows.map((a) => a.id),
+      ]);
+      assert.equal(open.rowCount, 0, `${offset} ms: a payment is still open at the provider`);
+    }
+  });
+
   test('a close rejected for one of several live attempts: 502, the order stays, and the attempts the provider did close are recorded', async () => {
     const body = orderBody();
     const no = String(body.outTradeNo);
