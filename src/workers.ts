@@ -12,6 +12,7 @@ import { applyNotification } from './usecases/notifications.ts';
 import { nextCheckAt, setAttempt, setOrderStatus } from './usecases/payment-state.ts';
 import { setRefundState } from './usecases/refunds.ts';
 import { ProviderRejectedError } from './providers/provider.ts';
+import { REFUND_NOT_RECEIVED } from './domain/states.ts';
 
 const TICK_MS = 1000;
 const BATCH = 20;
@@ -228,7 +229,7 @@ export async function reconcileRefunds(svc: Services): Promise<number> {
       } else if (now.getTime() - rf.createdAt.getTime() > 300_000) {
         // NOT_FOUND for 5 minutes (longer than any provider call may take): the provider never
         // received it; nothing was refunded, and the amount is released.
-        await setRefundState(tx, flow, rf, 'FAILED', { failureReason: 'NOT_RECEIVED_BY_PROVIDER' }, now);
+        await setRefundState(tx, flow, rf, 'FAILED', { failureReason: REFUND_NOT_RECEIVED }, now);
       }
     });
   }

@@ -39,8 +39,13 @@ export const REFUND_TRANSITIONS: Readonly<Record<RefundState, readonly RefundSta
   PENDING: ['SUCCEEDED', 'FAILED', 'UNKNOWN'],
   UNKNOWN: ['PENDING', 'SUCCEEDED', 'FAILED'],
   SUCCEEDED: [],
-  FAILED: [],
+  // Only a refund the platform itself judged lost (NOT_RECEIVED_BY_PROVIDER) leaves FAILED, when
+  // the provider then reports it accepted or settled: the money moved (refunds.ts).
+  FAILED: ['PENDING', 'SUCCEEDED'],
 };
+
+/** The failure the platform records when the provider has not known a refund for 5 minutes. */
+export const REFUND_NOT_RECEIVED = 'NOT_RECEIVED_BY_PROVIDER';
 
 export class TransitionError extends Error {
   override name = 'TransitionError';

@@ -7,7 +7,7 @@ import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import { getAttempt, getOrder, getRefund, latestAttempt } from '../store/orders.ts';
 import { confirmPaid, setAttempt, setOrderStatus } from './payment-state.ts';
-import { setRefundState } from './refunds.ts';
+import { reviveLostRefund, setRefundState } from './refunds.ts';
 
 export async function handleProviderNotification(
   svc: Services,
@@ -55,6 +55,10 @@ export async function applyNotification(svc: Services, n: ProviderNotification):
   await withTx(svc.db, async (tx) => {
     await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [r0.orderId]);
     const r = (await getRefund(tx, n.refundId))!;
+    if (r.state === 'FAILED' && n.state === 'SUCCEEDED') {
+      await reviveLostRefund(svc, tx, r, 'SUCCEEDED', null, new Date(svc.clock.now()));
+      return;
+    }
     if (r.state === 'SUCCEEDED' || r.state === 'FAILED') {
       if (r.state !== n.state) {
         svc.log.error(

@@ -7,7 +7,7 @@ import { ApiError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { CreateRefundInput } from '../domain/open-schemas.ts';
 import { MERCHANT_NO_RE, refundDigest } from '../domain/order-input.ts';
-import { REFUND_COUNTING_STATES, type RefundState, assertTransition } from '../domain/states.ts';
+import { REFUND_COUNTING_STATES, REFUND_NOT_RECEIVED, type RefundState, assertTransition } from '../domain/states.ts';
 import type { OpenResult } from '../gate/gate.ts';
 import { bumpStateVersion, writeEvent } from '../events/outbox.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
@@ -125,10 +125,10 @@ async function submitRefund(svc: Services, caller: Caller, flow: string, order: 
     const r = (await getRefund(tx, reserved.id))!;
     const now = new Date(svc.clock.now());
     if (r.state !== 'REQUESTED') {
-      // A notification or the reconciler got there first. A refund judged FAILED (never received)
-      // that the provider then accepted needs an operator: the amount was released locally.
+      // A notification or the reconciler got there first. A refund the platform judged lost
+      // (FAILED, never received) that the provider accepted after all: the provider's word stands.
       if (r.state === 'FAILED' && typeof result === 'object') {
-        svc.log.error({ refundId: r.id, outcome: result.outcome }, 'provider accepted a refund already recorded as FAILED');
+        return reviveLostRefund(svc, tx, r, result.outcome, result.providerRef, now);
       }
       return r;
     }
@@ -145,6 +145,50 @@ async function submitRefund(svc: Services, caller: Caller, flow: string, order: 
   });
   if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
   return { status: 201, body: { requestId: caller.requestId, ...refundProjection(refund, order, false) } };
+}
+
+/**
+ * A refund recorded FAILED because the provider did not know it for 5 minutes, which the provider
+ * then reports accepted or settled: the money moved, so the refund takes the provider's state
+ * (and counts toward the cumulative limit again). A FAILED refund the provider itself rejected is
+ * never revived. Runs in the caller's transaction, with the order row locked.
+ */
+export async function reviveLostRefund(
+  svc: Services,
+  tx: Tx,
+  r: RefundRow,
+  to: 'PENDING' | 'SUCCEEDED',
+  providerRef: string | null,
+  now: Date,
+): Promise<RefundRow> {
+  if (r.state !== 'FAILED' || r.failureReason !== REFUND_NOT_RECEIVED) {
+    svc.log.error({ refundId: r.id, recorded: r.state, provider: to }, 'provider reports a refund outcome that contradicts the ledger');
+    return r;
+  }
+  svc.log.warn({ refundId: r.id, provider: to }, 'a refund judged lost was accepted by the provider after all; recorded');
+  const fresh = await setRefundState(
+    tx,
+    'refund reported after it was judged lost',
+    r,
+    to,
+    {
+      providerRef,
+      nextCheckAt: to === 'PENDING' ? new Date(now.getTime() + 5000) : null,
+    },
+    now,
+  );
+  const o = (await getOrder(tx, r.orderId))!;
+  const used = await tx.query<{ total: number }>(
+    'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
+    [r.orderId, REFUND_COUNTING_STATES],
+  );
+  if (used.rows[0]!.total > o.amountFen) {
+    svc.log.error(
+      { orderId: o.id, refunded: used.rows[0]!.total, paid: o.amountFen },
+      'refunds above the amount paid at the provider; needs manual reconciliation',
+    );
+  }
+  return fresh;
 }
 
 export async function queryRefund(svc: Services, caller: Caller, outRefundNo: string): Promise<OpenResult> {

@@ -583,6 +583,45 @@ describe('create refund: provider outcomes', () => {
   });
 });
 
+describe('create refund: a refund judged lost that the provider accepts after all', () => {
+  test('the provider word stands: the refund leaves FAILED (NOT_RECEIVED_BY_PROVIDER) for its real state, and the answer says so', async () => {
+    const o = await paidOrder(1000);
+    const no = refundNo();
+    await fault('REFUND', 'DELAY_MS', 1, 1500);
+    const pending = refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 1000 });
+    // While the provider call is slow, the refund is REQUESTED and unknown to the provider. Made
+    // to look 6 minutes old, the reconciler judges it lost and releases its amount.
+    let judged = false;
+    for (let i = 0; i < 20 && !judged; i++) {
+      await sleep(50);
+      const u = await t.svc.db.query(
+        `UPDATE refunds SET created_at = now() - interval '6 minutes', next_check_at = now()
+          WHERE out_refund_no = $1 AND state = 'REQUESTED' RETURNING id`,
+        [no],
+      );
+      if (u.rowCount === 1) {
+        await t.workers.tick();
+        judged = (await queryRefund(no)).json().state === 'FAILED';
+      }
+    }
+    assert.ok(judged, 'the reconciler judged the slow refund lost');
+    const r = await pending;
+    assert.equal(r.statusCode, 201, r.body);
+    assert.notEqual(r.json().state, 'FAILED', 'the provider accepted it: the answer is its real state');
+    const settled = await waitForRefund(no, 'SUCCEEDED');
+    assert.equal(settled.amountFen, 1000);
+    const ev = (await adminOrder(o.openOrderId)).events.map((e) => e.eventType);
+    assert.deepEqual(
+      ev.filter((e) => e.startsWith('REFUND')),
+      ['REFUND_FAILED', 'REFUND_SUCCEEDED'],
+      'the history is kept',
+    );
+    // The amount counts again: nothing more can be refunded.
+    const more = await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: 1 });
+    assert.equal(more.statusCode, 422, more.body);
+  });
+});
+
 describe('create refund: concurrency on PostgreSQL', () => {
   test('40 parallel refunds of one paid order: exactly what fits is accepted, the rest is 422', async () => {
     const o = await paidOrder(1000);
