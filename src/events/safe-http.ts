@@ -59,12 +59,39 @@ export function limitResolver(resolver: Resolver, max: number): Resolver {
 }
 
 /**
+ * Answers of `resolver` kept for `ttlMs` (at most `max` names, the oldest dropped first); failures
+ * are not kept. The addresses are still checked against the policy at every attempt.
+ */
+export function cacheResolver(resolver: Resolver, ttlMs: number, max: number, now: () => number = Date.now): Resolver {
+  const kept = new Map<string, { at: number; addresses: readonly ResolvedAddress[] }>();
+  return async (host, signal) => {
+    const hit = kept.get(host);
+    if (hit && now() - hit.at < ttlMs) return hit.addresses;
+    const addresses = await resolver(host, signal);
+    kept.delete(host);
+    kept.set(host, { at: now(), addresses });
+    if (kept.size > max) kept.delete(kept.keys().next().value!);
+    return addresses;
+  };
+}
+
+/** Lookups of the system resolver running at once (libuv's pool has four threads by default). */
+export const LOOKUP_CONCURRENCY = 1;
+/** How long a resolved name is reused. */
+export const LOOKUP_TTL_MS = 30_000;
+
+/**
  * The system's resolver (getaddrinfo: /etc/hosts, then DNS). getaddrinfo blocks a thread of libuv's
  * pool for as long as the answer takes (seconds when a name server does not answer), and that
  * pool also signs every response: one lookup at a time, so a merchant's slow name can hold at
- * most one of its threads and never stall the open API (docs/events.md).
+ * most one of its threads and never stall the open API; answers are reused for 30 s, so the
+ * one-at-a-time rule does not slow the deliveries to names already known (docs/events.md).
  */
-export const systemResolver: Resolver = limitResolver((host) => dns.lookup(host, { all: true, order: 'verbatim' }), 1);
+export const systemResolver: Resolver = cacheResolver(
+  limitResolver((host) => dns.lookup(host, { all: true, order: 'verbatim' }), LOOKUP_CONCURRENCY),
+  LOOKUP_TTL_MS,
+  1000,
+);
 
 /** Whether a notification may be sent to this address under the policy. */
 export function isAllowedTarget(address: string, policy: NotifyUrlPolicy): boolean {

@@ -13,7 +13,14 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, retryDelayMs } from '../../src/events/dispatcher.ts';
-import { type Resolver, isAllowedTarget, limitResolver, postNotification, resolveTarget } from '../../src/events/safe-http.ts';
+import {
+  type Resolver,
+  cacheResolver,
+  isAllowedTarget,
+  limitResolver,
+  postNotification,
+  resolveTarget,
+} from '../../src/events/safe-http.ts';
 import { signNotification } from '../../src/events/signer.ts';
 import { PlatformKeyRing } from '../../src/platform/keys.ts';
 
@@ -117,6 +124,35 @@ describe('SSRF guard', () => {
     gates.get('c.example')!();
     await c;
     assert.equal(most, 1);
+  });
+});
+
+describe('resolver cache', () => {
+  test('answers are reused for the TTL, then asked again; failures are not kept; the oldest name goes first', async () => {
+    let t = 0;
+    const asked: string[] = [];
+    let fail = false;
+    const base: Resolver = async (host) => {
+      asked.push(host);
+      if (fail) throw Object.assign(new Error('no'), { code: 'ENOTFOUND' });
+      return [{ address: '93.184.216.34', family: 4 }];
+    };
+    const r = cacheResolver(base, 30_000, 2, () => t);
+    await r('a.example');
+    await r('a.example');
+    assert.deepEqual(asked, ['a.example']);
+    t = 30_000;
+    await r('a.example');
+    assert.deepEqual(asked, ['a.example', 'a.example'], 'asked again after the TTL');
+    fail = true;
+    await assert.rejects(r('b.example'));
+    await assert.rejects(r('b.example'));
+    assert.deepEqual(asked.slice(2), ['b.example', 'b.example'], 'a failure is not kept');
+    fail = false;
+    await r('c.example');
+    await r('d.example');
+    await r('a.example');
+    assert.equal(asked.at(-1), 'a.example', 'a was the oldest of three names with room for two');
   });
 });
 
