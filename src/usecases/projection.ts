@@ -26,6 +26,17 @@ export function needsNewAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number
   return validAttempt(o, a, nowMs) === null;
 }
 
+/**
+ * Create rule 1 (seed): a replay of a create whose attempt "is final or expired" has an empty
+ * payUrl and `nextAction=CREATE_ATTEMPT`, whatever became of the order meanwhile (closed or
+ * expired included), except a paid order, which needs nothing. Uncertain attempts are not final.
+ */
+function endedAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): boolean {
+  if (o.status === 'SUCCEEDED' || !a) return false;
+  if (a.state === 'CLOSED' || a.state === 'FAILED') return true;
+  return a.state === 'ACCEPTED' && (a.expireAt.getTime() <= nowMs || o.expireAt.getTime() <= nowMs);
+}
+
 export function cashierUrl(publicBaseUrl: string, token: string): string {
   return `${publicBaseUrl}/cashier/${token}`;
 }
@@ -49,7 +60,9 @@ export function orderSnapshot(o: OrderRow, latest: AttemptRow | null, opt: Snaps
   if (opt.view !== 'create') s.qrCode = null;
   else if (o.channel === 'ALIPAY_H5') s.qrCode = valid ? valid.qrCode : null;
   s.payUrlExpireHint = Math.floor(o.expireAt.getTime() / 1000);
-  if (needsNewAttempt(o, latest, opt.nowMs)) s.nextAction = 'CREATE_ATTEMPT';
+  if (needsNewAttempt(o, latest, opt.nowMs) || (opt.view === 'create' && opt.replayed === true && endedAttempt(o, latest, opt.nowMs))) {
+    s.nextAction = 'CREATE_ATTEMPT';
+  }
   if (opt.view === 'query') s.latestAttempt = latest ? { state: latest.state, expireAt: latest.expireAt.toISOString() } : null;
   if (opt.view === 'close') s.latestAttempt = null;
   s.feeProjection = o.feeProjection;

@@ -965,6 +965,27 @@ describe('close order', () => {
     assert.equal((await create(body)).json().payUrl, null, 'no closed material is handed out');
   });
 
+  test('create rule 1: a replay after the close has an empty payUrl and nextAction; a paid order replays without one', async () => {
+    const body = orderBody();
+    await create(body);
+    assert.equal((await closeOrder(String(body.outTradeNo))).statusCode, 200);
+    const replay = await create(body);
+    assert.equal(replay.statusCode, 200);
+    assert.equal(replay.json().replayed, true);
+    assert.equal(replay.json().status, 'CLOSED');
+    assert.equal(replay.json().payUrl, null);
+    assert.equal(replay.json().qrCode, null);
+    assert.equal(replay.json().nextAction, 'CREATE_ATTEMPT', 'the attempt is final');
+    assert.ok(!('nextAction' in (await query(String(body.outTradeNo))).json()), 'the query: the order is not payable');
+
+    await fault('CREATE_ATTEMPT', 'PAID');
+    const paid = orderBody();
+    assert.equal((await create(paid)).json().status, 'SUCCEEDED');
+    const again = await create(paid);
+    assert.equal(again.json().status, 'SUCCEEDED');
+    assert.ok(!('nextAction' in again.json()), 'a paid order needs nothing');
+  });
+
   test('a back-office close: CLOSED with MERCHANT_CLOSED after the provider confirms, and its PAYMENT_CLOSED event', async () => {
     const body = orderBody();
     const o = (await create(body)).json();
@@ -1007,7 +1028,8 @@ describe('background work', () => {
     assert.equal(q.closedReason, 'EXPIRED');
     const replay = await create(body);
     assert.equal(replay.json().payUrl, null, 'no expired material is returned');
-    assert.ok(!('nextAction' in replay.json()), 'a closed order needs no new attempt');
+    assert.equal(replay.json().nextAction, 'CREATE_ATTEMPT', 'create rule 1: the attempt expired');
+    assert.ok(!('nextAction' in q), 'a query follows the OrderSnapshot rule: the order is not payable');
   });
 
   test('background work takes no programmed fault: a fault waits for the next call of a request', async () => {
