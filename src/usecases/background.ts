@@ -9,8 +9,12 @@ import { attemptsOf, getAttempt } from '../store/orders.ts';
 import { setAttempt } from './payment-state.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 
+const STRAY_CLOSE_RETRIES = 5;
+
 export class BackgroundTasks {
   #svc: Services | null = null;
+  #stopping = false;
+  readonly #waking = new Set<() => void>();
   readonly #inFlight = new Set<Promise<unknown>>();
 
   bind(svc: Services): void {
@@ -25,14 +29,50 @@ export class BackgroundTasks {
     this.#inFlight.add(p);
   }
 
+  /** A wait between retries that ends at once when the tasks are drained (shutdown, tests). */
+  #pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waking.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waking.add(done);
+    });
+  }
+
   async drainBackground(): Promise<void> {
+    this.#stopping = true;
+    for (const wake of [...this.#waking]) wake();
+    try {
+      await this.#drain();
+    } finally {
+      this.#stopping = false;
+    }
+  }
+
+  async #drain(): Promise<void> {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
   }
 
-  /** An attempt accepted by the provider for an order that can no longer use it: close it there. */
+  /**
+   * An attempt accepted by the provider for an order that can no longer use it: close it there.
+   * A close that fails (uncertain, refused) is tried again after 2, 4, 8, 16 and 32 s.
+   */
   closeStrayAttempt(attemptId: string): void {
     this.#run('close stray attempt', async (svc) => {
-      const out = await svc.provider.closePayment(attemptId, { background: true });
+      let out;
+      for (let i = 0; ; i++) {
+        try {
+          out = await svc.provider.closePayment(attemptId, { background: true });
+          break;
+        } catch (err) {
+          if (i >= STRAY_CLOSE_RETRIES || this.#stopping) throw err;
+          await this.#pause(2000 * 2 ** i);
+          if (this.#stopping) throw err;
+        }
+      }
       if (out.outcome === 'PAID') {
         const { applyNotification } = await import('./notifications.ts');
         await applyNotification(svc, { kind: 'PAYMENT', attemptId, state: 'PAID', reason: null });

@@ -177,7 +177,9 @@ export async function createOrder(svc: Services, caller: Caller, input: CreateOr
     const winner = (await findOrder(svc.db, app.id, input.outTradeNo))!;
     return replayOrConflict(svc, caller, winner, digest);
   }
-  return runAttempt(svc, caller, created.order, created.attempt, 'create order', replay);
+  const made = await runAttempt(svc, caller, created.order, created.attempt, 'create order', replay);
+  noteAttemptMade(created.order.id);
+  return made;
 }
 
 /** Calls the provider for a PENDING attempt and records the outcome; answers 201, 502 or 201-unknown. */
@@ -237,11 +239,20 @@ async function runAttempt(
       return answer;
     }
   }
-  const after = await withTx(svc.db, async (tx) => {
+  const after = await withTx(svc.db, async (tx): Promise<{ order: OrderRow; attempt: AttemptRow; duplicateId?: string | null }> => {
     const o = (await getOrder(tx, order.id, true))!;
     const a = (await getAttempt(tx, attempt.id))!;
     const now = new Date(svc.clock.now());
-    if (a.state !== 'PENDING') return { order: o, attempt: a }; // ended meanwhile (a close), or the reconciler got there first
+    if (a.state !== 'PENDING') {
+      // The reconciler got there first (it ends a PENDING attempt the provider did not know after
+      // 150 s). A payment the provider reports now is applied all the same: the order succeeds if
+      // it can, else the payment is a duplicate, refunded. Never dropped.
+      if (typeof result === 'object' && result.outcome === 'PAID' && a.state !== 'PAID') {
+        const r = await confirmPaid(tx, flow, o, a, now);
+        return { order: r.order, attempt: a, duplicateId: r.duplicateId };
+      }
+      return { order: o, attempt: a };
+    }
     if (result === 'REJECTED') {
       await setAttempt(tx, flow, a, 'FAILED');
       const fresh = o.status === 'PAYING' || o.status === 'UNKNOWN' ? await setOrderStatus(tx, flow, o, 'CREATED', {}, now) : o;
@@ -267,6 +278,7 @@ async function runAttempt(
     return { order: o, attempt: a };
   });
   if (result === 'REJECTED') throw new ApiError('OPEN_API_PROVIDER_REJECTED');
+  if (after.duplicateId) svc.tasks.refundDuplicate(after.duplicateId);
   const endedHere = after.attempt.state === 'CLOSED' || after.attempt.state === 'FAILED';
   if ((after.attempt.state === 'ACCEPTED' && after.order.status !== 'PAYING') || endedHere) {
     // The provider holds (or may hold) a payment for an attempt this order can no longer use:
@@ -274,6 +286,20 @@ async function runAttempt(
     svc.tasks.closeStrayAttempt(after.attempt.id);
   }
   return ok(201, caller, snapshot(svc, caller, after.order, after.attempt, 'create'));
+}
+
+/**
+ * When this instance last finished making an attempt of an order (Date.now(), the same clock as a
+ * request's arrival): a re-create that arrived before that overlapped the one that made it. Only
+ * recent orders are kept.
+ */
+const attemptsMadeAt = new Map<string, number>();
+function noteAttemptMade(orderId: string): void {
+  attemptsMadeAt.delete(orderId);
+  attemptsMadeAt.set(orderId, Date.now());
+  if (attemptsMadeAt.size > 10_000) {
+    for (const k of [...attemptsMadeAt.keys()].slice(0, 1_000)) attemptsMadeAt.delete(k);
+  }
 }
 
 function checkNo(outTradeNo: string): void {
@@ -295,6 +321,11 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
         `The order is ${o.status}${o.status === 'CREATED' || o.status === 'PAYING' ? ' and its payment window has ended' : ''}; no new attempt can be created.`,
       );
     }
+    if (o.closePending !== null) {
+      // A close the provider has not confirmed yet (UNKNOWN_KEPT), or one running now: new
+      // material would be closed with the order.
+      throw new ApiError('OPEN_API_STATE_INVALID', 'A close of this order is being completed; query the order.');
+    }
     // The new attempt is judged like a new order (seed: 422 for channel, declared trade form and
     // platform limits, "order and attempt leg"): by the app's channels and trade forms and the
     // receiving accounts' ceilings as they are now. (A voided link kind is left out of `links`,
@@ -305,18 +336,14 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
     if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
       throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['SINGLE_AMOUNT'] });
     }
-    if (o.closePending !== null) {
-      // A close the provider has not confirmed yet (UNKNOWN_KEPT) is being finished: new material
-      // would be closed with the order.
-      throw new ApiError('OPEN_API_STATE_INVALID', 'A close of this order is being completed; query the order.');
-    }
     const attempts = await attemptsOf(tx, o.id);
     if (attempts.some((a) => a.state === 'PENDING')) return { kind: 'loser' as const, order: o };
     // A concurrent re-create that finished before this one got the order's lock: the latest
     // attempt is live and was being created, or did not exist, when this request arrived (it
-    // was PENDING or absent when this request first looked, or it changed after the arrival).
-    // The two overlapped; that one is the winner. A re-create sent after the winner's answer
-    // finds it settled, and makes a new attempt.
+    // was PENDING or absent when this request first looked, or this instance finished making it
+    // after the arrival; both times on this process's clock). The two overlapped; that one is
+    // the winner. A re-create sent after the winner's answer finds it settled, and makes a new
+    // attempt. (A reconciler settling the latest attempt meanwhile does not count.)
     const latest = attempts.at(-1);
     if (
       latest &&
@@ -324,7 +351,7 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
       (seen === null ||
         latest.seq > seen.seq ||
         seen.state === 'PENDING' ||
-        (caller.receivedAtMs !== undefined && latest.updatedAt.getTime() > caller.receivedAtMs))
+        (caller.receivedAtMs !== undefined && (attemptsMadeAt.get(o.id) ?? 0) > caller.receivedAtMs))
     ) {
       return { kind: 'loser' as const, order: o };
     }
@@ -370,7 +397,9 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
     });
     if (stop) throw stop;
   }
-  return runAttempt(svc, caller, start.order, start.attempt, 're-create attempt');
+  const made = await runAttempt(svc, caller, start.order, start.attempt, 're-create attempt');
+  noteAttemptMade(start.order.id);
+  return made;
 }
 
 export async function queryOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
@@ -402,14 +431,16 @@ export async function closeOrderById(
   // does not run it twice), under the order's lock: a re-create that starts after this answers
   // 409, and the attempt of one that started before is in the list read next. Without this, a
   // re-create racing the close could open a payment the close never saw.
-  const mark = await svc.db.query<{ before: string | null }>(
-    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), worker_lease_until = now() + interval '30 seconds'
+  const mark = await svc.db.query<{ before: string | null; lease: string }>(
+    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), worker_lease_until = clock_timestamp() + interval '30 seconds'
        FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
       WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
-      RETURNING b.before`,
+      RETURNING b.before, o.worker_lease_until::text AS lease`,
     [o.id, reason],
   );
-  const markedHere = mark.rowCount === 1 && mark.rows[0]!.before === null;
+  // Withdrawn on a rejection only if this call recorded the close and nobody marked or kept it
+  // since (the lease it wrote is still there: another close rewrites it, UNKNOWN_KEPT sets its own).
+  const markedHere = mark.rowCount === 1 && mark.rows[0]!.before === null ? mark.rows[0]!.lease : null;
   // An attempt still PENDING is being created at the provider right now: a close sent before that
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
@@ -449,8 +480,18 @@ export async function closeOrderById(
     // attempts the provider did close are recorded as closed (their material no longer pays), so
     // the order shows nextAction when it has none left.
     if (values.includes('REJECTED')) {
-      if (markedHere) await tx.query('UPDATE orders SET close_pending = NULL, worker_lease_until = NULL WHERE id = $1', [order.id]);
-      return { closeState: 'REJECTED' as const, order: markedHere ? { ...order, closePending: null } : order };
+      // The lease stays: a close the provider keeps rejecting (expiry) is tried again only when
+      // it runs out, and cannot crowd the other due orders out of the workers' batches.
+      const withdrawn =
+        markedHere !== null
+          ? (
+              await tx.query('UPDATE orders SET close_pending = NULL WHERE id = $1 AND worker_lease_until = $2::timestamptz', [
+                order.id,
+                markedHere,
+              ])
+            ).rowCount === 1
+          : false;
+      return { closeState: 'REJECTED' as const, order: withdrawn ? { ...order, closePending: null } : order };
     }
     // A live attempt this close did not see (it cannot arise while the close is recorded; kept as
     // a guard): not confirmed closed, so the close stays pending for the worker.
@@ -458,7 +499,12 @@ export async function closeOrderById(
       (a) => !outcomes.has(a.id) && (a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING'),
     );
     if (values.includes('UNCERTAIN') || unseen) {
-      await tx.query('UPDATE orders SET close_pending = $2, worker_lease_until = NULL WHERE id = $1', [order.id, reason]);
+      // Finished by the pending-close worker, 2 s from now (not at every tick: an
+      // uncertain close must not crowd the other due orders out of the workers' batches).
+      await tx.query(`UPDATE orders SET close_pending = $2, worker_lease_until = clock_timestamp() + interval '2 seconds' WHERE id = $1`, [
+        order.id,
+        reason,
+      ]);
       return { closeState: 'UNKNOWN_KEPT' as const, order: (await getOrder(tx, order.id))! };
     }
     order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);

@@ -177,6 +177,8 @@ export async function reviveLostRefund(
     },
     now,
   );
+  // The failure was the platform's judgement, now proven wrong.
+  await tx.query('UPDATE refunds SET failure_reason = NULL WHERE id = $1', [r.id]);
   const o = (await getOrder(tx, r.orderId))!;
   const used = await tx.query<{ total: number }>(
     'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
@@ -188,7 +190,7 @@ export async function reviveLostRefund(
       'refunds above the amount paid at the provider; needs manual reconciliation',
     );
   }
-  return fresh;
+  return { ...fresh, failureReason: null };
 }
 
 export async function queryRefund(svc: Services, caller: Caller, outRefundNo: string): Promise<OpenResult> {

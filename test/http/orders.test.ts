@@ -891,6 +891,9 @@ describe('close order', () => {
     assert.equal(again.statusCode, 409, 'no new material for an order whose close is being completed');
     assert.equal(again.json().code, 'OPEN_API_STATE_INVALID');
     await t.workers.tick();
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'tried again only after a short lease (2 s)');
+    await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() WHERE out_trade_no = $1`, [body.outTradeNo]);
+    await t.workers.tick();
     assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
   });
 
