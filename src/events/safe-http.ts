@@ -59,33 +59,67 @@ export function limitResolver(resolver: Resolver, max: number): Resolver {
 }
 
 /**
- * Answers of `resolver` kept for `ttlMs` (at most `max` names, the oldest dropped first); failures
- * are not kept. The addresses are still checked against the policy at every attempt.
+ * Answers of `resolver` kept for `ttlMs`, failures for `failureTtlMs` (at most `max` names, the
+ * oldest dropped first); callers asking for a name already being looked up share that lookup. The
+ * addresses are still checked against the policy at every attempt.
  */
-export function cacheResolver(resolver: Resolver, ttlMs: number, max: number, now: () => number = Date.now): Resolver {
-  const kept = new Map<string, { at: number; addresses: readonly ResolvedAddress[] }>();
-  return async (host, signal) => {
-    const hit = kept.get(host);
-    if (hit && now() - hit.at < ttlMs) return hit.addresses;
-    const addresses = await resolver(host, signal);
+export function cacheResolver(
+  resolver: Resolver,
+  ttlMs: number,
+  max: number,
+  now: () => number = Date.now,
+  failureTtlMs: number = Math.min(ttlMs, 10_000),
+): Resolver {
+  type Entry = { at: number; addresses?: readonly ResolvedAddress[]; error?: unknown };
+  const kept = new Map<string, Entry>();
+  const running = new Map<string, Promise<readonly ResolvedAddress[]>>();
+  const keep = (host: string, e: Entry) => {
     kept.delete(host);
-    kept.set(host, { at: now(), addresses });
+    kept.set(host, e);
     if (kept.size > max) kept.delete(kept.keys().next().value!);
-    return addresses;
+  };
+  return (host, signal) => {
+    const hit = kept.get(host);
+    if (hit) {
+      const age = now() - hit.at;
+      if (hit.addresses && age < ttlMs) return Promise.resolve(hit.addresses);
+      if (hit.error !== undefined && age < failureTtlMs) return Promise.reject(hit.error);
+    }
+    let p = running.get(host);
+    if (!p) {
+      p = resolver(host, signal).then(
+        (addresses) => {
+          keep(host, { at: now(), addresses });
+          return addresses;
+        },
+        (error: unknown) => {
+          // A lookup given up while waiting its turn says nothing about the name.
+          if (!signal?.aborted) keep(host, { at: now(), error });
+          throw error;
+        },
+      );
+      running.set(host, p);
+      void p.then(
+        () => running.delete(host),
+        () => running.delete(host),
+      );
+    }
+    return p;
   };
 }
 
-/** Lookups of the system resolver running at once (libuv's pool has four threads by default). */
-export const LOOKUP_CONCURRENCY = 1;
+/** Lookups of the system resolver running at once: two of libuv's four threads at most, so two stay for signing. */
+export const LOOKUP_CONCURRENCY = 2;
 /** How long a resolved name is reused. */
 export const LOOKUP_TTL_MS = 30_000;
 
 /**
  * The system's resolver (getaddrinfo: /etc/hosts, then DNS). getaddrinfo blocks a thread of libuv's
  * pool for as long as the answer takes (seconds when a name server does not answer), and that
- * pool also signs every response: one lookup at a time, so a merchant's slow name can hold at
- * most one of its threads and never stall the open API; answers are reused for 30 s, so the
- * one-at-a-time rule does not slow the deliveries to names already known (docs/events.md).
+ * pool also signs every response: at most two lookups at a time, so slow names can hold at most
+ * two of its four threads and never stall the open API. A name being looked up is looked up once
+ * for all its callers; answers are reused for 30 s and failures for 10 s, so a dead name server
+ * costs one slot per 10 s, not one per delivery (docs/events.md).
  */
 export const systemResolver: Resolver = cacheResolver(
   limitResolver((host) => dns.lookup(host, { all: true, order: 'verbatim' }), LOOKUP_CONCURRENCY),

@@ -128,31 +128,44 @@ describe('SSRF guard', () => {
 });
 
 describe('resolver cache', () => {
-  test('answers are reused for the TTL, then asked again; failures are not kept; the oldest name goes first', async () => {
+  test('answers are reused for the TTL and failures for 10 s; one lookup per name for concurrent callers; the oldest name goes first', async () => {
     let t = 0;
     const asked: string[] = [];
     let fail = false;
     const base: Resolver = async (host) => {
       asked.push(host);
+      await new Promise((r) => setImmediate(r));
       if (fail) throw Object.assign(new Error('no'), { code: 'ENOTFOUND' });
       return [{ address: '93.184.216.34', family: 4 }];
     };
     const r = cacheResolver(base, 30_000, 2, () => t);
+    await Promise.all([r('a.example'), r('a.example'), r('a.example')]);
     await r('a.example');
-    await r('a.example');
-    assert.deepEqual(asked, ['a.example']);
+    assert.deepEqual(asked, ['a.example'], 'one lookup shared, then the kept answer');
     t = 30_000;
     await r('a.example');
     assert.deepEqual(asked, ['a.example', 'a.example'], 'asked again after the TTL');
     fail = true;
     await assert.rejects(r('b.example'));
     await assert.rejects(r('b.example'));
-    assert.deepEqual(asked.slice(2), ['b.example', 'b.example'], 'a failure is not kept');
+    assert.deepEqual(asked.slice(2), ['b.example'], 'a failure is kept for a while');
     fail = false;
+    t += 10_000;
+    await r('b.example');
+    assert.deepEqual(asked.slice(2), ['b.example', 'b.example'], 'and asked again after 10 s');
     await r('c.example');
-    await r('d.example');
     await r('a.example');
     assert.equal(asked.at(-1), 'a.example', 'a was the oldest of three names with room for two');
+  });
+
+  test('a name server that does not answer holds one of two slots: other names still resolve', async () => {
+    const hang: Resolver = (host) =>
+      host === 'dead.example' ? new Promise(() => {}) : Promise.resolve([{ address: '93.184.216.34', family: 4 }]);
+    const r = cacheResolver(limitResolver(hang, 2), 30_000, 100);
+    void r('dead.example');
+    void r('dead.example'); // shares the first lookup: still one slot
+    const other = await Promise.race([r('live.example'), new Promise((res) => setTimeout(() => res('blocked'), 200))]);
+    assert.notEqual(other, 'blocked');
   });
 });
 
