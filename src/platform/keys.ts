@@ -136,8 +136,8 @@ export class PlatformKeyRing {
   }
 
   /**
-   * Generates a new key, published at once, that signs `activateAfterMs` from now (0: at once).
-   * Older keys stay published for verification.
+   * Generates a new key, published at once, that signs `activateAfterMs` from now (0: at once,
+   * which also withdraws any key staged for later). Older keys stay published for verification.
    */
   async rotate(activateAfterMs = 0): Promise<PlatformKey> {
     if (this.#dir === null) throw new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there');
@@ -147,7 +147,16 @@ export class PlatformKeyRing {
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
     const file = path.join(this.#dir, `${k.activatesAt.getTime().toString().padStart(15, '0')}-${k.keyId}.pem`);
     await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
-    this.#keys = [...this.#keys, k].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+    let keys = [...this.#keys, k];
+    if (activateAfterMs === 0) {
+      // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the
+      // leak may include them, and they would otherwise take over at their time.
+      const staged = keys.filter((x) => x.activatesAt.getTime() > now);
+      for (const x of staged)
+        await fs.rm(path.join(this.#dir, `${x.activatesAt.getTime().toString().padStart(15, '0')}-${x.keyId}.pem`), { force: true });
+      keys = keys.filter((x) => !staged.includes(x));
+    }
+    this.#keys = keys.sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
     return k;
   }
 
