@@ -78,7 +78,7 @@ export function cacheResolver(
     kept.set(host, e);
     if (kept.size > max) kept.delete(kept.keys().next().value!);
   };
-  return (host, signal) => {
+  return (host) => {
     const hit = kept.get(host);
     if (hit) {
       const age = now() - hit.at;
@@ -87,14 +87,14 @@ export function cacheResolver(
     }
     let p = running.get(host);
     if (!p) {
-      p = resolver(host, signal).then(
+      // Shared by every caller of this name, so no one caller's deadline may cancel it.
+      p = resolver(host).then(
         (addresses) => {
           keep(host, { at: now(), addresses });
           return addresses;
         },
         (error: unknown) => {
-          // A lookup given up while waiting its turn says nothing about the name.
-          if (!signal?.aborted) keep(host, { at: now(), error });
+          keep(host, { at: now(), error });
           throw error;
         },
       );

@@ -158,6 +158,20 @@ describe('resolver cache', () => {
     assert.equal(asked.at(-1), 'a.example', 'a was the oldest of three names with room for two');
   });
 
+  test('a shared lookup is not cancelled by one caller giving up', async () => {
+    let release!: () => void;
+    const slow: Resolver = () => new Promise((res) => (release = () => res([{ address: '93.184.216.34', family: 4 }])));
+    const r = cacheResolver(limitResolver(slow, 1), 30_000, 10);
+    const gaveUp = new AbortController();
+    gaveUp.abort(new Error('deadline'));
+    const first = r('x.example', gaveUp.signal);
+    const second = r('x.example');
+    await new Promise((res) => setImmediate(res));
+    release();
+    assert.equal((await second)[0]!.address, '93.184.216.34');
+    assert.equal((await first)[0]!.address, '93.184.216.34', 'the lookup ran for everyone');
+  });
+
   test('a name server that does not answer holds one of two slots: other names still resolve', async () => {
     const hang: Resolver = (host) =>
       host === 'dead.example' ? new Promise(() => {}) : Promise.resolve([{ address: '93.184.216.34', family: 4 }]);
