@@ -147,16 +147,14 @@ export class PlatformKeyRing {
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
     const file = path.join(this.#dir, `${k.activatesAt.getTime().toString().padStart(15, '0')}-${k.keyId}.pem`);
     await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
-    let keys = [...this.#keys, k];
-    if (activateAfterMs === 0) {
-      // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the
-      // leak may include them, and they would otherwise take over at their time.
-      const staged = keys.filter((x) => x.activatesAt.getTime() > now);
-      for (const x of staged)
-        await fs.rm(path.join(this.#dir, `${x.activatesAt.getTime().toString().padStart(15, '0')}-${x.keyId}.pem`), { force: true });
-      keys = keys.filter((x) => !staged.includes(x));
+    // The ring changes in one synchronous step (a concurrent rotation cannot be lost).
+    const staged = activateAfterMs === 0 ? this.#keys.filter((x) => x.activatesAt.getTime() > now) : [];
+    this.#keys = [...this.#keys.filter((x) => !staged.includes(x)), k].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+    // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the leak
+    // may include them, and they would otherwise take over at their time (and after a restart).
+    for (const x of staged) {
+      await fs.rm(path.join(this.#dir, `${x.activatesAt.getTime().toString().padStart(15, '0')}-${x.keyId}.pem`), { force: true });
     }
-    this.#keys = keys.sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
     return k;
   }
 

@@ -13,7 +13,8 @@ const STRAY_CLOSE_RETRIES = 5;
 
 export class BackgroundTasks {
   #svc: Services | null = null;
-  #stopping = false;
+  /** Drains in progress (a count: two at once must not end each other's). */
+  #draining = 0;
   readonly #waking = new Set<() => void>();
   readonly #inFlight = new Set<Promise<unknown>>();
 
@@ -42,13 +43,17 @@ export class BackgroundTasks {
     });
   }
 
+  get #stopping(): boolean {
+    return this.#draining > 0;
+  }
+
   async drainBackground(): Promise<void> {
-    this.#stopping = true;
+    this.#draining++;
     for (const wake of [...this.#waking]) wake();
     try {
       await this.#drain();
     } finally {
-      this.#stopping = false;
+      this.#draining--;
     }
   }
 
@@ -68,9 +73,9 @@ export class BackgroundTasks {
           out = await svc.provider.closePayment(attemptId, { background: true });
           break;
         } catch (err) {
-          if (i >= STRAY_CLOSE_RETRIES || this.#stopping) throw err;
+          if (i >= STRAY_CLOSE_RETRIES || this.#stopping) return this.#handOver(svc, attemptId, err);
           await this.#pause(2000 * 2 ** i);
-          if (this.#stopping) throw err;
+          if (this.#stopping) return this.#handOver(svc, attemptId, err);
         }
       }
       if (out.outcome === 'PAID') {
@@ -86,6 +91,19 @@ export class BackgroundTasks {
         if (fresh.state === 'ACCEPTED' || fresh.state === 'UNKNOWN') await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED');
       });
     });
+  }
+
+  /**
+   * A stray close given up (retries spent, or shutting down): an attempt still ACCEPTED is marked
+   * UNKNOWN, due in 30 s, so the reconciler asks the provider and, finding it open, closes it again.
+   */
+  async #handOver(svc: Services, attemptId: string, err: unknown): Promise<void> {
+    const r = await svc.db.query(
+      `UPDATE attempts SET state = 'UNKNOWN', next_check_at = now() + interval '30 seconds', updated_at = now()
+        WHERE id = $1 AND state = 'ACCEPTED'`,
+      [attemptId],
+    );
+    svc.log.warn({ err, attemptId, handedToReconciler: r.rowCount === 1 }, 'stray attempt not closed yet');
   }
 
   /** After a payment, the order's other live attempts are closed at the provider. */

@@ -248,6 +248,7 @@ async function runAttempt(
       // 150 s). A payment the provider reports now is applied all the same: the order succeeds if
       // it can, else the payment is a duplicate, refunded. Never dropped.
       if (typeof result === 'object' && result.outcome === 'PAID' && a.state !== 'PAID') {
+        await tx.query('UPDATE attempts SET provider_ref = COALESCE(provider_ref, $2) WHERE id = $1', [a.id, result.providerRef]);
         const r = await confirmPaid(tx, flow, o, a, now);
         return { order: r.order, attempt: a, duplicateId: r.duplicateId };
       }
@@ -438,9 +439,10 @@ export async function closeOrderById(
       RETURNING b.before, o.worker_lease_until::text AS lease`,
     [o.id, reason],
   );
-  // Withdrawn on a rejection only if this call recorded the close and nobody marked or kept it
-  // since (the lease it wrote is still there: another close rewrites it, UNKNOWN_KEPT sets its own).
-  const markedHere = mark.rowCount === 1 && mark.rows[0]!.before === null ? mark.rows[0]!.lease : null;
+  // Withdrawn on a rejection if no close marked or kept the order since this one (the lease it
+  // wrote is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
+  // refused withdraws, and a close kept pending by another caller survives.
+  const markedHere = mark.rowCount === 1 ? mark.rows[0]!.lease : null;
   // An attempt still PENDING is being created at the provider right now: a close sent before that
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
@@ -480,15 +482,17 @@ export async function closeOrderById(
     // attempts the provider did close are recorded as closed (their material no longer pays), so
     // the order shows nextAction when it has none left.
     if (values.includes('REJECTED')) {
-      // The lease stays: a close the provider keeps rejecting (expiry) is tried again only when
-      // it runs out, and cannot crowd the other due orders out of the workers' batches.
+      // Background work keeps the lease: an expiry the provider keeps rejecting is tried again
+      // only when it runs out, and cannot crowd the other due orders out of the workers'
+      // batches. A request's close frees it, so expiry is not delayed.
       const withdrawn =
         markedHere !== null
           ? (
-              await tx.query('UPDATE orders SET close_pending = NULL WHERE id = $1 AND worker_lease_until = $2::timestamptz', [
-                order.id,
-                markedHere,
-              ])
+              await tx.query(
+                `UPDATE orders SET close_pending = NULL, worker_lease_until = CASE WHEN $3 THEN worker_lease_until END
+                  WHERE id = $1 AND worker_lease_until = $2::timestamptz`,
+                [order.id, markedHere, opts.background === true],
+              )
             ).rowCount === 1
           : false;
       return { closeState: 'REJECTED' as const, order: withdrawn ? { ...order, closePending: null } : order };

@@ -79,6 +79,44 @@ test('a rejected close does not withdraw the pending close of a concurrent close
   assert.equal((await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [o.openOrderId])).rows[0].status, 'CLOSED');
 });
 
+test('two overlapping closes both refused: the order is left as it was, and a refused request close does not delay expiry', async () => {
+  const o = await createOrder();
+  let releaseA!: () => void;
+  const aGate = new Promise<void>((r) => (releaseA = r));
+  let aStarted!: () => void;
+  const aAtProvider = new Promise<void>((r) => (aStarted = r));
+  let n = 0;
+  await withProvider(
+    'closePayment',
+    async () => {
+      if (++n === 1) {
+        aStarted();
+        await aGate;
+      }
+      throw new ProviderRejectedError('NOPE');
+    },
+    async () => {
+      const a = closeOrderById(t.svc, o.openOrderId, 'CLOSE_REQUESTED').catch((e: { code?: string }) => e.code);
+      await aAtProvider;
+      await assert.rejects(closeOrderById(t.svc, o.openOrderId, 'MERCHANT_CLOSED'), /OPEN_API_PROVIDER_REJECTED|rejected/i);
+      releaseA();
+      assert.equal(await a, 'OPEN_API_PROVIDER_REJECTED');
+    },
+  );
+  const row = (await t.svc.db.query('SELECT status, close_pending, worker_lease_until FROM orders WHERE id = $1', [o.openOrderId])).rows[0];
+  assert.equal(row.status, 'PAYING');
+  assert.equal(row.close_pending, null, 'withdrawn');
+  assert.equal(row.worker_lease_until, null, 'a request close frees the lease');
+  assert.equal((await call(t, m, 'POST', `/api/open/v1/payments/${o.outTradeNo}/attempts`)).statusCode, 201, 're-create works again');
+  await t.svc.db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = $1`, [o.openOrderId]);
+  await expireDueOrders(t.svc);
+  assert.equal(
+    (await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [o.openOrderId])).rows[0].status,
+    'CLOSED',
+    'expiry at once',
+  );
+});
+
 test('expiry that the provider keeps rejecting keeps its lease: the other due orders still expire', async () => {
   const ids: string[] = [];
   for (let i = 0; i < 21; i++) ids.push((await createOrder()).openOrderId);
