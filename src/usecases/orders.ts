@@ -364,6 +364,21 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
     const { order, attempt } = await settledLatest(svc, start.order.id);
     return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
   }
+  // Until this winner is done, any re-create that arrives overlaps it (noted at once, so even one
+  // that reads the order between this commit and the answer is a loser).
+  attemptsMadeAt.set(start.order.id, Number.POSITIVE_INFINITY);
+  try {
+    return await makeAttempt(svc, caller, start);
+  } finally {
+    noteAttemptMade(start.order.id);
+  }
+}
+
+async function makeAttempt(
+  svc: Services,
+  caller: Caller,
+  start: { order: OrderRow; attempt: AttemptRow; previous: AttemptRow[] },
+): Promise<OpenResult> {
   // Close the in-progress attempts at the provider first: their material must not stay payable.
   for (const old of start.previous) {
     let outcome: 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
@@ -398,9 +413,7 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
     });
     if (stop) throw stop;
   }
-  const made = await runAttempt(svc, caller, start.order, start.attempt, 're-create attempt');
-  noteAttemptMade(start.order.id);
-  return made;
+  return runAttempt(svc, caller, start.order, start.attempt, 're-create attempt');
 }
 
 export async function queryOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
