@@ -126,6 +126,7 @@ export const refundSchema = {
     'createdAt',
     'updatedAt',
     'replayed',
+    'unknown',
   ],
   properties: {
     requestId,
@@ -139,7 +140,7 @@ export const refundSchema = {
     createdAt: ts,
     updatedAt: ts,
     replayed: { type: 'boolean', description: 'Always true in the refund query: a projection of an existing record.' },
-    unknown: { type: 'boolean' },
+    unknown: { type: 'boolean', description: 'true while the provider outcome is uncertain (state UNKNOWN); always present.' },
   },
 } as const satisfies ObjectSchema;
 

@@ -85,7 +85,9 @@ export function refundProjection(r: RefundRow, o: OrderRow, replayed: boolean): 
     createdAt: r.createdAt.toISOString(),
     updatedAt: r.updatedAt.toISOString(),
     replayed,
+    // The RefundProjection lists `unknown` among its fields (the order snapshot's "only when
+    // true" rule is the order's, as its replayed rule is): always present here, a boolean.
+    unknown: r.state === 'UNKNOWN',
   };
-  if (r.state === 'UNKNOWN') p.unknown = true;
   return p;
 }

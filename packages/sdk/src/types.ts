@@ -129,8 +129,8 @@ export interface RefundProjection {
   updatedAt: string;
   /** In the refund query always true: a projection of an existing record, not necessarily a replay. */
   replayed: boolean;
-  /** Only when true: the provider outcome is uncertain and converges by event or query. */
-  unknown?: true;
+  /** true while the provider outcome is uncertain (state UNKNOWN; converges by event or query); always present. */
+  unknown: boolean;
 }
 
 /** 201 accepted; 200 idempotent replay. */
