@@ -55,13 +55,24 @@ function ok(status: number, caller: Caller, fields: Record<string, unknown>): Op
 
 /** Waits (bounded) while an attempt of the order is being created by a concurrent request. */
 async function settledLatest(svc: Services, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
-  const deadline = Date.now() + 20_000;
+  const attempt = await untilSettled(
+    () => latestAttempt(svc.db, orderId),
+    (a) => a?.state === 'PENDING',
+    20_000,
+  );
+  return { order: (await getOrder(svc.db, orderId))!, attempt };
+}
+
+/**
+ * Reads again (after 10, 20, 40 ... 100 ms) while an attempt is being created at the provider
+ * (`pending`), for at most `waitMs`; returns the last read.
+ */
+async function untilSettled<T>(read: () => Promise<T>, pending: (value: T) => boolean, waitMs: number): Promise<T> {
+  const deadline = Date.now() + waitMs;
   let delay = 10;
   for (;;) {
-    const attempt = await latestAttempt(svc.db, orderId);
-    if (!attempt || attempt.state !== 'PENDING' || Date.now() > deadline) {
-      return { order: (await getOrder(svc.db, orderId))!, attempt };
-    }
+    const value = await read();
+    if (!pending(value) || Date.now() >= deadline) return value;
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 100);
   }
@@ -460,7 +471,11 @@ export async function closeOrderById(
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
   // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
-  const attempts = await settledAttempts(svc, o.id, opts.background ? 0 : PENDING_WAIT_MS);
+  const attempts = await untilSettled(
+    () => attemptsOf(svc.db, o.id),
+    (all) => all.some((a) => a.state === 'PENDING'),
+    opts.background ? 0 : PENDING_WAIT_MS,
+  );
   const live = attempts.filter((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING');
   const outcomes = new Map<string, 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED'>();
   for (const a of live) {
@@ -510,12 +525,7 @@ export async function closeOrderById(
           : false;
       return { closeState: 'REJECTED' as const, order: withdrawn ? { ...order, closePending: null } : order };
     }
-    // A live attempt this close did not see (it cannot arise while the close is recorded; kept as
-    // a guard): not confirmed closed, so the close stays pending for the worker.
-    const unseen = (await attemptsOf(tx, order.id)).some(
-      (a) => !outcomes.has(a.id) && (a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING'),
-    );
-    if (values.includes('UNCERTAIN') || unseen) {
+    if (values.includes('UNCERTAIN')) {
       // Finished by the pending-close worker, 2 s from now (not at every tick: an
       // uncertain close must not crowd the other due orders out of the workers' batches).
       await tx.query(`UPDATE orders SET close_pending = $2, worker_lease_until = clock_timestamp() + interval '2 seconds' WHERE id = $1`, [
@@ -533,18 +543,6 @@ export async function closeOrderById(
 
 /** How long a close waits for an attempt being created at the provider to settle. */
 export const PENDING_WAIT_MS = 10_000;
-
-/** The order's attempts once none is PENDING, or as they are after `waitMs`. */
-async function settledAttempts(svc: Services, orderId: string, waitMs: number): Promise<AttemptRow[]> {
-  const deadline = Date.now() + waitMs;
-  let delay = 10;
-  for (;;) {
-    const all = await attemptsOf(svc.db, orderId);
-    if (!all.some((a) => a.state === 'PENDING') || Date.now() >= deadline) return all;
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 100);
-  }
-}
 
 export async function closeOrder(svc: Services, caller: Caller, outTradeNo: string): Promise<OpenResult> {
   checkNo(outTradeNo);
