@@ -30,8 +30,10 @@ export async function setRefundState(
 ): Promise<RefundRow> {
   if (refund.state === to) return refund;
   assertTransition('refund', flow, refund.state, to);
+  // A refund that leaves FAILED for the provider's success (reviveLostRefund) sheds its failure.
   await tx.query(
-    `UPDATE refunds SET state = $2, provider_ref = COALESCE($3, provider_ref), failure_reason = COALESCE($4, failure_reason),
+    `UPDATE refunds SET state = $2, provider_ref = COALESCE($3, provider_ref),
+            failure_reason = CASE WHEN $2 IN ('PENDING', 'SUCCEEDED') THEN NULL ELSE COALESCE($4, failure_reason) END,
             next_check_at = $5, updated_at = $6 WHERE id = $1`,
     [refund.id, to, extra.providerRef ?? null, extra.failureReason ?? null, extra.nextCheckAt ?? null, now],
   );
@@ -80,11 +82,7 @@ async function reserveRefund(svc: Services, caller: Caller, input: CreateRefundI
     if (order.status !== 'SUCCEEDED') {
       throw new ApiError('OPEN_API_STATE_INVALID', `Only SUCCEEDED orders can be refunded; the order is ${order.status}.`);
     }
-    const used = await tx.query<{ total: number }>(
-      'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
-      [order.id, REFUND_COUNTING_STATES],
-    );
-    if (used.rows[0]!.total + input.refundAmountFen > order.amountFen) {
+    if ((await countedRefundsFen(tx, order.id)) + input.refundAmountFen > order.amountFen) {
       throw new ApiError('OPEN_API_LIMIT_EXCEEDED', 'The refund would exceed the amount paid.', {
         scope: 'REFUND_CUMULATIVE',
         outRefundNo: input.outRefundNo,
@@ -177,20 +175,24 @@ export async function reviveLostRefund(
     },
     now,
   );
-  // The failure was the platform's judgement, now proven wrong.
-  await tx.query('UPDATE refunds SET failure_reason = NULL WHERE id = $1', [r.id]);
   const o = (await getOrder(tx, r.orderId))!;
-  const used = await tx.query<{ total: number }>(
-    'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
-    [r.orderId, REFUND_COUNTING_STATES],
-  );
-  if (used.rows[0]!.total > o.amountFen) {
+  const refunded = await countedRefundsFen(tx, r.orderId);
+  if (refunded > o.amountFen) {
     svc.log.error(
-      { orderId: o.id, refunded: used.rows[0]!.total, paid: o.amountFen },
+      { orderId: o.id, refunded, paid: o.amountFen },
       'refunds above the amount paid at the provider; needs manual reconciliation',
     );
   }
-  return { ...fresh, failureReason: null };
+  return fresh;
+}
+
+/** The refunds of an order that hold refundable amount (decisions.md section 6), in fen. */
+async function countedRefundsFen(tx: Tx, orderId: string): Promise<number> {
+  const r = await tx.query<{ total: number }>(
+    'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
+    [orderId, REFUND_COUNTING_STATES],
+  );
+  return r.rows[0]!.total;
 }
 
 export async function queryRefund(svc: Services, caller: Caller, outRefundNo: string): Promise<OpenResult> {
