@@ -24,16 +24,13 @@ export interface ResolvedAddress {
   family: number;
 }
 
-/**
- * Resolves a host name to all its addresses (injectable for tests). `signal` aborts a lookup that
- * has not started yet (one already running is left to finish).
- */
-export type Resolver = (host: string, signal?: AbortSignal) => Promise<readonly ResolvedAddress[]>;
+/** Resolves a host name to all its addresses (injectable for tests). */
+export type Resolver = (host: string) => Promise<readonly ResolvedAddress[]>;
 
 /**
- * At most `max` lookups of `resolver` at once; the others wait their turn, in order. A waiting
- * lookup whose signal aborts is dropped without being started. A slot is freed when the underlying
- * lookup ends, not when its caller gives up, so the bound holds for the work actually running.
+ * At most `max` lookups of `resolver` at once; the others wait their turn, in order. A slot is
+ * freed when the underlying lookup ends, not when its caller gives up, so the bound holds for the
+ * work actually running.
  */
 export function limitResolver(resolver: Resolver, max: number): Resolver {
   let running = 0;
@@ -42,16 +39,11 @@ export function limitResolver(resolver: Resolver, max: number): Resolver {
     running--;
     waiting.shift()?.();
   };
-  return (host, signal) =>
+  return (host) =>
     new Promise((resolve, reject) => {
       const start = () => {
-        if (signal?.aborted) {
-          reject(signal.reason);
-          waiting.shift()?.();
-          return;
-        }
         running++;
-        resolver(host, signal).then(resolve, reject).finally(next);
+        resolver(host).then(resolve, reject).finally(next);
       };
       if (running < max && waiting.length === 0) start();
       else waiting.push(start);
@@ -87,7 +79,6 @@ export function cacheResolver(
     }
     let p = running.get(host);
     if (!p) {
-      // Shared by every caller of this name, so no one caller's deadline may cancel it.
       p = resolver(host).then(
         (addresses) => {
           keep(host, { at: now(), addresses });
@@ -147,14 +138,9 @@ export class TargetRefusedError extends Error {
  * to. Every resolved address must be allowed: a name that mixes a public and a private address is
  * refused, whichever one would have been picked.
  */
-export async function resolveTarget(
-  host: string,
-  policy: NotifyUrlPolicy,
-  resolver: Resolver = systemResolver,
-  signal?: AbortSignal,
-): Promise<ResolvedAddress> {
+export async function resolveTarget(host: string, policy: NotifyUrlPolicy, resolver: Resolver = systemResolver): Promise<ResolvedAddress> {
   const literal = isIP(host);
-  const addresses = literal !== 0 ? [{ address: host, family: literal }] : await resolver(host, signal);
+  const addresses = literal !== 0 ? [{ address: host, family: literal }] : await resolver(host);
   if (addresses.length === 0) throw new TargetRefusedError('the host has no address');
   for (const a of addresses) {
     if (!isAllowedTarget(a.address, policy)) throw new TargetRefusedError(`address ${a.address} is not an allowed target`);
@@ -197,7 +183,7 @@ export async function postNotification(
   try {
     let target: ResolvedAddress;
     try {
-      target = await abortable(resolveTarget(host, o.policy, o.resolver, ac.signal), ac.signal);
+      target = await abortable(resolveTarget(host, o.policy, o.resolver), ac.signal);
     } catch (err) {
       if (err instanceof TargetRefusedError) return { statusCode: null, error: `ADDRESS_NOT_ALLOWED: ${err.message}` };
       if (err === TIMEOUT) return { statusCode: null, error: TIMEOUT };
