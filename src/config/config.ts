@@ -125,7 +125,7 @@ export function loadConfig(env: Env = process.env): Config {
       throw new ConfigError(`PUBLIC_BASE_URL must have no query, fragment or user info (got '${base}')`);
     }
   }
-  const displayHost = host.includes(':') ? `[${host}]` : host;
+  const displayHost = urlHost(host);
   try {
     // A host a URL cannot carry (999.1.1.1, a bad IPv6) would otherwise fail later without a name.
     new URL(`http://${displayHost}:${port}`);
@@ -173,10 +173,14 @@ export function loadConfig(env: Env = process.env): Config {
 /** The configuration with the port actually listened on (PORT=0: any free port) in its defaulted base URL. */
 export function withListenPort(config: Config, port: number): Config {
   if (config.port === port) return config;
-  const displayHost = config.host.includes(':') ? `[${config.host}]` : config.host;
   return {
     ...config,
     port,
-    publicBaseUrl: config.publicBaseUrlDefaulted ? `http://${displayHost}:${port}` : config.publicBaseUrl,
+    publicBaseUrl: config.publicBaseUrlDefaulted ? `http://${urlHost(config.host)}:${port}` : config.publicBaseUrl,
   };
+}
+
+/** A host as a URL carries it (an IPv6 address in brackets). */
+function urlHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
 }

@@ -48,6 +48,7 @@ function fromPem(pem: string, source: string, createdAt: Date, activatesAt: Date
 
 /** Generated key files are named `<activation time, ms, 15 digits>-<keyId>.pem`: lexical order is activation order. */
 const GENERATED_NAME = /^(\d{15})-pk_[0-9a-f]{16}\.pem$/;
+const generatedName = (k: PlatformKey) => `${k.activatesAt.getTime().toString().padStart(15, '0')}-${k.keyId}.pem`;
 
 /** How often PLATFORM_KEY_FILE is looked at for a change. */
 export const KEY_FILE_CHECK_MS = 1000;
@@ -145,7 +146,7 @@ export class PlatformKeyRing {
     const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     const now = Date.now();
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
-    const file = path.join(this.#dir, `${k.activatesAt.getTime().toString().padStart(15, '0')}-${k.keyId}.pem`);
+    const file = path.join(this.#dir, generatedName(k));
     await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
     // The ring changes in one synchronous step (a concurrent rotation cannot be lost).
     const staged = activateAfterMs === 0 ? this.#keys.filter((x) => x.activatesAt.getTime() > now) : [];
@@ -153,7 +154,7 @@ export class PlatformKeyRing {
     // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the leak
     // may include them, and they would otherwise take over at their time (and after a restart).
     for (const x of staged) {
-      await fs.rm(path.join(this.#dir, `${x.activatesAt.getTime().toString().padStart(15, '0')}-${x.keyId}.pem`), { force: true });
+      await fs.rm(path.join(this.#dir, generatedName(x)), { force: true });
     }
     return k;
   }

@@ -51,14 +51,10 @@ export class BackgroundTasks {
     this.#draining++;
     for (const wake of [...this.#waking]) wake();
     try {
-      await this.#drain();
+      while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     } finally {
       this.#draining--;
     }
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
   }
 
   /**

@@ -148,12 +148,15 @@ async function jsonBody(values: Values): Promise<Record<string, unknown>> {
 }
 
 /** A value the SDK refuses (TypeError / RangeError from its checks) is a wrong command line: exit 2. */
+function usageOf(err: unknown): unknown {
+  return err instanceof TypeError || err instanceof RangeError ? new UsageError(err.message) : err;
+}
+
 function asUsage<T>(fn: () => T): T {
   try {
     return fn();
   } catch (err) {
-    if (err instanceof TypeError || err instanceof RangeError) throw new UsageError(err.message);
-    throw err;
+    throw usageOf(err);
   }
 }
 
@@ -165,11 +168,9 @@ function argument(positionals: string[], what: string): string {
 async function keygen(values: Values): Promise<number> {
   const dir = required(values['out-dir'], '--out-dir');
   const bits = integer(values.bits, '--bits') ?? DEFAULT_RSA_BITS;
-  const pair = await generateRsaKeyPair({ bits }).catch((err: unknown) =>
-    asUsage(() => {
-      throw err;
-    }),
-  );
+  const pair = await generateRsaKeyPair({ bits }).catch((err: unknown) => {
+    throw usageOf(err);
+  });
   await mkdir(dir, { recursive: true });
   const flag = values.force ? 'w' : 'wx';
   const privateFile = join(dir, 'merchant-private.pem');
