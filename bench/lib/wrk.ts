@@ -21,7 +21,7 @@ export function wrkAvailable(): boolean {
   return r.error === undefined && /^wrk /m.test(`${r.stdout}${r.stderr}`);
 }
 
-function rawRequest(it: Item, host: string): Buffer {
+export function rawRequest(it: Item, host: string): Buffer {
   const body = Buffer.from(it.body, 'utf8');
   let head = `${it.method} ${it.path} HTTP/1.1\r\nHost: ${host}\r\n`;
   for (const [k, v] of Object.entries(it.headers)) head += `${k}: ${v}\r\n`;
