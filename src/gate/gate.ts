@@ -323,6 +323,10 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
     return failure(req, 'OPEN_API_SOURCE_IP_REJECTED');
   }
   g.signed = true;
+  // From here every answer is signed (section 3): with the signing key unavailable the answer is
+  // the 503, so refuse before the operation runs (and before a rate-limit token is spent), rather
+  // than perform it and then be unable to sign its answer.
+  if (svc.keys.current === null) return failure(req, 'OPEN_API_GUARD_UNAVAILABLE');
 
   // Step 7: Content-Type on POST.
   if (req.method === 'POST' && normalizeContentType(g.contentType) !== 'application/json') {

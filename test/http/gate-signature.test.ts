@@ -425,7 +425,7 @@ describe('the response signature (decisions.md section 3)', () => {
     }
   });
 
-  test('a create answered 503 for the signing key is safe to retry with the same request id', async () => {
+  test('a create answered 503 for the signing key did not run, and is safe to retry with the same request id', async () => {
     const body = orderBody();
     const requestId = newRequestId();
     t.svc.keys.unavailable = true;
@@ -436,6 +436,9 @@ describe('the response signature (decisions.md section 3)', () => {
       t.svc.keys.unavailable = false;
     }
     assert.equal(first.statusCode, 503);
+    // Refused before it ran: the order does not exist, and the id was not taken.
+    const missing = await send(t, m, 'GET', `${PAYMENTS}/${body.outTradeNo}`);
+    assert.equal(missing.r.statusCode, 404, missing.r.body);
     const retry = await send(t, m, 'POST', PAYMENTS, body, { requestId });
     const b = await expectSuccess(t, retry.r, requestId);
     const q = await send(t, m, 'GET', `${PAYMENTS}/${body.outTradeNo}`);
