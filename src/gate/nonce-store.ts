@@ -24,7 +24,7 @@ const keyOf = (c: { appId: string; nonce: string }): string => `${c.appId}\u0000
  * PostgreSQL store. The claims that arrive in the same event-loop turn are sent as one statement
  * (src/store/batcher.ts: one round trip and one commit for all of them): under load a nonce costs
  * a fraction of a statement, alone it costs one. The guarantees are those of one claim per
- * statement: a claim is answered only after its row is committed; two claims of one (app, nonce),
+ * statement: a claim is answered only after its row is committed (asynchronously, see below); two claims of one (app, nonce),
  * in one batch or in concurrent ones, never both win. Of the claims of one key in one turn the
  * first is batched and wins, the others follow on their own and lose; keys are sent sorted so
  * concurrent batches lock index entries in one order (no deadlock).
@@ -36,10 +36,17 @@ export class PgNonceStore implements NonceStore {
     this.#db = db;
     const send = async (batch: { appId: string; nonce: string }[]): Promise<boolean[]> => {
       // Insert, or take over a row whose memory has expired; a live row wins and nothing returns.
+      // Committed asynchronously (set_config(..., true) is SET LOCAL for this statement's own
+      // transaction): the claim is committed, visible to every other claim and answered as before,
+      // but the answer does not wait for the WAL flush. Only a crash of PostgreSQL itself can lose
+      // the claims of its last ~0.6 s (3 x wal_writer_delay); a request replayed after that with
+      // such a nonce meets the durable request-id record (every POST) or is a read.
+      // docs/decisions.md ("Nonces"); docs/performance.md.
       const r = await db.query<{ a: string; n: string }>({
         name: 'nonce_claim_batch',
-        text: `INSERT INTO nonces(app_id, nonce, expires_at)
-         SELECT a, n, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::text[]) AS t(a, n)
+        text: `WITH s AS (SELECT set_config('synchronous_commit', 'off', true))
+         INSERT INTO nonces(app_id, nonce, expires_at)
+         SELECT a, n, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::text[]) AS t(a, n), s
          ON CONFLICT (app_id, nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at < now()
          RETURNING app_id AS a, nonce AS n`,
         values: [batch.map((c) => c.appId), batch.map((c) => c.nonce), NONCE_TTL_SECONDS],

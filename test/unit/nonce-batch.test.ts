@@ -45,6 +45,27 @@ describe('PgNonceStore batching', () => {
     assert.equal(await store.claim('app_a', 'distinct-0'), false);
   });
 
+  test('the claim commits asynchronously, and only its own statement: the connection stays synchronous', async () => {
+    const one = createPool(tdb.url, 1);
+    try {
+      const store = new PgNonceStore(one);
+      assert.deepEqual(await Promise.all([store.claim('app_s', 'sync-1'), store.claim('app_s', 'sync-2')]), [true, true]);
+      assert.equal(await store.claim('app_s', 'sync-3'), true);
+      // The single pooled connection ran the claims; its own setting is untouched afterwards, so
+      // whatever runs next on it (an order's commit) waits for the WAL flush as before.
+      const r = await one.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
+      assert.equal(r.rows[0]!.synchronous_commit, 'on');
+      // Inside the claim's statement the setting is off (what makes its commit asynchronous).
+      const inside = await one.query<{ v: string }>(
+        "WITH s AS (SELECT set_config('synchronous_commit', 'off', true)) SELECT current_setting('synchronous_commit') AS v FROM s",
+      );
+      assert.equal(inside.rows[0]!.v, 'off');
+      assert.equal((await one.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit, 'on');
+    } finally {
+      await one.end();
+    }
+  });
+
   test('one nonce claimed many times in one turn: exactly one wins', async () => {
     const store = new PgNonceStore(db);
     const r = await Promise.all(Array.from({ length: 20 }, () => store.claim('app_a', 'same-turn')));

@@ -44,6 +44,17 @@ interface OpenOutcome {
 
 export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>) => Promise<void>;
 
+/**
+ * A FROM item that makes the statement's own transaction commit asynchronously (SET LOCAL
+ * synchronous_commit = off): the payment is committed, but the caller does not wait for the disk.
+ * Safe: the service's next write (the accepted attempt) commits synchronously, and WAL is flushed
+ * in order, so the payment is on disk before the service acts on it. A crash of PostgreSQL between
+ * the two forgets the payment; the service then holds only the PENDING attempt it recorded before
+ * calling, and its reconciler finds the payment NOT_FOUND: an attempt the provider never received
+ * (src/workers.ts). A real provider is a network call here instead.
+ */
+const ASYNC_COMMIT = `(SELECT set_config('synchronous_commit', 'off', true)) async_commit`;
+
 export class SandboxProvider implements PaymentProvider {
   readonly name = 'sandbox';
   readonly #db: Db;
@@ -78,7 +89,7 @@ export class SandboxProvider implements PaymentProvider {
           SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END
            WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
           ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state)
-        SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state`,
+        SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state FROM ${ASYNC_COMMIT}`,
       values: [ref, input.attemptId, input.channel, input.amountFen],
     });
     return r.rows[0]!;
@@ -97,7 +108,7 @@ export class SandboxProvider implements PaymentProvider {
           SELECT r, a, c, m, 'OPEN' FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS t(r, a, c, m)
            WHERE NOT EXISTS (SELECT 1 FROM f)
           ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING attempt_id, state)
-        SELECT EXISTS (SELECT 1 FROM f) AS faulted, p.attempt_id, p.state FROM (SELECT 1) one LEFT JOIN p ON true`,
+        SELECT EXISTS (SELECT 1 FROM f) AS faulted, p.attempt_id, p.state FROM ${ASYNC_COMMIT} CROSS JOIN (SELECT 1) one LEFT JOIN p ON true`,
       values: [os.map((o) => o.ref), os.map((o) => o.input.attemptId), os.map((o) => o.input.channel), os.map((o) => o.input.amountFen)],
     });
     if (r.rows[0]!.faulted) {
