@@ -112,7 +112,7 @@ const opts = {
   workers: a.workers,
   nodeOptions: a['server-node-options'],
   pgSettings: (a['pg-set'] ?? []).map((kv): [string, string] => {
-    const m = /^([a-z_]+)=([A-Za-z0-9_.-]+)$/.exec(kv);
+    const m = /^([a-z_]+(?:\.[a-z_]+)?)=([A-Za-z0-9_.-]+)$/.exec(kv);
     if (!m) {
       process.stderr.write(`--pg-set takes name=value (got '${kv}')\n`);
       process.exit(2);

@@ -1,0 +1,123 @@
+/**
+ * The accepted outcome of a create (mps_accept_attempts / mps_accept_attempt, migrations/0005)
+ * finds its rows by primary key, whatever the planner thinks of the partial indexes: with thousands
+ * of orders inside their payment window, accepting one attempt reads a handful of order and attempt
+ * rows, not every open order. Counted with pg_stat_xact_user_tables inside the call's transaction.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+
+const OPEN_ORDERS = 3000;
+
+describe('accepting an attempt reads by primary key', () => {
+  let tdb: TestDatabase;
+  let db: Db;
+  before(async () => {
+    tdb = await createTestDatabase();
+    db = createPool(tdb.url, 2);
+    await migrate(db);
+    // Many open (PAYING) orders with accepted attempts, plus PENDING attempts made ACCEPTED (dead
+    // entries in the partial indexes), then statistics, as in a busy service.
+    await db.query(
+      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
+                          links, status, expire_at, fee_projection)
+       SELECT 'ord_open_' || g, 'app_plan', 'mch_plan', 'OPEN_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
+              '{}', 'PAYING', now() + interval '1 hour', '{}'
+         FROM generate_series(1, $1) g`,
+      [OPEN_ORDERS],
+    );
+    await db.query(
+      `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at)
+       SELECT 'att_open_' || g, 'ord_open_' || g, 1, 'PENDING', 'tok_open_' || g, now() + interval '1 hour' FROM generate_series(1, $1) g`,
+      [OPEN_ORDERS],
+    );
+    await db.query(`UPDATE attempts SET state = 'ACCEPTED' WHERE id LIKE 'att_open_%'`);
+    await db.query('ANALYZE orders');
+    await db.query('ANALYZE attempts');
+  });
+  after(async () => {
+    await db.end();
+    await tdb.drop();
+  });
+
+  async function newCreated(n: number): Promise<{ order: string; attempt: string }> {
+    const order = `ord_new_${n}`;
+    const attempt = `att_new_${n}`;
+    await db.query(
+      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
+                          links, status, expire_at, fee_projection)
+       VALUES ($1, 'app_plan', 'mch_plan', $2, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd', '{}', 'CREATED', now() + interval '1 hour', '{}')`,
+      [order, `NEW_${n}`],
+    );
+    await db.query(
+      `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at) VALUES ($1, $2, 1, 'PENDING', $3, now() + interval '1 hour')`,
+      [attempt, order, `tok_new_${n}`],
+    );
+    return { order, attempt };
+  }
+
+  /** Runs `call` in a transaction and returns the rows it read from orders and attempts. */
+  async function rowsRead(call: (c: pg.PoolClient) => Promise<void>): Promise<{ orders: number; attempts: number }> {
+    const c = await (db as pg.Pool).connect();
+    try {
+      // The backend's counts not yet reported may include earlier transactions: take a difference.
+      const counts = async () => {
+        const r = await c.query<{ relname: string; n: string }>(
+          `SELECT relname, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
+             FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
+        );
+        const n = Object.fromEntries(r.rows.map((x) => [x.relname, Number(x.n)]));
+        return { orders: n.orders ?? 0, attempts: n.attempts ?? 0 };
+      };
+      await c.query('BEGIN');
+      const before = await counts();
+      await call(c);
+      const after = await counts();
+      await c.query('COMMIT');
+      return { orders: after.orders - before.orders, attempts: after.attempts - before.attempts };
+    } finally {
+      c.release();
+    }
+  }
+
+  test('a batch of two: both accepted, a few rows read', async () => {
+    const a = await newCreated(1);
+    const b = await newCreated(2);
+    let accepted: string[] = [];
+    const read = await rowsRead(async (c) => {
+      const items = [a, b].map((x) => ({ order_id: x.order, attempt_id: x.attempt, provider_ref: `ref_${x.order}`, qr_code: null }));
+      accepted = (await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)])).rows.map(
+        (r) => r.id,
+      );
+    });
+    assert.deepEqual(accepted.sort(), [a.order, b.order]);
+    assert.ok(read.orders < 20, `orders rows read: ${read.orders} (of ${OPEN_ORDERS} open)`);
+    assert.ok(read.attempts < 20, `attempts rows read: ${read.attempts}`);
+    const o = await db.query<{ status: string; state: string; provider_ref: string }>(
+      'SELECT o.status, a.state, a.provider_ref FROM orders o JOIN attempts a ON a.order_id = o.id WHERE o.id = $1',
+      [a.order],
+    );
+    assert.deepEqual(o.rows[0], { status: 'PAYING', state: 'ACCEPTED', provider_ref: `ref_${a.order}` });
+  });
+
+  test('one at a time: accepted, a few rows read; a second call changes nothing', async () => {
+    const a = await newCreated(3);
+    const call = (c: pg.PoolClient) =>
+      c.query<{ ok: boolean }>('SELECT mps_accept_attempt($1, $2, $3, NULL, NULL, NULL, NULL, NULL) AS ok', [a.order, a.attempt, 'ref_3']);
+    let ok = false;
+    const read = await rowsRead(async (c) => {
+      ok = (await call(c)).rows[0]!.ok;
+    });
+    assert.equal(ok, true);
+    assert.ok(read.orders < 10 && read.attempts < 10, JSON.stringify(read));
+    const c = await (db as pg.Pool).connect();
+    try {
+      assert.equal((await call(c)).rows[0]!.ok, false, 'the order is PAYING now: nothing to accept');
+    } finally {
+      c.release();
+    }
+  });
+});
