@@ -65,15 +65,16 @@ BEGIN
     FROM (SELECT id, order_id, state FROM attempts
            WHERE id = ANY(ARRAY(SELECT attempt_id FROM json_to_recordset(p_items) AS t(order_id text, attempt_id text)
                                  WHERE order_id = ANY(v_locked)))) a
-    JOIN json_to_recordset(p_items) AS t(order_id text, attempt_id text) ON t.attempt_id = a.id AND t.order_id = a.order_id
+    JOIN json_to_recordset(p_items) AS t(order_id text, attempt_id text)
+      ON t.attempt_id = a.id AND t.order_id = a.order_id AND t.order_id = ANY(v_locked)
    WHERE a.state || '' = 'PENDING';  -- tested on the rows found, never through a partial index
   IF v_done IS NULL THEN
     RETURN;
   END IF;
   UPDATE attempts SET state = 'ACCEPTED', provider_ref = COALESCE(t.provider_ref, attempts.provider_ref),
          qr_code = COALESCE(t.qr_code, attempts.qr_code), next_check_at = NULL, updated_at = now()
-    FROM json_to_recordset(p_items) AS t(attempt_id text, provider_ref text, qr_code text)
-   WHERE attempts.id = ANY(v_attempts) AND t.attempt_id = attempts.id;
+    FROM json_to_recordset(p_items) AS t(order_id text, attempt_id text, provider_ref text, qr_code text)
+   WHERE attempts.id = ANY(v_attempts) AND t.attempt_id = attempts.id AND t.order_id = attempts.order_id AND t.order_id = ANY(v_done);
   UPDATE orders SET status = 'PAYING', state_version = state_version + 1, updated_at = now() WHERE id = ANY(v_done);
   UPDATE request_replays r SET state = 'DONE', status_code = t.replay_status, response_body = t.replay_body, lease_until = NULL
     FROM json_to_recordset(p_items) AS t(order_id text, replay_app_id text, replay_request_id text, replay_status integer, replay_body text)

@@ -22,6 +22,7 @@ interface Conn {
   /** index of the item in flight, -1 when idle */
   current: number;
   buf: Buffer;
+  connected: boolean;
 }
 
 interface Parsed {
@@ -113,6 +114,7 @@ export function runPaced(o: {
     const done = () => {
       if (resolved) return;
       resolved = true;
+      clearTimeout(deadline);
       for (const c of conns) c.socket.destroy();
       const seconds = ((last || performance.now()) - t0) / 1000;
       const completed = Object.values(statuses).reduce((s, n) => s + n, 0);
@@ -167,10 +169,18 @@ export function runPaced(o: {
       }
     };
     const open = () => {
-      const c: Conn = { socket: net.connect({ host: u.hostname, port, noDelay: true }), current: -1, buf: Buffer.alloc(0) };
+      const c: Conn = {
+        socket: net.connect({ host: u.hostname, port, noDelay: true }),
+        current: -1,
+        buf: Buffer.alloc(0),
+        connected: false,
+      };
       conns.add(c);
       c.socket.setTimeout(30_000);
-      c.socket.on('connect', () => dispatch(c));
+      c.socket.on('connect', () => {
+        c.connected = true;
+        dispatch(c);
+      });
       c.socket.on('data', (chunk: Buffer) => {
         c.buf = c.buf.length === 0 ? chunk : Buffer.concat([c.buf, chunk]);
         for (;;) {
@@ -203,7 +213,18 @@ export function runPaced(o: {
         conns.delete(c);
         const k = idle.indexOf(c);
         if (k >= 0) idle.splice(k, 1);
-        if (c.current >= 0) {
+        const code = (c.socket.errored as (Error & { code?: string }) | null)?.code ?? 'ECONNRESET';
+        if (!c.connected) {
+          // Could not connect: the request waiting longest fails with the error (as node:http's
+          // client fails a request whose socket cannot connect), so retries are bounded by the
+          // requests left and a dead server ends the run instead of a reconnect loop.
+          if (waitingAt < waiting.length) {
+            waitingAt++;
+            failed(code);
+          } else {
+            socketErrors[code] = (socketErrors[code] ?? 0) + 1;
+          }
+        } else if (c.current >= 0) {
           c.current = -1;
           failed((c.socket.errored as (Error & { code?: string }) | null)?.code ?? 'ECONNRESET');
         }
@@ -218,20 +239,34 @@ export function runPaced(o: {
       if (c) dispatch(c);
       else if (conns.size < o.maxSockets) open();
     };
+    const stop = () => {
+      truncated = true;
+      // requests not yet on a socket are never sent
+      released -= waiting.length - waitingAt;
+      waiting.length = 0;
+      waitingAt = 0;
+      maybeDone();
+    };
+    // The deadline holds also after the last request is released (answers still outstanding then
+    // end by their sockets' 30 s timeout).
+    const deadline = setTimeout(
+      () => {
+        if (!resolved && (released < items.length || waitingAt < waiting.length)) stop();
+      },
+      Math.max(0, o.deadlineMs - Date.now()),
+    );
+    deadline.unref();
     const tick = () => {
+      if (resolved) return;
       if (Date.now() > o.deadlineMs) {
-        truncated = true;
-        // requests not yet on a socket are never sent
-        released -= waiting.length - waitingAt;
-        waiting.length = 0;
-        waitingAt = 0;
-        maybeDone();
+        stop();
         return;
       }
       const due = Math.min(items.length, Math.floor(((performance.now() - t0) * rate) / 1000) + 1);
       while (released < due) release(released++);
       if (released < items.length) setTimeout(tick, 1);
     };
-    tick();
+    if (items.length === 0) done();
+    else tick();
   });
 }

@@ -60,6 +60,11 @@ export function failure(req: FastifyRequest, code: OpenApiCode, message?: string
   return { status: OPEN_API_ERRORS[code].status, body };
 }
 
+/** decisions.md section 3: the answer when the platform signing key is unavailable (sent unsigned). */
+function keyUnavailableBody(): Record<string, unknown> {
+  return { code: 'OPEN_API_GUARD_UNAVAILABLE', message: OPEN_API_ERRORS.OPEN_API_GUARD_UNAVAILABLE.message, requestId: '' };
+}
+
 export function fromApiError(req: FastifyRequest, err: ApiError): OpenResult {
   const r = failure(req, err.code, err.message, err.details);
   if (err.headers) r.headers = err.headers;
@@ -100,9 +105,7 @@ export async function sendOpen(
       else req.log.error('platform signing key unavailable');
       // decisions.md section 3: 503, unsigned, requestId "" in the body, the value in the header.
       reply.code(503);
-      return reply.send(
-        JSON.stringify({ code: 'OPEN_API_GUARD_UNAVAILABLE', message: OPEN_API_ERRORS.OPEN_API_GUARD_UNAVAILABLE.message, requestId: '' }),
-      );
+      return reply.send(JSON.stringify(keyUnavailableBody()));
     }
   }
   return reply.send(payload);
@@ -322,11 +325,17 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
   if (authApp.app.ipAllowlist.length > 0 && !svc.allowlists.get(authApp.app.ipAllowlist).contains(src.address)) {
     return failure(req, 'OPEN_API_SOURCE_IP_REJECTED');
   }
+  // From here every answer is signed (section 3). With the signing key unavailable the answer is
+  // section 3's 503 (unsigned, requestId "" in the body, the id in the header): given here, before
+  // the operation runs and before a rate-limit token is spent, rather than after performing the
+  // operation and failing to sign its answer; and left unsigned even if the key returns meanwhile.
+  if (svc.keys.current === null) {
+    return {
+      status: 503,
+      body: keyUnavailableBody(),
+    };
+  }
   g.signed = true;
-  // From here every answer is signed (section 3): with the signing key unavailable the answer is
-  // the 503, so refuse before the operation runs (and before a rate-limit token is spent), rather
-  // than perform it and then be unable to sign its answer.
-  if (svc.keys.current === null) return failure(req, 'OPEN_API_GUARD_UNAVAILABLE');
 
   // Step 7: Content-Type on POST.
   if (req.method === 'POST' && normalizeContentType(g.contentType) !== 'application/json') {

@@ -425,6 +425,30 @@ describe('the response signature (decisions.md section 3)', () => {
     }
   });
 
+  test('the key coming back between the gate and the answer: still the unsigned 503 with requestId ""', async () => {
+    const keys = t.svc.keys;
+    const real = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(keys), 'current')!;
+    let reads = 0;
+    Object.defineProperty(keys, 'current', {
+      configurable: true,
+      get() {
+        reads++;
+        return reads === 1 ? null : real.get!.call(keys);
+      },
+    });
+    try {
+      const s = await send(t, m, 'GET', SETTLEMENT);
+      assert.equal(s.r.statusCode, 503, s.r.body);
+      assert.deepEqual(s.r.json(), { code: 'OPEN_API_GUARD_UNAVAILABLE', message: s.r.json().message, requestId: '' });
+      assert.equal(s.r.headers['x-svc-request-id'], s.requestId);
+      assertUnsigned(s.r);
+      assert.ok(reads >= 1);
+    } finally {
+      delete (keys as unknown as Record<string, unknown>).current;
+    }
+    assert.equal((await send(t, m, 'GET', SETTLEMENT)).r.statusCode, 200);
+  });
+
   test('a create answered 503 for the signing key did not run, and is safe to retry with the same request id', async () => {
     const body = orderBody();
     const requestId = newRequestId();

@@ -103,6 +103,31 @@ describe('accepting an attempt reads by primary key', () => {
     assert.deepEqual(o.rows[0], { status: 'PAYING', state: 'ACCEPTED', provider_ref: `ref_${a.order}` });
   });
 
+  test("an item only ever accepts its own order's attempt, and only for an order still CREATED", async () => {
+    const a = await newCreated(4);
+    const b = await newCreated(5);
+    await db.query(`UPDATE orders SET status = 'PAYING' WHERE id = $1`, [b.order]);
+    // a's order (CREATED) names b's attempt; b's order (not CREATED) names its own: nothing applies.
+    const items = [
+      { order_id: a.order, attempt_id: b.attempt, provider_ref: 'ref_wrong', qr_code: null },
+      { order_id: b.order, attempt_id: b.attempt, provider_ref: 'ref_b', qr_code: null },
+    ];
+    const r = await db.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
+    assert.deepEqual(r.rows, []);
+    const rows = await db.query<{ id: string; status: string; state: string; provider_ref: string | null; state_version: number }>(
+      `SELECT o.id, o.status, a.state, a.provider_ref, o.state_version FROM orders o JOIN attempts a ON a.order_id = o.id
+        WHERE o.id = ANY($1) ORDER BY o.id`,
+      [[a.order, b.order]],
+    );
+    assert.deepEqual(
+      rows.rows.map((x) => [x.id, x.status, x.state, x.provider_ref, x.state_version]),
+      [
+        [a.order, 'CREATED', 'PENDING', null, 1],
+        [b.order, 'PAYING', 'PENDING', null, 1],
+      ],
+    );
+  });
+
   test('one at a time: accepted, a few rows read; a second call changes nothing', async () => {
     const a = await newCreated(3);
     const call = (c: pg.PoolClient) =>

@@ -77,3 +77,29 @@ test('runPaced sends every item once at the rate and counts answers by status, u
     server.close();
   }
 });
+
+test('runPaced against a closed port ends: every request fails with the connect error', async () => {
+  // A port that was free a moment ago (nothing listens on it now).
+  const probe = http.createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => probe.once('listening', r));
+  const port = (probe.address() as AddressInfo).port;
+  await new Promise((r) => probe.close(r));
+  const items = Array.from({ length: 5 }, (_, i): Item => ({
+    kind: 'query',
+    expect: 200,
+    method: 'GET',
+    path: `/${i}`,
+    body: '',
+    requestId: `r${i}`,
+    headers: {},
+  }));
+  const r = await runPaced({ url: `http://127.0.0.1:${port}`, items, rate: 1000, maxSockets: 2, deadlineMs: Date.now() + 10_000 });
+  assert.equal(r.completed, 0);
+  assert.ok((r.socketErrors.ECONNREFUSED ?? 0) >= 5, JSON.stringify(r.socketErrors));
+});
+
+test('runPaced with no items resolves at once', async () => {
+  const r = await runPaced({ url: 'http://127.0.0.1:9', items: [], rate: 10, maxSockets: 1, deadlineMs: Date.now() + 1000 });
+  assert.equal(r.sent, 0);
+  assert.equal(r.completed, 0);
+});
