@@ -83,3 +83,11 @@ BEGIN
   RETURN QUERY SELECT unnest(v_done);
 END
 $$;
+
+-- Their statements find at most a batch of rows by primary key. PL/pgSQL keeps a statement's
+-- generic plan until the table is next analyzed; one made while a table was small (a new
+-- database's first minute, before autovacuum's first ANALYZE) would stay a sequential scan while
+-- the table grows (measured: a benchmark's first minutes read thousands of rows per batch). With
+-- sequential scans priced out, every plan is the primary-key lookup whatever the statistics say.
+ALTER FUNCTION mps_accept_attempt(text, text, text, text, text, text, integer, text) SET enable_seqscan = off;
+ALTER FUNCTION mps_accept_attempts(json) SET enable_seqscan = off;
