@@ -146,3 +146,73 @@ describe('accepting an attempt reads by primary key', () => {
     }
   });
 });
+
+describe('a plan cached while the tables were small stays a primary-key lookup', () => {
+  let tdb: TestDatabase;
+  let db: Db;
+  before(async () => {
+    tdb = await createTestDatabase();
+    db = createPool(tdb.url, 1);
+    await migrate(db);
+  });
+  after(async () => {
+    await db.end();
+    await tdb.drop();
+  });
+
+  test('eight calls on near-empty tables, then 3,000 more open orders without ANALYZE: a few rows read', async () => {
+    const c = await (db as pg.Pool).connect();
+    try {
+      let n = 0;
+      const accept = async () => {
+        n++;
+        await c.query(
+          `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
+                              links, status, expire_at, fee_projection)
+           VALUES ($1, 'app_plan', 'mch_plan', $2, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd', '{}', 'CREATED', now() + interval '1 hour', '{}')`,
+          [`ord_c_${n}`, `C_${n}`],
+        );
+        await c.query(
+          `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at) VALUES ($1, $2, 1, 'PENDING', $3, now() + interval '1 hour')`,
+          [`att_c_${n}`, `ord_c_${n}`, `tok_c_${n}`],
+        );
+        const items = [{ order_id: `ord_c_${n}`, attempt_id: `att_c_${n}`, provider_ref: `ref_${n}`, qr_code: null }];
+        await c.query('BEGIN');
+        const count = async () =>
+          Number(
+            (
+              await c.query<{ n: string }>(
+                `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::text AS n
+                   FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
+              )
+            ).rows[0]!.n,
+          );
+        const before = await count();
+        const r = await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
+        const read = (await count()) - before;
+        await c.query('COMMIT');
+        assert.deepEqual(
+          r.rows.map((x) => x.id),
+          [`ord_c_${n}`],
+        );
+        return read;
+      };
+      // PL/pgSQL settles on a generic plan after five runs; these run while the tables are tiny.
+      for (let i = 0; i < 8; i++) await accept();
+      await c.query(
+        `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
+                            links, status, expire_at, fee_projection)
+         SELECT 'ord_big_' || g, 'app_plan', 'mch_plan', 'BIG_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
+                '{}', 'PAYING', now() + interval '1 hour', '{}' FROM generate_series(1, 3000) g`,
+      );
+      await c.query(
+        `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at)
+         SELECT 'att_big_' || g, 'ord_big_' || g, 1, 'ACCEPTED', 'tok_big_' || g, now() + interval '1 hour' FROM generate_series(1, 3000) g`,
+      );
+      const read = await accept();
+      assert.ok(read < 20, `rows read after the tables grew: ${read}`);
+    } finally {
+      c.release();
+    }
+  });
+});
