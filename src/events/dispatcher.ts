@@ -69,6 +69,46 @@ interface Claimed {
   notifyUrl: string | null;
 }
 
+/**
+ * One claim: $1 now, $2 per-app limit, $3 events at most, $4 ids in flight here, $5 lease token,
+ * $6 lease end. Bounded by what a poll can take, not by the backlog (migrations/0006): per app
+ * with a due event, its oldest ready events up to the per-app limit (events_app_due, in order),
+ * and the leases held counted from the few events that hold one (events_leased).
+ */
+export const CLAIM_SQL = `WITH busy AS (
+  SELECT app_id, count(*)::int AS n FROM events
+   WHERE status = 'PENDING' AND locked_until IS NOT NULL AND locked_until > $1 GROUP BY app_id
+), due_apps AS (
+  SELECT a.id AS app_id FROM apps a
+   WHERE EXISTS (SELECT 1 FROM events e WHERE e.app_id = a.id AND e.status = 'PENDING' AND e.next_attempt_at <= $1)
+), ready AS (
+  SELECT c.id, c.app_id, c.next_attempt_at, row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
+    FROM due_apps d
+    CROSS JOIN LATERAL (
+      SELECT e.id, e.app_id, e.next_attempt_at FROM events e
+       WHERE e.app_id = d.app_id AND e.status = 'PENDING' AND e.next_attempt_at <= $1
+         AND (e.locked_until IS NULL OR e.locked_until <= $1)
+         AND e.id <> ALL($4::text[])
+         AND NOT EXISTS (SELECT 1 FROM events p
+                          WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
+       ORDER BY e.next_attempt_at, e.id
+       LIMIT $2) c
+), picked AS (
+  SELECT r.id FROM ready r LEFT JOIN busy b ON b.app_id = r.app_id
+   WHERE r.rn <= $2 - coalesce(b.n, 0)
+   ORDER BY r.rn, r.next_attempt_at, r.id
+   LIMIT $3
+), locked AS (
+  SELECT e.id FROM events e JOIN picked USING (id)
+   WHERE e.status = 'PENDING' AND (e.locked_until IS NULL OR e.locked_until <= $1)
+   FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE events e SET locked_by = $5, locked_until = $6
+  FROM locked, apps a
+ WHERE e.id = locked.id AND a.id = e.app_id
+RETURNING e.id, e.app_id AS "appId", e.attempts, e.payload::text AS body, a.notify_url AS "notifyUrl",
+          (SELECT count(*) FROM event_deliveries d WHERE d.event_id = e.id)::int AS deliveries`;
+
 export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): EventDispatcher {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const maxResponseBytes = opts.maxResponseBytes ?? 65_536;
@@ -83,35 +123,7 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
   async function claim(limit: number): Promise<{ token: string; events: Claimed[] }> {
     const token = `${instance}.${++claims}`;
     const now = new Date(svc.clock.now());
-    const r = await svc.db.query<Claimed>(
-      `WITH busy AS (
-         SELECT app_id, count(*)::int AS n FROM events WHERE status = 'PENDING' AND locked_until > $1 GROUP BY app_id
-       ), ready AS (
-         SELECT e.id, e.app_id, e.next_attempt_at,
-                row_number() OVER (PARTITION BY e.app_id ORDER BY e.next_attempt_at, e.id) AS rn
-           FROM events e
-          WHERE e.status = 'PENDING' AND e.next_attempt_at <= $1
-            AND (e.locked_until IS NULL OR e.locked_until <= $1)
-            AND e.id <> ALL($4::text[])
-            AND NOT EXISTS (SELECT 1 FROM events p
-                             WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
-       ), picked AS (
-         SELECT r.id FROM ready r LEFT JOIN busy b ON b.app_id = r.app_id
-          WHERE r.rn <= $2 - coalesce(b.n, 0)
-          ORDER BY r.rn, r.next_attempt_at, r.id
-          LIMIT $3
-       ), locked AS (
-         SELECT e.id FROM events e JOIN picked USING (id)
-          WHERE e.status = 'PENDING' AND (e.locked_until IS NULL OR e.locked_until <= $1)
-          FOR UPDATE OF e SKIP LOCKED
-       )
-       UPDATE events e SET locked_by = $5, locked_until = $6
-         FROM locked, apps a
-        WHERE e.id = locked.id AND a.id = e.app_id
-       RETURNING e.id, e.app_id AS "appId", e.attempts, e.payload::text AS body, a.notify_url AS "notifyUrl",
-                 (SELECT count(*) FROM event_deliveries d WHERE d.event_id = e.id)::int AS deliveries`,
-      [now, perApp, limit, [...inFlight.keys()], token, new Date(now.getTime() + leaseMs)],
-    );
+    const r = await svc.db.query<Claimed>(CLAIM_SQL, [now, perApp, limit, [...inFlight.keys()], token, new Date(now.getTime() + leaseMs)]);
     return { token, events: r.rows };
   }
 

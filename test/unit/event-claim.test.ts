@@ -1,0 +1,124 @@
+/**
+ * The event dispatcher's claim (src/events/dispatcher.ts, CLAIM_SQL; migrations/0006) reads what
+ * one poll can take, not the backlog: with thousands of PENDING events (due and not yet due) it
+ * touches a few dozen event rows, and still takes each app's oldest due events, the per-app limit
+ * at most, round-robin across apps.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { CLAIM_SQL } from '../../src/events/dispatcher.ts';
+import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+
+const BACKLOG = 3000;
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+/** Event rows read by the plan: returned plus filtered out, over all loops. */
+function eventRowsRead(node: PlanNode): number {
+  let n = 0;
+  if (node['Relation Name'] === 'events') {
+    const loops = node['Actual Loops'] ?? 1;
+    n += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * loops;
+  }
+  for (const child of node.Plans ?? []) n += eventRowsRead(child);
+  return n;
+}
+
+describe('event claim cost', () => {
+  let tdb: TestDatabase;
+  let db: Db;
+  before(async () => {
+    tdb = await createTestDatabase();
+    db = createPool(tdb.url, 2);
+    await migrate(db);
+    await db.query(`INSERT INTO merchants(id, name, entity_type) VALUES ('mch_ev', 'm', 'CORPORATE')`);
+    await db.query(
+      `INSERT INTO apps(id, merchant_id, channels, trade_scopes, payment_window_seconds, rate_limit_per_second)
+       VALUES ('app_backlog', 'mch_ev', '{}', '{}', 900, 100), ('app_quiet', 'mch_ev', '{}', '{}', 900, 100)`,
+    );
+    // One order per event (no event waits for an earlier one of its order).
+    await db.query(
+      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
+                          links, status, expire_at, fee_projection)
+       SELECT 'ord_ev_' || g, 'app_backlog', 'mch_ev', 'EV_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
+              '{}', 'CLOSED', now(), '{}' FROM generate_series(0, $1) g`,
+      [2 * BACKLOG],
+    );
+    // app_backlog: BACKLOG events overdue (oldest first by number) and BACKLOG not due for an hour;
+    // app_quiet: one due event, newer than all of them.
+    await db.query(
+      `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, next_attempt_at)
+       SELECT 'evt_due_' || lpad(g::text, 5, '0'), 'app_backlog', 'ord_ev_' || g, 'PAYMENT_CLOSED', 2, '{}',
+              now() - interval '1 hour' + g * interval '1 ms'
+         FROM generate_series(1, $1) g`,
+      [BACKLOG],
+    );
+    await db.query(
+      `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, next_attempt_at)
+       SELECT 'evt_later_' || g, 'app_backlog', 'ord_ev_' || (g + $1), 'PAYMENT_CLOSED', 2, '{}', now() + interval '1 hour'
+         FROM generate_series(1, $1) g`,
+      [BACKLOG],
+    );
+    await db.query(
+      `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, next_attempt_at)
+       VALUES ('evt_quiet', 'app_quiet', 'ord_ev_0', 'PAYMENT_CLOSED', 2, '{}', now() - interval '1 minute')`,
+    );
+    await db.query('ANALYZE events');
+  });
+  after(async () => {
+    await db.end();
+    await tdb.drop();
+  });
+
+  test('a poll over a backlog of 6,001 PENDING events reads a few dozen and takes the oldest due of each app', async () => {
+    const c = await (db as pg.Pool).connect();
+    try {
+      await c.query('BEGIN');
+      const now = new Date();
+      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)];
+      const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
+      const read = eventRowsRead(plan.rows[0]!['QUERY PLAN'][0]!.Plan);
+      await c.query('ROLLBACK');
+      assert.ok(read < 100, `event rows read: ${read}`);
+
+      await c.query('BEGIN');
+      const claimed = await c.query<{ id: string; appId: string }>(CLAIM_SQL, params);
+      await c.query('ROLLBACK');
+      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), [
+        'evt_due_00001',
+        'evt_due_00002',
+        'evt_due_00003',
+        'evt_due_00004',
+        'evt_quiet',
+      ]);
+    } finally {
+      c.release();
+    }
+  });
+
+  test('leases held count against the per-app limit', async () => {
+    const c = await (db as pg.Pool).connect();
+    try {
+      await c.query('BEGIN');
+      const now = new Date();
+      await c.query(
+        `UPDATE events SET locked_by = 'other', locked_until = $1 WHERE id IN ('evt_due_00001', 'evt_due_00002', 'evt_due_00003')`,
+        [new Date(now.getTime() + 60_000)],
+      );
+      const claimed = await c.query<{ id: string }>(CLAIM_SQL, [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)]);
+      await c.query('ROLLBACK');
+      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), ['evt_due_00004', 'evt_quiet']);
+    } finally {
+      c.release();
+    }
+  });
+});
