@@ -71,16 +71,25 @@ interface Claimed {
 
 /**
  * One claim: $1 now, $2 per-app limit, $3 events at most, $4 ids in flight here, $5 lease token,
- * $6 lease end. Bounded by what a poll can take, not by the backlog (migrations/0006): per app
- * with a due event, its oldest ready events up to the per-app limit (events_app_due, in order),
- * and the leases held counted from the few events that hold one (events_leased).
+ * $6 lease end. Bounded by what a poll can take, not by the backlog (migrations/0006): the apps
+ * with a PENDING event found by one index probe each, then per app with a due event its oldest
+ * ready events up to the per-app limit (events_app_due, in order), and the leases held counted
+ * from the few events that hold one (events_leased).
  */
-export const CLAIM_SQL = `WITH busy AS (
+export const CLAIM_SQL = `WITH RECURSIVE pending_apps AS (
+  -- Each app with a PENDING event and its earliest next_attempt_at: one index probe per such app
+  -- (a loose scan of events_app_due), whatever the backlog, and nothing for the other apps.
+  (SELECT app_id, next_attempt_at FROM events WHERE status = 'PENDING' ORDER BY app_id, next_attempt_at LIMIT 1)
+  UNION ALL
+  SELECT n.app_id, n.next_attempt_at FROM pending_apps pa
+   CROSS JOIN LATERAL (SELECT e.app_id, e.next_attempt_at FROM events e
+                        WHERE e.status = 'PENDING' AND e.app_id > pa.app_id
+                        ORDER BY e.app_id, e.next_attempt_at LIMIT 1) n
+), due_apps AS (
+  SELECT app_id FROM pending_apps WHERE next_attempt_at <= $1
+), busy AS (
   SELECT app_id, count(*)::int AS n FROM events
    WHERE status = 'PENDING' AND locked_until IS NOT NULL AND locked_until > $1 GROUP BY app_id
-), due_apps AS (
-  SELECT a.id AS app_id FROM apps a
-   WHERE EXISTS (SELECT 1 FROM events e WHERE e.app_id = a.id AND e.status = 'PENDING' AND e.next_attempt_at <= $1)
 ), ready AS (
   SELECT c.id, c.app_id, c.next_attempt_at, row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
     FROM due_apps d

@@ -22,14 +22,14 @@ interface PlanNode {
   Plans?: PlanNode[];
 }
 
-/** Event rows read by the plan: returned plus filtered out, over all loops. */
-function eventRowsRead(node: PlanNode): number {
+/** Rows of a table read by the plan: returned plus filtered out, over all loops. */
+function rowsRead(node: PlanNode, table: string): number {
   let n = 0;
-  if (node['Relation Name'] === 'events') {
+  if (node['Relation Name'] === table) {
     const loops = node['Actual Loops'] ?? 1;
     n += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * loops;
   }
-  for (const child of node.Plans ?? []) n += eventRowsRead(child);
+  for (const child of node.Plans ?? []) n += rowsRead(child, table);
   return n;
 }
 
@@ -44,6 +44,11 @@ describe('event claim cost', () => {
     await db.query(
       `INSERT INTO apps(id, merchant_id, channels, trade_scopes, payment_window_seconds, rate_limit_per_second)
        VALUES ('app_backlog', 'mch_ev', '{}', '{}', 900, 100), ('app_quiet', 'mch_ev', '{}', '{}', 900, 100)`,
+    );
+    // Many apps with nothing to deliver: they must cost a poll nothing.
+    await db.query(
+      `INSERT INTO apps(id, merchant_id, channels, trade_scopes, payment_window_seconds, rate_limit_per_second)
+       SELECT 'app_idle_' || g, 'mch_ev', '{}', '{}', 900, 100 FROM generate_series(1, 2000) g`,
     );
     // One order per event (no event waits for an earlier one of its order).
     await db.query(
@@ -79,16 +84,19 @@ describe('event claim cost', () => {
     await tdb.drop();
   });
 
-  test('a poll over a backlog of 6,001 PENDING events reads a few dozen and takes the oldest due of each app', async () => {
+  test('a poll over a backlog of 6,001 PENDING events and 2,000 idle apps reads a few dozen rows and takes the oldest due of each app', async () => {
     const c = await (db as pg.Pool).connect();
     try {
       await c.query('BEGIN');
       const now = new Date();
       const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)];
       const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
-      const read = eventRowsRead(plan.rows[0]!['QUERY PLAN'][0]!.Plan);
+      const root = plan.rows[0]!['QUERY PLAN'][0]!.Plan;
       await c.query('ROLLBACK');
-      assert.ok(read < 100, `event rows read: ${read}`);
+      const events = rowsRead(root, 'events');
+      const apps = rowsRead(root, 'apps');
+      assert.ok(events < 100, `event rows read: ${events}`);
+      assert.ok(apps < 20, `app rows read: ${apps} (of 2,002 apps)`);
 
       await c.query('BEGIN');
       const claimed = await c.query<{ id: string; appId: string }>(CLAIM_SQL, params);
