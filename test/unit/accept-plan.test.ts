@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+import { insertAttempts, insertOrders } from '../helpers/rows.ts';
 
 const OPEN_ORDERS = 3000;
 
@@ -21,19 +22,8 @@ describe('accepting an attempt reads by primary key', () => {
     await migrate(db);
     // Many open (PAYING) orders with accepted attempts, plus PENDING attempts made ACCEPTED (dead
     // entries in the partial indexes), then statistics, as in a busy service.
-    await db.query(
-      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
-                          links, status, expire_at, fee_projection)
-       SELECT 'ord_open_' || g, 'app_plan', 'mch_plan', 'OPEN_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
-              '{}', 'PAYING', now() + interval '1 hour', '{}'
-         FROM generate_series(1, $1) g`,
-      [OPEN_ORDERS],
-    );
-    await db.query(
-      `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at)
-       SELECT 'att_open_' || g, 'ord_open_' || g, 1, 'PENDING', 'tok_open_' || g, now() + interval '1 hour' FROM generate_series(1, $1) g`,
-      [OPEN_ORDERS],
-    );
+    await insertOrders(db, { key: 'open', appId: 'app_plan', merchantId: 'mch_plan', status: 'PAYING', from: 1, to: OPEN_ORDERS });
+    await insertAttempts(db, { key: 'open', state: 'PENDING', from: 1, to: OPEN_ORDERS });
     await db.query(`UPDATE attempts SET state = 'ACCEPTED' WHERE id LIKE 'att_open_%'`);
     await db.query('ANALYZE orders');
     await db.query('ANALYZE attempts');
@@ -44,19 +34,9 @@ describe('accepting an attempt reads by primary key', () => {
   });
 
   async function newCreated(n: number): Promise<{ order: string; attempt: string }> {
-    const order = `ord_new_${n}`;
-    const attempt = `att_new_${n}`;
-    await db.query(
-      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
-                          links, status, expire_at, fee_projection)
-       VALUES ($1, 'app_plan', 'mch_plan', $2, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd', '{}', 'CREATED', now() + interval '1 hour', '{}')`,
-      [order, `NEW_${n}`],
-    );
-    await db.query(
-      `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at) VALUES ($1, $2, 1, 'PENDING', $3, now() + interval '1 hour')`,
-      [attempt, order, `tok_new_${n}`],
-    );
-    return { order, attempt };
+    await insertOrders(db, { key: 'new', appId: 'app_plan', merchantId: 'mch_plan', status: 'CREATED', from: n, to: n });
+    await insertAttempts(db, { key: 'new', state: 'PENDING', from: n, to: n });
+    return { order: `ord_new_${n}`, attempt: `att_new_${n}` };
   }
 
   /** Runs `call` in a transaction and returns the rows it read from orders and attempts. */
@@ -166,16 +146,8 @@ describe('a plan cached while the tables were small stays a primary-key lookup',
       let n = 0;
       const accept = async () => {
         n++;
-        await c.query(
-          `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
-                              links, status, expire_at, fee_projection)
-           VALUES ($1, 'app_plan', 'mch_plan', $2, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd', '{}', 'CREATED', now() + interval '1 hour', '{}')`,
-          [`ord_c_${n}`, `C_${n}`],
-        );
-        await c.query(
-          `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at) VALUES ($1, $2, 1, 'PENDING', $3, now() + interval '1 hour')`,
-          [`att_c_${n}`, `ord_c_${n}`, `tok_c_${n}`],
-        );
+        await insertOrders(c, { key: 'c', appId: 'app_plan', merchantId: 'mch_plan', status: 'CREATED', from: n, to: n });
+        await insertAttempts(c, { key: 'c', state: 'PENDING', from: n, to: n });
         const items = [{ order_id: `ord_c_${n}`, attempt_id: `att_c_${n}`, provider_ref: `ref_${n}`, qr_code: null }];
         await c.query('BEGIN');
         const count = async () =>
@@ -199,16 +171,8 @@ describe('a plan cached while the tables were small stays a primary-key lookup',
       };
       // PL/pgSQL settles on a generic plan after five runs; these run while the tables are tiny.
       for (let i = 0; i < 8; i++) await accept();
-      await c.query(
-        `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
-                            links, status, expire_at, fee_projection)
-         SELECT 'ord_big_' || g, 'app_plan', 'mch_plan', 'BIG_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
-                '{}', 'PAYING', now() + interval '1 hour', '{}' FROM generate_series(1, 3000) g`,
-      );
-      await c.query(
-        `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at)
-         SELECT 'att_big_' || g, 'ord_big_' || g, 1, 'ACCEPTED', 'tok_big_' || g, now() + interval '1 hour' FROM generate_series(1, 3000) g`,
-      );
+      await insertOrders(c, { key: 'big', appId: 'app_plan', merchantId: 'mch_plan', status: 'PAYING', from: 1, to: 3000 });
+      await insertAttempts(c, { key: 'big', state: 'ACCEPTED', from: 1, to: 3000 });
       const read = await accept();
       assert.ok(read < 20, `rows read after the tables grew: ${read}`);
     } finally {

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { CLAIM_SQL } from '../../src/events/dispatcher.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+import { insertOrders } from '../helpers/rows.ts';
 
 const BACKLOG = 3000;
 
@@ -51,13 +52,7 @@ describe('event claim cost', () => {
        SELECT 'app_idle_' || g, 'mch_ev', '{}', '{}', 900, 100 FROM generate_series(1, 2000) g`,
     );
     // One order per event (no event waits for an earlier one of its order).
-    await db.query(
-      `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest,
-                          links, status, expire_at, fee_projection)
-       SELECT 'ord_ev_' || g, 'app_backlog', 'mch_ev', 'EV_' || g, 'ALIPAY_H5', 100, 'CNY', 's', '8.8.8.8', 'd',
-              '{}', 'CLOSED', now(), '{}' FROM generate_series(0, $1) g`,
-      [2 * BACKLOG],
-    );
+    await insertOrders(db, { key: 'ev', appId: 'app_backlog', merchantId: 'mch_ev', status: 'CLOSED', from: 0, to: 2 * BACKLOG });
     // app_backlog: BACKLOG events overdue (oldest first by number) and BACKLOG not due for an hour;
     // app_quiet: one due event, newer than all of them.
     await db.query(
