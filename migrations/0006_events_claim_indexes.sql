@@ -6,5 +6,9 @@
 -- per poll with ~23,000 pending events. With these two indexes a poll reads, per app with a due
 -- event, at most the few events it can take (the app's oldest due ones, in order), and counts the
 -- leased events from the handful that hold a lease (a lease is cleared after every attempt).
+--
+-- Operators: like every migration this runs in one transaction at start-up, so the two indexes are
+-- built without CONCURRENTLY: writes to events wait while each build reads the events table once
+-- (only PENDING events are indexed, so the indexes stay small).
 CREATE INDEX events_app_due ON events(app_id, next_attempt_at, id) WHERE status = 'PENDING';
 CREATE INDEX events_leased ON events(app_id) WHERE status = 'PENDING' AND locked_until IS NOT NULL;
