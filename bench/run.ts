@@ -44,7 +44,8 @@ const HELP = `Usage: npm run bench -- [options]
                           thread (written to bench/results/<ts>-<scenario>.cpuprofile, summarized)
   --no-workers            WORKERS_ENABLED=false for the service (default: workers on)
   --pg-set <name=value>   experiments only (repeatable): a PostgreSQL setting for the run's database,
-                          e.g. synchronous_commit=off to see what fsync costs
+                          e.g. synchronous_commit=off to see what fsync costs, or
+                          auto_explain.log_min_duration=0 (dotted names) to log plans
   --server-env <K=V>      experiments only (repeatable): an environment variable for the service
   --server-node-options <s>  extra NODE_OPTIONS for the service process (e.g. "--max-semi-space-size=16")
   --out <dir>             results directory (default bench/results)
