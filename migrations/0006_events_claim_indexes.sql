@@ -3,9 +3,10 @@
 -- The claim counted the leased events of every app and ranked every due event on each poll: its
 -- cost grew with the backlog of undelivered events (an app without a notify URL, a merchant
 -- endpoint down for hours: every event stays PENDING for up to ~48 h of retries). Measured: 1.6 ms
--- per poll with ~23,000 pending events. With these two indexes a poll reads, per app with a due
--- event, at most the few events it can take (the app's oldest due ones, in order), and counts the
--- leased events from the handful that hold a lease (a lease is cleared after every attempt).
+-- per poll with ~23,000 pending events. With these two indexes a poll finds the apps with a due
+-- event (from the due events, or by one probe per app with a PENDING event when many are due),
+-- reads per app at most the few events it can take (the app's oldest due ones, in order), and
+-- counts the leased events from the handful that hold a lease (cleared after every attempt).
 --
 -- Operators: like every migration this runs in one transaction at start-up, so the two indexes are
 -- built without CONCURRENTLY: writes to events wait while each build reads the events table once

@@ -69,16 +69,25 @@ interface Claimed {
   notifyUrl: string | null;
 }
 
+/** Due events read to find the apps with a due event before switching to one probe per app. */
+const DUE_SAMPLE = 256;
+
 /**
  * One claim: $1 now, $2 per-app limit, $3 events at most, $4 ids in flight here, $5 lease token,
- * $6 lease end. Bounded by what a poll can take, not by the backlog (migrations/0006): the apps
- * with a PENDING event found by one index probe each, then per app with a due event its oldest
- * ready events up to the per-app limit (events_app_due, in order), and the leases held counted
- * from the few events that hold one (events_leased).
+ * $6 lease end. Not proportional to the backlog (migrations/0006): the apps with a due event come
+ * from the due events when there are fewer than DUE_SAMPLE of them, else from one index probe per
+ * app with a PENDING event; per such app its oldest ready events up to the per-app limit are read
+ * in order (events_app_due); the leases held are counted from the few events that hold one
+ * (events_leased). Due events held back by an earlier event of their order are still read past.
  */
-export const CLAIM_SQL = `WITH RECURSIVE pending_apps AS (
-  -- Each app with a PENDING event and its earliest next_attempt_at: one index probe per such app
-  -- (a loose scan of events_app_due), whatever the backlog, and nothing for the other apps.
+export const CLAIM_SQL = `WITH RECURSIVE due_sample AS (
+  -- The oldest due events, at most ${DUE_SAMPLE}: when there are fewer, their apps are exactly the
+  -- apps with a due event, read from events_due at the cost of the due events alone.
+  SELECT app_id FROM events WHERE status = 'PENDING' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT ${DUE_SAMPLE}
+), pending_apps AS (
+  -- Otherwise (a backlog of due events): each app with a PENDING event and its earliest
+  -- next_attempt_at, one index probe per such app (a loose scan of events_app_due). Not run at all
+  -- when the sample sufficed.
   (SELECT app_id, next_attempt_at FROM events WHERE status = 'PENDING' ORDER BY app_id, next_attempt_at LIMIT 1)
   UNION ALL
   SELECT n.app_id, n.next_attempt_at FROM pending_apps pa
@@ -86,13 +95,16 @@ export const CLAIM_SQL = `WITH RECURSIVE pending_apps AS (
                         WHERE e.status = 'PENDING' AND e.app_id > pa.app_id
                         ORDER BY e.app_id, e.next_attempt_at LIMIT 1) n
 ), due_apps AS (
-  SELECT app_id FROM pending_apps WHERE next_attempt_at <= $1
+  SELECT DISTINCT app_id FROM due_sample WHERE (SELECT count(*) FROM due_sample) < ${DUE_SAMPLE}
+  UNION
+  SELECT app_id FROM pending_apps WHERE next_attempt_at <= $1 AND (SELECT count(*) FROM due_sample) >= ${DUE_SAMPLE}
 ), busy AS (
   SELECT app_id, count(*)::int AS n FROM events
    WHERE status = 'PENDING' AND locked_until IS NOT NULL AND locked_until > $1 GROUP BY app_id
 ), ready AS (
   SELECT c.id, c.app_id, c.next_attempt_at, row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
     FROM due_apps d
+    LEFT JOIN busy b ON b.app_id = d.app_id
     CROSS JOIN LATERAL (
       SELECT e.id, e.app_id, e.next_attempt_at FROM events e
        WHERE e.app_id = d.app_id AND e.status = 'PENDING' AND e.next_attempt_at <= $1
@@ -102,6 +114,7 @@ export const CLAIM_SQL = `WITH RECURSIVE pending_apps AS (
                           WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
        ORDER BY e.next_attempt_at, e.id
        LIMIT $2) c
+   WHERE coalesce(b.n, 0) < $2  -- an app at its limit reads nothing
 ), picked AS (
   SELECT r.id FROM ready r LEFT JOIN busy b ON b.app_id = r.app_id
    WHERE r.rn <= $2 - coalesce(b.n, 0)

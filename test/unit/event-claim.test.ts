@@ -79,7 +79,7 @@ describe('event claim cost', () => {
     await tdb.drop();
   });
 
-  test('a poll over a backlog of 6,001 PENDING events and 2,000 idle apps reads a few dozen rows and takes the oldest due of each app', async () => {
+  test('a poll over a backlog of 6,001 PENDING events and 2,000 idle apps reads a few hundred rows and takes the oldest due of each app', async () => {
     const c = await (db as pg.Pool).connect();
     try {
       await c.query('BEGIN');
@@ -90,7 +90,8 @@ describe('event claim cost', () => {
       await c.query('ROLLBACK');
       const events = rowsRead(root, 'events');
       const apps = rowsRead(root, 'apps');
-      assert.ok(events < 100, `event rows read: ${events}`);
+      // The due sample (256 events, full here: a backlog), then a few per app.
+      assert.ok(events < 300, `event rows read: ${events}`);
       assert.ok(apps < 20, `app rows read: ${apps} (of 2,002 apps)`);
 
       await c.query('BEGIN');
@@ -103,6 +104,32 @@ describe('event claim cost', () => {
         'evt_due_00004',
         'evt_quiet',
       ]);
+    } finally {
+      c.release();
+    }
+  });
+
+  test('1,500 apps with only events not yet due, and two due: the poll reads the due ones, not one row per app', async () => {
+    const c = await (db as pg.Pool).connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`DELETE FROM events WHERE id LIKE 'evt_due_%' AND id <> 'evt_due_00001'`);
+      await c.query(
+        `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, next_attempt_at)
+         SELECT 'evt_idle_' || g, 'app_idle_' || g, 'ord_ev_' || g, 'PAYMENT_CLOSED', 2, '{}', now() + interval '1 hour'
+           FROM generate_series(1, 1500) g`,
+      );
+      const now = new Date();
+      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)];
+      await c.query('SAVEPOINT explained'); // EXPLAIN ANALYZE claims too: undone before the real claim
+      const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
+      await c.query('ROLLBACK TO SAVEPOINT explained');
+      const root = plan.rows[0]!['QUERY PLAN'][0]!.Plan;
+      const events = rowsRead(root, 'events');
+      const claimed = await c.query<{ id: string }>(CLAIM_SQL, params);
+      await c.query('ROLLBACK');
+      assert.ok(events < 100, `event rows read: ${events}`);
+      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), ['evt_due_00001', 'evt_quiet']);
     } finally {
       c.release();
     }
