@@ -4,7 +4,7 @@
  */
 import type { Redis } from 'ioredis';
 import { TurnBatcher } from '../store/batcher.ts';
-import type { Db } from '../store/db.ts';
+import { ASYNC_COMMIT, type Db } from '../store/db.ts';
 
 export const NONCE_TTL_SECONDS = 600;
 
@@ -36,17 +36,15 @@ export class PgNonceStore implements NonceStore {
     this.#db = db;
     const send = async (batch: { appId: string; nonce: string }[]): Promise<boolean[]> => {
       // Insert, or take over a row whose memory has expired; a live row wins and nothing returns.
-      // Committed asynchronously (set_config(..., true) is SET LOCAL for this statement's own
-      // transaction): the claim is committed, visible to every other claim and answered as before,
-      // but the answer does not wait for the WAL flush. Only a crash of PostgreSQL itself can lose
-      // the claims of its last ~0.6 s (3 x wal_writer_delay); a request replayed after that with
-      // such a nonce meets the durable request-id record (every POST) or is a read.
-      // docs/decisions.md ("Nonces"); docs/performance.md.
+      // Committed asynchronously (ASYNC_COMMIT): visible to every other claim and answered as
+      // before, without waiting for the WAL flush. A crash of PostgreSQL itself can lose the
+      // claims of its last ~0.6 s; a request replayed after that with such a nonce meets the
+      // durable request-id record (every POST) or is a read. docs/decisions.md ("Nonce
+      // durability"); docs/performance.md.
       const r = await db.query<{ a: string; n: string }>({
         name: 'nonce_claim_batch',
-        text: `WITH s AS (SELECT set_config('synchronous_commit', 'off', true))
-         INSERT INTO nonces(app_id, nonce, expires_at)
-         SELECT a, n, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::text[]) AS t(a, n), s
+        text: `INSERT INTO nonces(app_id, nonce, expires_at)
+         SELECT a, n, now() + make_interval(secs => $3) FROM unnest($1::text[], $2::text[]) AS t(a, n), ${ASYNC_COMMIT}
          ON CONFLICT (app_id, nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at < now()
          RETURNING app_id AS a, nonce AS n`,
         values: [batch.map((c) => c.appId), batch.map((c) => c.nonce), NONCE_TTL_SECONDS],

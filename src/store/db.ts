@@ -19,6 +19,17 @@ export function createPool(connectionString: string, max = 20): pg.Pool {
   return pool;
 }
 
+/**
+ * A FROM item that makes the statement it appears in commit asynchronously: `set_config(...,
+ * true)` is SET LOCAL for that statement's own (implicit) transaction, so the statement is
+ * committed and visible to everyone at once, but its caller does not wait for the WAL flush, and
+ * the connection's own setting is untouched for whatever runs on it next. Only for writes whose
+ * loss in a crash of PostgreSQL itself (the last ~0.6 s, 3 x wal_writer_delay) is harmless, each
+ * use saying why; never inside an explicit transaction (it would make that whole commit
+ * asynchronous). A later synchronous commit flushes it too: WAL is flushed in order.
+ */
+export const ASYNC_COMMIT = `(SELECT set_config('synchronous_commit', 'off', true)) async_commit`;
+
 export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const client = await db.connect();
   try {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { PgNonceStore } from '../../src/gate/nonce-store.ts';
-import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { ASYNC_COMMIT, type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 
 describe('PgNonceStore batching', () => {
@@ -47,20 +47,24 @@ describe('PgNonceStore batching', () => {
 
   test('the claim commits asynchronously, and only its own statement: the connection stays synchronous', async () => {
     const one = createPool(tdb.url, 1);
+    const sent: string[] = [];
+    const orig = one.query.bind(one);
+    (one as unknown as { query: unknown }).query = (q: unknown, v?: unknown) => {
+      if (typeof q === 'object' && q !== null) sent.push((q as { text: string }).text);
+      return (orig as (a: unknown, b?: unknown) => unknown)(q, v);
+    };
     try {
       const store = new PgNonceStore(one);
       assert.deepEqual(await Promise.all([store.claim('app_s', 'sync-1'), store.claim('app_s', 'sync-2')]), [true, true]);
       assert.equal(await store.claim('app_s', 'sync-3'), true);
-      // The single pooled connection ran the claims; its own setting is untouched afterwards, so
-      // whatever runs next on it (an order's commit) waits for the WAL flush as before.
-      const r = await one.query<{ synchronous_commit: string }>('SHOW synchronous_commit');
-      assert.equal(r.rows[0]!.synchronous_commit, 'on');
-      // Inside the claim's statement the setting is off (what makes its commit asynchronous).
-      const inside = await one.query<{ v: string }>(
-        "WITH s AS (SELECT set_config('synchronous_commit', 'off', true)) SELECT current_setting('synchronous_commit') AS v FROM s",
-      );
+      // Every claim statement carries ASYNC_COMMIT ...
+      assert.ok(sent.length >= 2 && sent.every((text) => text.includes(ASYNC_COMMIT)), sent.join('\n'));
+      // ... which turns the setting off inside the statement (what makes its commit asynchronous) ...
+      const inside = await orig<{ v: string }>(`SELECT current_setting('synchronous_commit') AS v FROM ${ASYNC_COMMIT}`);
       assert.equal(inside.rows[0]!.v, 'off');
-      assert.equal((await one.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit, 'on');
+      // ... and leaves the pooled connection's own setting untouched, so whatever runs next on it
+      // (an order's commit) waits for the WAL flush as before.
+      assert.equal((await orig<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit, 'on');
     } finally {
       await one.end();
     }

@@ -6,7 +6,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { TurnBatcher } from '../../store/batcher.ts';
-import { type Db, withTx } from '../../store/db.ts';
+import { ASYNC_COMMIT, type Db, withTx } from '../../store/db.ts';
 import {
   type CallOptions,
   type CloseResult,
@@ -44,17 +44,6 @@ interface OpenOutcome {
 
 export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>) => Promise<void>;
 
-/**
- * A FROM item that makes the statement's own transaction commit asynchronously (SET LOCAL
- * synchronous_commit = off): the payment is committed, but the caller does not wait for the disk.
- * Safe: the service's next write (the accepted attempt) commits synchronously, and WAL is flushed
- * in order, so the payment is on disk before the service acts on it. A crash of PostgreSQL between
- * the two forgets the payment; the service then holds only the PENDING attempt it recorded before
- * calling, and its reconciler finds the payment NOT_FOUND: an attempt the provider never received
- * (src/workers.ts). A real provider is a network call here instead.
- */
-const ASYNC_COMMIT = `(SELECT set_config('synchronous_commit', 'off', true)) async_commit`;
-
 export class SandboxProvider implements PaymentProvider {
   readonly name = 'sandbox';
   readonly #db: Db;
@@ -71,6 +60,15 @@ export class SandboxProvider implements PaymentProvider {
     this.#log = log;
     this.#opens = new TurnBatcher({ one: (o) => this.#openOne(o), many: (os) => this.#openMany(os) });
   }
+
+  /*
+   * Both statements that open payments commit asynchronously (ASYNC_COMMIT). Safe: the service's
+   * next write (the accepted attempt) commits synchronously, so the payment is on disk before the
+   * service acts on it. A crash of PostgreSQL between the two forgets the payment; the service
+   * then holds only the PENDING attempt it recorded before calling, and its reconciler finds the
+   * payment NOT_FOUND: an attempt the provider never received (src/workers.ts). A real provider
+   * is a network call here instead.
+   */
 
   /**
    * One statement: take the next programmed fault, if any, and open the payment unless the fault
