@@ -247,8 +247,8 @@ export function runPaced(o: {
       waitingAt = 0;
       maybeDone();
     };
-    // The deadline holds also after the last request is released (answers still outstanding then
-    // end by their sockets' 30 s timeout).
+    // The deadline (the only place it is checked): no request is released after it, also once the
+    // last one was released (answers still outstanding then end by their sockets' 30 s timeout).
     const deadline = setTimeout(
       () => {
         if (!resolved && (released < items.length || waitingAt < waiting.length)) stop();
@@ -257,11 +257,7 @@ export function runPaced(o: {
     );
     deadline.unref();
     const tick = () => {
-      if (resolved) return;
-      if (Date.now() > o.deadlineMs) {
-        stop();
-        return;
-      }
+      if (resolved || truncated) return; // the deadline timer stopped the run
       const due = Math.min(items.length, Math.floor(((performance.now() - t0) * rate) / 1000) + 1);
       while (released < due) release(released++);
       if (released < items.length) setTimeout(tick, 1);

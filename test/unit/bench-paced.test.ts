@@ -103,3 +103,28 @@ test('runPaced with no items resolves at once', async () => {
   assert.equal(r.sent, 0);
   assert.equal(r.completed, 0);
 });
+
+test('runPaced stops releasing requests at the deadline and reports the run truncated', async () => {
+  const server = http.createServer((_req, res) => res.end('ok'));
+  server.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  const port = (server.address() as AddressInfo).port;
+  const items = Array.from({ length: 100 }, (_, i): Item => ({
+    kind: 'query',
+    expect: 200,
+    method: 'GET',
+    path: `/${i}`,
+    body: '',
+    requestId: `r${i}`,
+    headers: {},
+  }));
+  try {
+    // 100 requests at 20/s would take 5 s; the deadline comes after ~0.3 s.
+    const r = await runPaced({ url: `http://127.0.0.1:${port}`, items, rate: 20, maxSockets: 2, deadlineMs: Date.now() + 300 });
+    assert.equal(r.truncated, true);
+    assert.ok(r.sent > 0 && r.sent < 20, `sent ${r.sent}`);
+    assert.equal(r.completed, r.sent);
+  } finally {
+    server.close();
+  }
+});
