@@ -13,6 +13,25 @@ import { insertAttempts, insertOrders } from '../helpers/rows.ts';
 
 const OPEN_ORDERS = 3000;
 
+/** Runs `call` in a transaction on `c` and returns the rows it read from orders and attempts. */
+async function rowsReadIn(c: pg.PoolClient, call: (c: pg.PoolClient) => Promise<void>): Promise<{ orders: number; attempts: number }> {
+  // The backend's counts not yet reported may include earlier transactions: take a difference.
+  const counts = async () => {
+    const r = await c.query<{ relname: string; n: string }>(
+      `SELECT relname, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
+         FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
+    );
+    const n = Object.fromEntries(r.rows.map((x) => [x.relname, Number(x.n)]));
+    return { orders: n.orders ?? 0, attempts: n.attempts ?? 0 };
+  };
+  await c.query('BEGIN');
+  const before = await counts();
+  await call(c);
+  const after = await counts();
+  await c.query('COMMIT');
+  return { orders: after.orders - before.orders, attempts: after.attempts - before.attempts };
+}
+
 describe('accepting an attempt reads by primary key', () => {
   let tdb: TestDatabase;
   let db: Db;
@@ -39,25 +58,11 @@ describe('accepting an attempt reads by primary key', () => {
     return { order: `ord_new_${n}`, attempt: `att_new_${n}` };
   }
 
-  /** Runs `call` in a transaction and returns the rows it read from orders and attempts. */
+  /** rowsReadIn on a connection of the pool. */
   async function rowsRead(call: (c: pg.PoolClient) => Promise<void>): Promise<{ orders: number; attempts: number }> {
     const c = await (db as pg.Pool).connect();
     try {
-      // The backend's counts not yet reported may include earlier transactions: take a difference.
-      const counts = async () => {
-        const r = await c.query<{ relname: string; n: string }>(
-          `SELECT relname, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
-             FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
-        );
-        const n = Object.fromEntries(r.rows.map((x) => [x.relname, Number(x.n)]));
-        return { orders: n.orders ?? 0, attempts: n.attempts ?? 0 };
-      };
-      await c.query('BEGIN');
-      const before = await counts();
-      await call(c);
-      const after = await counts();
-      await c.query('COMMIT');
-      return { orders: after.orders - before.orders, attempts: after.attempts - before.attempts };
+      return await rowsReadIn(c, call);
     } finally {
       c.release();
     }
@@ -149,25 +154,13 @@ describe('a plan cached while the tables were small stays a primary-key lookup',
         await insertOrders(c, { key: 'c', appId: 'app_plan', merchantId: 'mch_plan', status: 'CREATED', from: n, to: n });
         await insertAttempts(c, { key: 'c', state: 'PENDING', from: n, to: n });
         const items = [{ order_id: `ord_c_${n}`, attempt_id: `att_c_${n}`, provider_ref: `ref_${n}`, qr_code: null }];
-        await c.query('BEGIN');
-        const count = async () =>
-          Number(
-            (
-              await c.query<{ n: string }>(
-                `SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::text AS n
-                   FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
-              )
-            ).rows[0]!.n,
-          );
-        const before = await count();
-        const r = await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
-        const read = (await count()) - before;
-        await c.query('COMMIT');
-        assert.deepEqual(
-          r.rows.map((x) => x.id),
-          [`ord_c_${n}`],
-        );
-        return read;
+        let ids: string[] = [];
+        const read = await rowsReadIn(c, async () => {
+          const r = await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
+          ids = r.rows.map((x) => x.id);
+        });
+        assert.deepEqual(ids, [`ord_c_${n}`]);
+        return read.orders + read.attempts;
       };
       // PL/pgSQL settles on a generic plan after five runs; these run while the tables are tiny.
       for (let i = 0; i < 8; i++) await accept();
