@@ -25,8 +25,8 @@ import { type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Servic
 const HELP = `Usage: npm run bench -- [options]
 
   --duration <s>          measured seconds per scenario (default 20; --quick: 3)
-  --connections <n>       concurrent connections (default 32; --quick: 8)
-  --half-connections <n>  connections of the half-load scenarios (default: --connections)
+  --connections <n>       concurrent connections of the closed-loop phases (default 64; --quick: 8)
+  --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,query,mixed,replay,half (half = half-query,half-create);
                           default: all
   --warmup <s>            warm-up seconds before each peak scenario (default 3; --quick: 1)
@@ -94,7 +94,7 @@ function num(v: string | undefined, def: number, name: string, min = 1): number 
 const quick = a.quick;
 const opts = {
   duration: num(a.duration, quick ? 3 : 20, 'duration'),
-  connections: Math.floor(num(a.connections, quick ? 8 : 32, 'connections')),
+  connections: Math.floor(num(a.connections, quick ? 8 : 64, 'connections')),
   warmup: num(a.warmup, quick ? 1 : 3, 'warmup', 0),
   repeats: Math.floor(num(a.repeats, 10, 'repeats', 2)),
   quietWait: Math.min(600, num(a['quiet-wait'], quick ? 3 : 30, 'quiet-wait', 0)),
@@ -133,7 +133,7 @@ const opts = {
   outDir: path.resolve(a.out ?? path.join(REPO_ROOT, 'bench/results')),
   ceilingSeconds: quick ? 1 : 3,
 };
-const halfConnections = Math.floor(num(a['half-connections'], opts.connections, 'half-connections'));
+const halfConnections = Math.floor(num(a['half-connections'], quick ? 8 : 32, 'half-connections'));
 const ALL = ['create', 'query', 'mixed', 'replay', 'half-query', 'half-create'] as const;
 type Name = (typeof ALL)[number];
 const wanted = (a.scenarios ?? 'create,query,mixed,replay,half')
