@@ -1,7 +1,7 @@
 /** The platform source-IP policy in force: environment defaults, overridable from the back office. */
 import { CidrList } from '../net/ip.ts';
 import type { SourceIpPolicy } from '../net/source-ip.ts';
-import type { Db } from '../store/db.ts';
+import { type Db, withTx } from '../store/db.ts';
 
 export interface IpPolicyView {
   trustedProxies: string[];
@@ -63,15 +63,20 @@ export class IpPolicyHolder {
     return this.#view;
   }
 
+  /**
+   * Applies a partial change to the stored policy. Read, merge and write are one transaction with
+   * the row locked, so concurrent changes of different fields all land (none overwrites another
+   * with the value it read before). A merged policy that does not compile changes nothing.
+   */
   async update(patch: { [K in keyof IpPolicyView]?: IpPolicyView[K] | undefined }): Promise<void> {
-    const r = await this.#db.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy'`);
-    const next: Partial<IpPolicyView> = { ...(r.rows[0]?.value ?? {}) };
-    for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
-    compile({ ...this.#defaults, ...next });
-    await this.#db.query(
-      `INSERT INTO platform_settings(name, value) VALUES ('ip_policy', $1) ON CONFLICT (name) DO UPDATE SET value = $1, updated_at = now()`,
-      [JSON.stringify(next)],
-    );
+    await withTx(this.#db, async (tx) => {
+      await tx.query(`INSERT INTO platform_settings(name, value) VALUES ('ip_policy', '{}'::jsonb) ON CONFLICT (name) DO NOTHING`);
+      const r = await tx.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy' FOR UPDATE`);
+      const next: Partial<IpPolicyView> = { ...(r.rows[0]?.value ?? {}) };
+      for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
+      compile({ ...this.#defaults, ...next });
+      await tx.query(`UPDATE platform_settings SET value = $1, updated_at = now() WHERE name = 'ip_policy'`, [JSON.stringify(next)]);
+    });
     await this.refresh();
   }
 }

@@ -122,6 +122,12 @@ export function adminErrorHandler(logMessage: string) {
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.code(400).send({ code: 'ADMIN_VALIDATION_FAILED', message: err.message });
     }
+    // A value PostgreSQL cannot store (U+0000) that got past the checks above: bad input, not a fault.
+    if (err.code === '22021' || err.code === '22P05') {
+      return reply
+        .code(400)
+        .send({ code: 'ADMIN_VALIDATION_FAILED', message: 'a value contains a character that cannot be stored (U+0000)' });
+    }
     req.log.error({ err }, logMessage);
     return reply.code(503).send({ code: 'ADMIN_UNAVAILABLE', message: 'the service is temporarily unavailable' });
   };
@@ -137,6 +143,17 @@ export function installBackOffice(scope: FastifyInstance, adminToken: string, lo
   scope.addHook('onRequest', async (req) => {
     if (!hasAdminToken(req.headers.authorization, adminToken))
       throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
+    // PostgreSQL text cannot hold U+0000, and no id or filter of ours contains it: such a path
+    // parameter names nothing (404) and such a query value is refused (400), before any lookup.
+    for (const [name, v] of Object.entries((req.params ?? {}) as Record<string, unknown>)) {
+      if (typeof v === 'string' && v.includes('\u0000')) throw notFound(name.replace(/Id$/, ''));
+    }
+    for (const [name, v] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
+      const values = Array.isArray(v) ? v : [v];
+      if (values.some((x) => typeof x === 'string' && x.includes('\u0000'))) {
+        throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must not contain the NUL character (U+0000)`);
+      }
+    }
   });
   scope.setErrorHandler(adminErrorHandler(logMessage));
   scope.setNotFoundHandler((req, reply) =>

@@ -1,0 +1,117 @@
+/**
+ * Back-office input that PostgreSQL cannot take, concurrent policy changes, and odd provider
+ * notifications: each a clear 4xx that changes nothing (never a 503 from a database error), and
+ * concurrent IP-policy changes of different fields all kept.
+ */
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { type TestApp, startTestApp } from '../helpers/app.ts';
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.stop());
+
+function refused(r: { statusCode: number; body: string }, status: number, code: string, re?: RegExp): void {
+  assert.equal(r.statusCode, status, r.body);
+  const b = JSON.parse(r.body) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(b).sort(), ['code', 'message']);
+  assert.equal(b.code, code);
+  if (re) assert.match(String(b.message), re);
+}
+
+async function rowCounts(): Promise<string> {
+  const r = await t.svc.db.query(
+    `SELECT (SELECT count(*) FROM merchants) m, (SELECT count(*) FROM apps) a, (SELECT count(*) FROM app_keys) k,
+            (SELECT count(*) FROM orders) o, (SELECT count(*) FROM events) e, (SELECT count(*) FROM platform_settings WHERE name = 'ip_policy') p`,
+  );
+  return JSON.stringify(r.rows[0]);
+}
+
+test('a path parameter with U+0000 names nothing: 404 ADMIN_NOT_FOUND on every back-office route, nothing changed', async () => {
+  const before = await rowCounts();
+  const pem = '-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n';
+  const cases: [string, string, unknown?][] = [
+    ['GET', '/merchants/%00'],
+    ['GET', '/merchants/a%00b'],
+    ['POST', '/merchants/%00/apps', { name: 'x' }],
+    ['GET', '/merchants/%00/settlement-accounts'],
+    ['GET', '/merchants/%00/allocation'],
+    ['GET', '/merchants/%00/fee-rule'],
+    ['GET', '/apps/%00'],
+    ['PATCH', '/apps/%00', { rateLimitPerSecond: 5 }],
+    ['GET', '/apps/%00/keys'],
+    ['POST', '/apps/%00/keys', { publicKeyPem: pem }],
+    ['PATCH', '/apps/app_x/keys/%00', { status: 'REVOKED' }],
+    ['GET', '/orders/%00'],
+    ['POST', '/orders/%00/close'],
+    ['GET', '/events/%00'],
+    ['POST', '/events/%00/redeliver'],
+  ];
+  for (const [method, url, body] of cases) {
+    refused(await t.admin(method, url, body), 404, 'ADMIN_NOT_FOUND');
+  }
+  for (const action of ['pay', 'fail', 'expire']) {
+    refused(await t.sandbox('POST', `/payments/%00/${action}`), 404, 'ADMIN_NOT_FOUND');
+  }
+  assert.equal(await rowCounts(), before);
+});
+
+test('a query value with U+0000 is refused: 400 ADMIN_VALIDATION_FAILED naming the parameter', async () => {
+  refused(await t.admin('GET', '/events?appId=%00'), 400, 'ADMIN_VALIDATION_FAILED', /appId/);
+  refused(await t.admin('GET', '/events?appId=app_1&appId=a%00'), 400, 'ADMIN_VALIDATION_FAILED', /appId/);
+});
+
+test('concurrent IP-policy changes of different fields are all kept (no lost update)', async () => {
+  const reset = { trustedProxies: [], allowlist: null, denylist: [], allowIpv4: true, allowIpv6: true };
+  for (let round = 0; round < 5; round++) {
+    assert.equal((await t.admin('PUT', '/platform/ip-policy', reset)).statusCode, 200);
+    const rs = await Promise.all([
+      t.admin('PUT', '/platform/ip-policy', { denylist: ['203.0.113.0/24'] }),
+      t.admin('PUT', '/platform/ip-policy', { trustedProxies: ['10.9.0.0/16'] }),
+      t.admin('PUT', '/platform/ip-policy', { allowIpv6: false }),
+      t.admin('PUT', '/platform/ip-policy', { allowlist: ['198.51.100.0/24', '127.0.0.0/8', '::1/128'] }),
+    ]);
+    for (const r of rs) assert.equal(r.statusCode, 200, r.body);
+    const got = (await t.admin('GET', '/platform/ip-policy')).json();
+    assert.deepEqual(got.denylist, ['203.0.113.0/24'], `round ${round}`);
+    assert.deepEqual(got.trustedProxies, ['10.9.0.0/16'], `round ${round}`);
+    assert.equal(got.allowIpv6, false, `round ${round}`);
+    assert.deepEqual(got.allowlist, ['198.51.100.0/24', '127.0.0.0/8', '::1/128'], `round ${round}`);
+  }
+  assert.equal((await t.admin('PUT', '/platform/ip-policy', reset)).statusCode, 200);
+});
+
+test('an IP-policy change that does not compile changes nothing, even on a database that never stored one', async () => {
+  await t.svc.db.query(`DELETE FROM platform_settings WHERE name = 'ip_policy'`);
+  const r = await t.admin('PUT', '/platform/ip-policy', { denylist: ['not-a-cidr'] });
+  assert.equal(r.statusCode, 400, r.body);
+  const rows = await t.svc.db.query(`SELECT 1 FROM platform_settings WHERE name = 'ip_policy'`);
+  assert.equal(rows.rowCount, 0);
+});
+
+test('a correctly signed provider notification that is not an object, or names an id with U+0000: 400, not 503', async () => {
+  const url = '/api/provider/v1/notifications/sandbox';
+  const post = (body: string, sig: string) =>
+    t.server.inject({ method: 'POST', url, headers: { 'content-type': 'application/json', 'x-sandbox-signature': sig }, payload: body });
+  // A well-formed but wrong signature makes the sandbox create its secret; then sign with it.
+  assert.equal((await post('{}', '0'.repeat(64))).statusCode, 400);
+  const secret = (
+    await t.svc.db.query<{ v: string }>(`SELECT value #>> '{}' AS v FROM platform_settings WHERE name = 'sandbox_notify_secret'`)
+  ).rows[0]!.v;
+  const sign = (body: string) => createHmac('sha256', Buffer.from(secret, 'hex')).update(body).digest('hex');
+  for (const body of [
+    'null',
+    '[]',
+    '"PAYMENT"',
+    '42',
+    JSON.stringify({ kind: 'PAYMENT', attemptId: '\u0000', state: 'PAID' }),
+    JSON.stringify({ kind: 'REFUND', refundId: 'r\u0000', state: 'SUCCEEDED' }),
+  ]) {
+    const r = await post(body, sign(body));
+    assert.equal(r.statusCode, 400, `${body}: ${r.body}`);
+    assert.equal(r.json().received, false);
+  }
+});
