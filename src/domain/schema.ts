@@ -58,6 +58,8 @@ export function codePointLength(s: string): number {
   return n;
 }
 
+const LONE_SURROGATE = /\p{Cs}/u;
+
 const patternCache = new Map<string, RegExp>();
 function re(p: string): RegExp {
   let r = patternCache.get(p);
@@ -96,6 +98,10 @@ export function validate(
       if (typeof value !== 'string') return { field, message: `${field || 'value'} must be a string, not ${describe(value)}` };
       // PostgreSQL text cannot hold U+0000: such a value is refused here, as input, not stored.
       if (value.includes('\u0000')) return { field, message: `${field || 'value'} must not contain the NUL character (U+0000)` };
+      // A lone surrogate (JSON "\ud800") is not a character: it would be stored as U+FFFD, so the
+      // value kept would differ from the value answered.
+      if (LONE_SURROGATE.test(value))
+        return { field, message: `${field || 'value'} must not contain a lone surrogate (ill-formed Unicode)` };
       if (schema.const !== undefined && value !== schema.const) return { field, message: `${field} must be exactly ${schema.const}` };
       if (schema.enum !== undefined && !schema.enum.includes(value)) {
         return { field, message: `${field} must be one of ${schema.enum.join(', ')}` };

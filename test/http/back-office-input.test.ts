@@ -115,3 +115,14 @@ test('a correctly signed provider notification that is not an object, or names a
     assert.equal(r.json().received, false);
   }
 });
+
+test('a body string with a lone surrogate is refused (it would be stored as U+FFFD, unlike the value answered)', async () => {
+  const before = await rowCounts();
+  const r = await t.admin('POST', '/merchants', '{"name":"\\ud800","entityType":"CORPORATE"}');
+  refused(r, 400, 'ADMIN_VALIDATION_FAILED', /name.*lone surrogate/);
+  const ok = await t.admin('POST', '/merchants', '{"name":"\\ud83d\\ude00 shop","entityType":"CORPORATE"}');
+  assert.equal(ok.statusCode, 201, ok.body);
+  const got = await t.admin('GET', `/merchants/${ok.json().merchantId}`);
+  assert.equal(got.json().name, '\u{1F600} shop', 'a surrogate pair is one character, kept as sent');
+  assert.notEqual(await rowCounts(), before);
+});

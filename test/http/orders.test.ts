@@ -151,6 +151,9 @@ describe('create order', () => {
       [{ subject: 'a\u0000b' }, 'subject'],
       [{ description: '\u0000' }, 'description'],
       [{ attach: 'x\u0000' }, 'attach'],
+      // A lone surrogate would be stored as U+FFFD, unlike the value answered: refused as input.
+      [{ subject: 'a\ud800b' }, 'subject'],
+      [{ attach: '\udc00' }, 'attach'],
     ];
     for (const ip of [
       '10.1.2.3',
