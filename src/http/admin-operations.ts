@@ -73,8 +73,14 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     if (status !== undefined && !['PENDING', 'DELIVERED', 'DEAD'].includes(status)) {
       throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be PENDING, DELIVERED or DEAD');
     }
-    const limit = req.query.limit === undefined ? 100 : Number(req.query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
+    if (appId !== undefined && typeof appId !== 'string') throw new AdminError('ADMIN_VALIDATION_FAILED', 'appId must be given once');
+    // Decimal digits only: `0x10`, `1e2` or ` 5` are not a limit.
+    const rawLimit: unknown = req.query.limit;
+    if (rawLimit !== undefined && (typeof rawLimit !== 'string' || !/^[0-9]{1,4}$/.test(rawLimit))) {
+      throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
+    }
+    const limit = rawLimit === undefined ? 100 : Number(rawLimit);
+    if (limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
     const r = await db.query(
       `SELECT id AS "eventId", app_id AS "appId", order_id AS "openOrderId", event_type AS "eventType", state_version AS "stateVersion",
               status, attempts, next_attempt_at AS "nextAttemptAt", last_error AS "lastError", created_at AS "createdAt",

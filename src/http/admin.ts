@@ -63,8 +63,8 @@ export function checkPublicKeyPem(pem: string): string {
   const t = pem.trim();
   if (/PRIVATE KEY/.test(t))
     throw new AdminError('ADMIN_VALIDATION_FAILED', 'publicKeyPem holds a private key; register only the public key');
-  if (!/^-----BEGIN (RSA )?PUBLIC KEY-----[\s\S]+-----END (RSA )?PUBLIC KEY-----$/.test(t)) {
-    throw new AdminError('ADMIN_VALIDATION_FAILED', 'publicKeyPem must be a PEM public key (-----BEGIN PUBLIC KEY-----)');
+  if (!/^-----BEGIN (RSA )?PUBLIC KEY-----[\s\S]+-----END (RSA )?PUBLIC KEY-----$/.test(t) || t.split('-----BEGIN ').length !== 2) {
+    throw new AdminError('ADMIN_VALIDATION_FAILED', 'publicKeyPem must be one PEM public key (-----BEGIN PUBLIC KEY-----)');
   }
   let key: ReturnType<typeof createPublicKey>;
   try {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { type TestApp, startTestApp } from '../helpers/app.ts';
+import { type TestApp, merchantKeyPair, startTestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 before(async () => {
@@ -125,4 +125,30 @@ test('a body string with a lone surrogate is refused (it would be stored as U+FF
   const got = await t.admin('GET', `/merchants/${ok.json().merchantId}`);
   assert.equal(got.json().name, '\u{1F600} shop', 'a surrogate pair is one character, kept as sent');
   assert.notEqual(await rowCounts(), before);
+});
+
+test('two PEM keys pasted together are refused, not cut to the first', async () => {
+  const m = await t.admin('POST', '/merchants', { name: 'Shop', entityType: 'CORPORATE' });
+  const app = await t.admin('POST', `/merchants/${m.json().merchantId}/apps`, {});
+  assert.equal(app.statusCode, 201, app.body);
+  const appId = app.json().appId as string;
+  const pem = merchantKeyPair().publicKeyPem;
+  const other = merchantKeyPair().publicKeyPem;
+  refused(
+    await t.admin('POST', `/apps/${appId}/keys`, { keyId: 'k1', publicKeyPem: pem + other }),
+    400,
+    'ADMIN_VALIDATION_FAILED',
+    /one PEM public key/,
+  );
+  assert.equal((await t.admin('GET', `/apps/${appId}/keys`)).json().keys.length, 0);
+  assert.equal((await t.admin('POST', `/apps/${appId}/keys`, { keyId: 'k1', publicKeyPem: pem })).statusCode, 201);
+});
+
+test('the events list takes a decimal limit and one appId', async () => {
+  for (const q of ['limit=0x10', 'limit=1e2', 'limit=%20%205', 'limit=0', 'limit=501', 'limit=1&limit=2', 'appId=a&appId=b']) {
+    refused(await t.admin('GET', `/events?${q}`), 400, 'ADMIN_VALIDATION_FAILED');
+  }
+  for (const q of ['limit=1', 'limit=500', 'limit=050', 'appId=app_none']) {
+    assert.equal((await t.admin('GET', `/events?${q}`)).statusCode, 200, q);
+  }
 });
