@@ -4,6 +4,8 @@
  * the platform keys and registers one scoped plugin per surface.
  */
 import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { newId } from './domain/ids.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
@@ -44,6 +46,29 @@ function platformEnvelope(status: number, error: string, message: string) {
   return { status, error, message };
 }
 
+/**
+ * A request Node's HTTP parser refuses before any route is known (conflicting Content-Length /
+ * Transfer-Encoding, an unknown method, a bad chunk size, headers over 16 KB, a request that took
+ * too long): answered in the platform envelope, like an unknown path, and the connection closed
+ * (the rest of the stream cannot be trusted). A reset connection gets nothing.
+ */
+export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, error, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'REQUEST_TIMEOUT', 'The request was not received in time.']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.']
+        : [400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'];
+  const body = JSON.stringify(platformEnvelope(status, error, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
 export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
   if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
   const server = Fastify({
@@ -54,6 +79,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
+    clientErrorHandler: clientErrorAnswer,
     // A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a
     // malformed reference, not a framework 400: on the open API it goes through the gate like any
     // other and gets the neutral 404; a cashier token gets the neutral 404 page. Its `%` are
