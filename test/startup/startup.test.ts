@@ -27,7 +27,7 @@ interface Running {
   output: () => string;
 }
 
-function start(env: Record<string, string>, dir = dataDir): Promise<Running> {
+function start(env: Record<string, string>, dir = dataDir, viaNpm = false): Promise<Running> {
   const childEnv: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/tmp',
@@ -36,7 +36,9 @@ function start(env: Record<string, string>, dir = dataDir): Promise<Running> {
     LOG_LEVEL: 'info',
     ...env,
   };
-  const child = spawn(process.execPath, ['src/main.ts'], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = viaNpm
+    ? spawn('npm', ['start', '--silent'], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(process.execPath, ['src/main.ts'], { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -111,6 +113,45 @@ test('npm start on the embedded database: generated admin token, provisioning, g
   assert.equal(again.status, 200);
   third.child.kill('SIGINT');
   assert.equal(await exited(third.child), 0);
+});
+
+test('SIGTERM to `npm start` (as a supervisor or `kill %1` sends it) stops the service itself, gracefully', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-npm-start-'));
+  let r: Running | undefined;
+  try {
+    r = await start({ ADMIN_TOKEN: TOKEN }, dir, true);
+    assert.equal((await fetch(`${r.base}/healthz`)).status, 200);
+    r.child.kill('SIGTERM');
+    await exited(r.child);
+    // The node process behind npm stopped too: the port no longer answers and DATA_DIR is free.
+    let answering = true;
+    for (let i = 0; i < 100 && answering; i++) {
+      answering = await fetch(`${r.base}/healthz`).then(
+        () => true,
+        () => false,
+      );
+      if (answering) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.equal(answering, false, `the service still answers after npm got SIGTERM:\n${r.output()}`);
+    assert.match(r.output(), /SIGTERM received: stopping/);
+    const again = await start({ ADMIN_TOKEN: TOKEN }, dir);
+    again.child.kill('SIGTERM');
+    assert.equal(await exited(again.child), 0);
+  } finally {
+    // Should the service have outlived npm (the defect this tests), stop it (its pid is in its log
+    // lines) and let go of the pipes it inherited, so that this file still ends.
+    const pid = /"pid":(\d+)/.exec(r?.output() ?? '')?.[1];
+    if (pid !== undefined) {
+      try {
+        process.kill(Number(pid), 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    r?.child.stdout?.destroy();
+    r?.child.stderr?.destroy();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('a wrong setting stops the process with one plain line naming the variable', async () => {
