@@ -36,36 +36,66 @@ Commands:
   order get OPEN_ORDER_ID      back-office view of an order (attempts, refunds, events)
   events [--status DEAD]       list events;  event get EVENT_ID;  event redeliver EVENT_ID
   request METHOD PATH [--json BODY]   any admin API call
+
+Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
+or written; 2 a command line this CLI does not understand (unknown option or command, missing
+or malformed argument).
 `;
 
-const { values: opt, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    url: { type: 'string' },
-    token: { type: 'string' },
-    name: { type: 'string' },
-    'entity-type': { type: 'string' },
-    'entity-name': { type: 'string' },
-    'merchant-no': { type: 'string' },
-    'card-number': { type: 'string' },
-    'agreed-ceiling-fen': { type: 'string' },
-    'notify-url': { type: 'string' },
-    'out-dir': { type: 'string' },
-    merchant: { type: 'string' },
-    app: { type: 'string' },
-    'key-id': { type: 'string' },
-    'public-key': { type: 'string' },
-    json: { type: 'string' },
-    status: { type: 'string' },
-    force: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
-  },
+/** The service refused, could not be reached, or a file could not be used (exit 1). */
+class CliError extends Error {}
+/** A command line this CLI does not understand (exit 2). */
+class UsageError extends Error {}
+
+function fail(err: unknown): void {
+  const e = err as NodeJS.ErrnoException;
+  const known = err instanceof UsageError || err instanceof CliError || typeof e.code === 'string';
+  process.stderr.write(`error: ${known ? e.message : (e.stack ?? String(err))}\n`);
+  if (err instanceof UsageError) process.stderr.write('(try: npm run ops -- help)\n');
+  process.exitCode = err instanceof UsageError ? 2 : 1;
+}
+
+// A reader that stops early (`| head -1`) is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw err;
 });
+
+function parseCommandLine() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        token: { type: 'string' },
+        name: { type: 'string' },
+        'entity-type': { type: 'string' },
+        'entity-name': { type: 'string' },
+        'merchant-no': { type: 'string' },
+        'card-number': { type: 'string' },
+        'agreed-ceiling-fen': { type: 'string' },
+        'notify-url': { type: 'string' },
+        'out-dir': { type: 'string' },
+        merchant: { type: 'string' },
+        app: { type: 'string' },
+        'key-id': { type: 'string' },
+        'public-key': { type: 'string' },
+        json: { type: 'string' },
+        status: { type: 'string' },
+        force: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    fail(new UsageError((err as Error).message));
+    process.exit(2);
+  }
+}
+const { values: opt, positionals } = parseCommandLine();
 
 const base = (opt.url ?? process.env.MPS_ADMIN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const token = opt.token ?? process.env.ADMIN_TOKEN;
 
-class CliError extends Error {}
 
 async function api(method: string, p: string, body?: unknown): Promise<Record<string, unknown>> {
   if (!token) throw new CliError('an admin token is required: --token or ADMIN_TOKEN');
@@ -86,7 +116,7 @@ async function api(method: string, p: string, body?: unknown): Promise<Record<st
 }
 
 function need(name: string, v: string | undefined): string {
-  if (v === undefined || v === '') throw new CliError(`--${name} is required`);
+  if (v === undefined || v === '') throw new UsageError(`--${name} is required`);
   return v;
 }
 
@@ -95,7 +125,7 @@ function json(): Record<string, unknown> {
   try {
     return JSON.parse(opt.json) as Record<string, unknown>;
   } catch {
-    throw new CliError('--json must be a JSON object');
+    throw new UsageError('--json must be a JSON object');
   }
 }
 
@@ -222,7 +252,7 @@ async function run(): Promise<unknown> {
     case 'request DELETE':
       return api(sub!, need('path', arg), opt.json === undefined ? undefined : json());
     default:
-      throw new CliError(`unknown command '${positionals.join(' ')}' (try: npm run ops -- help)`);
+      throw new UsageError(`unknown command '${positionals.join(' ')}'`);
   }
 }
 
@@ -230,8 +260,5 @@ run().then(
   (out) => {
     if (out !== undefined) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   },
-  (err) => {
-    process.stderr.write(`error: ${err instanceof CliError ? err.message : (err as Error).stack}\n`);
-    process.exitCode = 1;
-  },
+  (err) => fail(err),
 );

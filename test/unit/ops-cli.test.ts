@@ -1,0 +1,48 @@
+/** The operator CLI's error answers: one plain line (no stack trace), exit 2 for a command line it does not understand, 1 otherwise. */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { test } from 'node:test';
+
+const root = path.resolve(import.meta.dirname, '../..');
+
+function ops(...args: string[]): { status: number | null; stderr: string; stdout: string } {
+  // An address nothing listens on: none of these cases may get as far as the network.
+  const r = spawnSync(process.execPath, ['src/cli/ops.ts', ...args, '--token', 'x'.repeat(20), '--url', 'http://127.0.0.1:1'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  return { status: r.status, stderr: r.stderr, stdout: r.stdout };
+}
+
+test('a command line the CLI does not understand: exit 2, one error line and the hint, no stack trace', () => {
+  for (const [args, re] of [
+    [['merchant', 'create', '--nme', 'X'], /Unknown option '--nme'/],
+    [['bogus', 'cmd'], /unknown command 'bogus cmd'/],
+    [['merchant', 'get'], /is required/],
+    [['app', 'update', 'app_1', '--json', '{not json'], /--json must be a JSON object/],
+  ] as const) {
+    const r = ops(...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /^error: /);
+    assert.match(r.stderr, re);
+    assert.match(r.stderr, /try: npm run ops -- help/);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+  }
+});
+
+test('a file that cannot be read, or a service that cannot be reached: exit 1, one plain line', () => {
+  const missing = ops('key', 'add', '--app', 'app_1', '--key-id', 'k1', '--public-key', '/nonexistent/key.pem');
+  assert.equal(missing.status, 1, missing.stderr);
+  assert.match(missing.stderr, /^error: ENOENT: no such file or directory/);
+  assert.doesNotMatch(missing.stderr, /\n\s+at /);
+  const down = ops('merchant', 'list');
+  assert.equal(down.status, 1, down.stderr);
+  assert.match(down.stderr, /^error: cannot reach http:\/\/127\.0\.0\.1:1/);
+});
+
+test('help exits 0 and states the exit codes', () => {
+  const r = ops('help');
+  assert.equal(r.status, 0);
+  assert.match(r.stdout, /Exit status: 0 done; 1 .*; 2 a command line/s);
+});
