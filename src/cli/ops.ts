@@ -96,7 +96,6 @@ const { values: opt, positionals } = parseCommandLine();
 const base = (opt.url ?? process.env.MPS_ADMIN_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 const token = opt.token ?? process.env.ADMIN_TOKEN;
 
-
 async function api(method: string, p: string, body?: unknown): Promise<Record<string, unknown>> {
   if (!token) throw new CliError('an admin token is required: --token or ADMIN_TOKEN');
   let res: Response;
