@@ -192,10 +192,15 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
     const now = svc.clock.now();
     const nextAttemptAt = delay === null ? null : new Date(now + delay);
     const lastError = ok ? null : o.statusCode !== null ? `HTTP ${o.statusCode}${o.error ? ` ${o.error}` : ''}` : o.error;
-    // The attempt is logged even when the lease was lost meanwhile: it did happen.
+    // The attempt is logged even when the lease was lost meanwhile: it did happen. A failed
+    // attempt whose app got another notify URL while it ran is due at once (docs/events.md: a URL
+    // change makes every pending event due immediately, the one in flight included).
     const r = await svc.db.query<{ fenced: number }>(
       `WITH upd AS (
-         UPDATE events SET status = $3, attempts = $4, next_attempt_at = coalesce($5, next_attempt_at), last_error = $6,
+         UPDATE events SET status = $3, attempts = $4,
+                next_attempt_at = CASE WHEN $3 = 'PENDING' AND (SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM $13::text
+                                       THEN $7 ELSE coalesce($5, next_attempt_at) END,
+                last_error = $6,
                 delivered_at = CASE WHEN $3 = 'DELIVERED' THEN $7 ELSE delivered_at END, locked_by = NULL, locked_until = NULL
           WHERE id = $1 AND locked_by = $2 AND status = 'PENDING'
           RETURNING id
@@ -216,6 +221,7 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
         o.statusCode,
         o.error,
         durationMs,
+        ev.notifyUrl,
       ],
     );
     const fenced = r.rows[0]?.fenced === 1;

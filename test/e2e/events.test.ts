@@ -494,6 +494,33 @@ describe('safety and isolation', () => {
     assert.equal((await eventView(ev!.eventId)).status, 'DELIVERED');
   });
 
+  test('a notifyUrl change while an attempt hangs on the old URL: the event goes to the new URL as soon as that attempt ends', async () => {
+    const s = await shop();
+    rx.hold(s.path);
+    const { order } = await paidOrder(s.m);
+    const d = createDispatcher(t.svc, { timeoutMs: 400, maxWaitMs: 100 });
+    await d.run();
+    await waitFor('the attempt on the old URL', async () => rx.heldCount === 1);
+    const moved = `${s.path}/moved`;
+    const p = await t.admin('PATCH', `/apps/${s.m.appId}`, { notifyUrl: rx.url(moved) });
+    assert.equal(p.statusCode, 200, p.body);
+    await d.idle();
+    const [ev] = await eventsOf(order.openOrderId);
+    let v = await eventView(ev!.eventId);
+    assert.equal(v.status, 'PENDING');
+    assert.deepEqual(
+      v.deliveries.map((x) => x.error),
+      ['TIMEOUT'],
+    );
+    assert.ok(Date.parse(v.nextAttemptAt) <= clock.now(), `due at once, not at the next retry step (${v.nextAttemptAt})`);
+    await t.workers.tick();
+    assert.equal(rx.at(moved).length, 1);
+    assertSigned(rx.at(moved)[0]!);
+    v = await eventView(ev!.eventId);
+    assert.equal(v.status, 'DELIVERED');
+    rx.release();
+  });
+
   test('at most 4 events of one app in flight; a run returns while they hang and other apps are served', async () => {
     const slow = await shop();
     const fast = await shop();
