@@ -195,7 +195,14 @@ export function verifyResponseSignature(input: VerifyResponseInput): ResponseVer
   }
   const keys = input.platformPublicKeys instanceof Map ? input.platformPublicKeys : loadPublicKeys(input.platformPublicKeys);
   const key = keys.get(keyId);
-  if (key === undefined) return fail('UNKNOWN_KEY_ID', `no platform public key with id ${JSON.stringify(keyId)}`);
+  if (key === undefined) {
+    return fail(
+      'UNKNOWN_KEY_ID',
+      `no platform public key with id ${JSON.stringify(keyId)}: after a platform key rotation, refresh your copy of the keys ` +
+        '(GET /api/admin/v1/platform-keys; npm run ops -- platform-keys) and check again. A POST may have run: resending it with ' +
+        'the same X-SVC-Request-Id returns its answer, signed again, without running it twice',
+    );
+  }
   const signingString = responseSigningString({ timestamp, nonce, requestId: echoedRequestId, status: input.status, body: input.body });
   if (!verifyBase64(signingString, sign, key)) return fail('BAD_SIGNATURE', 'the signature does not match status, request id and body');
   return { signed: true, keyId };

@@ -64,7 +64,11 @@ export function verifyNotification(input: VerifyNotificationInput): WebhookEvent
   const keys = input.platformPublicKeys instanceof Map ? input.platformPublicKeys : loadPublicKeys(input.platformPublicKeys);
   const key = keys.get(keyId);
   if (key === undefined)
-    throw new NotificationVerificationError('UNKNOWN_KEY_ID', `no platform public key with id ${JSON.stringify(keyId)}`);
+    throw new NotificationVerificationError(
+      'UNKNOWN_KEY_ID',
+      `no platform public key with id ${JSON.stringify(keyId)}: after a platform key rotation, refresh your copy of the keys ` +
+        '(GET /api/admin/v1/platform-keys; npm run ops -- platform-keys); answer non-2xx meanwhile and the notification is retried',
+    );
 
   // Signature first: the timestamp is only worth comparing once it is known to be the platform's.
   const signingString = notificationSigningString({ timestamp, nonce, eventId, body: input.rawBody });

@@ -395,6 +395,7 @@ describe('errors and response signatures', () => {
       assert.ok(err instanceof ResponseSignatureError, String(err));
       assert.equal(err.reason, reason);
       assert.equal(fake.seen.length, 1);
+      if (reason === 'UNKNOWN_KEY_ID') assert.match(err.message, /refresh your copy of the keys.*same X-SVC-Request-Id/);
     });
   }
 
