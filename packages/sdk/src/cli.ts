@@ -48,7 +48,8 @@ Options of the API commands (environment variable in brackets):
 
 Without platform keys, response signatures are not verified (a warning is printed).
 Output: the JSON response body on stdout and exit 0 on 2xx; otherwise the error envelope on stderr
-and exit 1.
+and exit 1. Exit 2: the command line is wrong, or a key or body file it names cannot be read or
+used (missing, unreadable, not a PEM key of the right kind).
 `;
 
 const API_COMMANDS = new Set([
@@ -106,7 +107,17 @@ async function readText(file: string): Promise<string> {
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
     return Buffer.concat(chunks).toString('utf8');
   }
-  return readFile(file, 'utf8');
+  return readNamedFile(file);
+}
+
+/** A file named on the command line; one that cannot be read is a wrong command line (exit 2). */
+async function readNamedFile(file: string, what = 'file'): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new UsageError(`${what} ${JSON.stringify(file)} cannot be read (${e.code ?? e.message})`);
+  }
 }
 
 /** Platform keys from --platform-keys / --platform-key, else MPS_PLATFORM_KEYS_FILE; undefined when none. */
@@ -115,7 +126,7 @@ async function platformKeys(values: Values): Promise<Record<string, string> | un
   let any = false;
   const jsonFile = values['platform-keys'] ?? (values['platform-key'] === undefined ? process.env.MPS_PLATFORM_KEYS_FILE : undefined);
   if (jsonFile !== undefined && jsonFile !== '') {
-    Object.assign(keys, parsePlatformKeysJson(await readFile(jsonFile, 'utf8')));
+    Object.assign(keys, parsePlatformKeysJson(await readNamedFile(jsonFile, 'platform keys file')));
     any = true;
   }
   const single = values['platform-key'] ?? [];
@@ -126,7 +137,7 @@ async function platformKeys(values: Values): Promise<Record<string, string> | un
     const keyId = eq === -1 ? required(values['platform-key-id'], '--platform-key-id (for --platform-key FILE)') : entry.slice(0, eq);
     const file = eq === -1 ? entry : entry.slice(eq + 1);
     if (keyId === '' || file === '') throw new UsageError(`--platform-key ${entry}: expected KEYID=FILE`);
-    keys[keyId] = await readFile(file, 'utf8');
+    keys[keyId] = await readNamedFile(file, 'platform key file');
     any = true;
   }
   return any ? keys : undefined;
@@ -149,7 +160,13 @@ async function jsonBody(values: Values): Promise<Record<string, unknown>> {
 
 /** A value the SDK refuses (TypeError / RangeError from its checks) is a wrong command line: exit 2. */
 function usageOf(err: unknown): unknown {
-  return err instanceof TypeError || err instanceof RangeError ? new UsageError(err.message) : err;
+  if (err instanceof TypeError || err instanceof RangeError) return new UsageError(err.message);
+  // OpenSSL refusing a key (e.g. a public key given as --private-key): a wrong file on the command line.
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (typeof code === 'string' && code.startsWith('ERR_OSSL')) {
+    return new UsageError(`a key file cannot be used (${(err as Error).message}): --private-key must be your PEM private key`);
+  }
+  return err;
 }
 
 function asUsage<T>(fn: () => T): T {
@@ -217,9 +234,9 @@ async function apiCommand(command: string, values: Values, positionals: string[]
     baseUrl: required(values['base-url'] ?? env.MPS_BASE_URL, '--base-url (or MPS_BASE_URL)'),
     appId: required(values['app-id'] ?? env.MPS_APP_ID, '--app-id (or MPS_APP_ID)'),
     keyId: required(values['key-id'] ?? env.MPS_KEY_ID, '--key-id (or MPS_KEY_ID)'),
-    privateKeyPem: await readFile(
+    privateKeyPem: await readNamedFile(
       required(values['private-key'] ?? env.MPS_PRIVATE_KEY_FILE, '--private-key (or MPS_PRIVATE_KEY_FILE)'),
-      'utf8',
+      'private key file',
     ),
     platformPublicKeys: keys,
     timeoutMs: integer(values['timeout-ms'], '--timeout-ms'),

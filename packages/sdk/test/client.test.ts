@@ -748,6 +748,10 @@ describe('CLI', () => {
       ['query-order', 'ORDER_1', ...base, ...key, '--timeout-ms', '0'],
       ['query-order', 'ORDER_1', ...base, ...key, '--request-id', 'bad id'],
       ['query-order', 'ORDER_1', ...base, ...key, '--app-id', 'svcop_x'],
+      // A key file that is missing, or not a private key: the command line names the wrong file.
+      ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'no-such-key.pem')],
+      ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'merchant-public.pem')],
+      ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'no-such-keys.json')],
     ]) {
       const r = await run(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
