@@ -212,9 +212,17 @@ async function keygen(values: Values): Promise<number> {
 }
 
 async function verifyCommand(values: Values): Promise<number> {
-  const headers: unknown = JSON.parse(await readFile(required(values.headers, '--headers'), 'utf8'));
+  let headers: unknown;
+  try {
+    headers = JSON.parse(await readNamedFile(required(values.headers, '--headers'), 'headers file'));
+  } catch (err) {
+    throw err instanceof UsageError ? err : new UsageError(`--headers is not JSON: ${(err as Error).message}`);
+  }
   if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new UsageError('--headers must hold a JSON object');
-  const rawBody = await readFile(required(values.body, '--body'));
+  const bodyFile = required(values.body, '--body');
+  const rawBody = await readFile(bodyFile).catch((err: NodeJS.ErrnoException) => {
+    throw new UsageError(`body file ${JSON.stringify(bodyFile)} cannot be read (${err.code ?? err.message})`);
+  });
   const keys = await platformKeys(values);
   if (keys === undefined) throw new UsageError('verify-notification needs --platform-keys or --platform-key');
   const payload = verifyNotification({
