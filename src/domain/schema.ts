@@ -60,6 +60,17 @@ export function codePointLength(s: string): number {
 
 const LONE_SURROGATE = /\p{Cs}/u;
 
+/**
+ * The rule of a simple pattern in words, for the refusal message: `^[A-Za-z0-9_-]{6,64}$` is
+ * "6-64 characters of A-Za-z0-9_-". Other patterns get no wording (the field's documentation has it).
+ */
+export function patternRule(pattern: string): string | null {
+  const m = /^\^\[([^\]]+)\]\{(\d+),(\d+)\}\$$/.exec(pattern);
+  if (!m) return null;
+  const set = m[1] === '\\x21-\\x7e' ? 'visible ASCII' : m[1];
+  return `${m[2]}-${m[3]} characters of ${set}`;
+}
+
 const patternCache = new Map<string, RegExp>();
 function re(p: string): RegExp {
   let r = patternCache.get(p);
@@ -108,13 +119,14 @@ export function validate(
       }
       const len = schema.minLength !== undefined || schema.maxLength !== undefined ? codePointLength(value) : 0;
       if (schema.minLength !== undefined && len < schema.minLength) {
-        return { field, message: `${field} must have at least ${schema.minLength} characters` };
+        return { field, message: `${field} must have at least ${schema.minLength} character${schema.minLength === 1 ? '' : 's'}` };
       }
       if (schema.maxLength !== undefined && len > schema.maxLength) {
-        return { field, message: `${field} must have at most ${schema.maxLength} characters` };
+        return { field, message: `${field} must have at most ${schema.maxLength} character${schema.maxLength === 1 ? '' : 's'}` };
       }
       if (schema.pattern !== undefined && !re(schema.pattern).test(value)) {
-        return { field, message: `${field} has an invalid format` };
+        const rule = patternRule(schema.pattern);
+        return { field, message: `${field} has an invalid format${rule ? ` (${rule})` : ''}` };
       }
       return null;
     }
