@@ -48,7 +48,7 @@ class CliError extends Error {}
 class UsageError extends Error {}
 
 function fail(err: unknown): void {
-  const e = err as NodeJS.ErrnoException;
+  const e = (err instanceof Error ? err : new Error(String(err))) as NodeJS.ErrnoException;
   const known = err instanceof UsageError || err instanceof CliError || typeof e.code === 'string';
   process.stderr.write(`error: ${known ? e.message : (e.stack ?? String(err))}\n`);
   if (err instanceof UsageError) process.stderr.write('(try: npm run ops -- help)\n');
