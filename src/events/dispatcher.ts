@@ -45,7 +45,11 @@ export interface DispatcherOptions {
   maxResponseBytes?: number;
   /** Events of one app leased at once, across instances: 4. */
   perAppConcurrency?: number;
-  /** Deliveries in flight in this instance: 16. */
+  /**
+   * Deliveries in flight in this instance: 64. A delivery mostly waits on the receiver (a socket,
+   * no database connection), so slots are cheap; with 4 per app it takes 16 apps whose receivers
+   * all hang for 10 s to fill them, rather than 4.
+   */
   concurrency?: number;
   /** Lease of a claimed event; must exceed timeoutMs comfortably: max(60 s, 3 x timeoutMs). */
   leaseMs?: number;
@@ -135,7 +139,7 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const maxResponseBytes = opts.maxResponseBytes ?? 65_536;
   const perApp = opts.perAppConcurrency ?? 4;
-  const concurrency = opts.concurrency ?? 16;
+  const concurrency = opts.concurrency ?? 64;
   const leaseMs = opts.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
   const maxWaitMs = opts.maxWaitMs ?? 2_000;
   const instance = `dsp_${randomBytes(6).toString('hex')}`;

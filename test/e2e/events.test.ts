@@ -552,6 +552,27 @@ describe('safety and isolation', () => {
     assert.equal(new Set(ids).size, 6, 'each event sent once');
   });
 
+  test('five apps whose receivers hang hold 20 slots: an app whose event comes due meanwhile is served at once', async () => {
+    const hanging: Shop[] = [];
+    for (let i = 0; i < 5; i++) {
+      const s = await shop();
+      rx.hold(s.path);
+      for (let j = 0; j < 4; j++) await paidOrder(s.m);
+      hanging.push(s);
+    }
+    const d = createDispatcher(t.svc, { timeoutMs: 10_000, maxWaitMs: 300 });
+    await d.run();
+    await waitFor('20 attempts hanging', async () => rx.heldCount === 20);
+    const healthy = await shop();
+    await paidOrder(healthy.m);
+    await d.run();
+    await waitFor('the healthy app served while the others hang', async () => rx.at(healthy.path).length === 1, 3000);
+    assert.equal(rx.heldCount, 20);
+    for (const s of hanging) rx.on(s.path, (res) => res.writeHead(200).end());
+    rx.release();
+    await d.idle();
+  });
+
   test('events of one order arrive in increasing stateVersion, even when an earlier one needs a retry', async () => {
     const s = await shop();
     rx.on(s.path, (res, n) => res.writeHead(n === 1 ? 500 : 200).end());
