@@ -189,8 +189,17 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
         return false;
       }
       // NOT_FOUND (never created) or CLOSED: the attempt is over; the order becomes payable again.
+      // Also from PAYING when no other attempt is live: a re-create that closed the old attempt and
+      // was cut off (a crash) during the new one's provider call leaves exactly that.
       await setAttempt(tx, flow, a, q.state === 'CLOSED' ? 'CLOSED' : 'FAILED');
       if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+      else if (isLatest && o.status === 'PAYING') {
+        const live = await tx.query(
+          `SELECT 1 FROM attempts WHERE order_id = $1 AND id <> $2 AND state IN ('ACCEPTED', 'UNKNOWN', 'PENDING') LIMIT 1`,
+          [o.id, a.id],
+        );
+        if (live.rowCount === 0) await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+      }
       return false;
     });
     if (stray) svc.tasks.closeStrayAttempt(id);

@@ -811,6 +811,47 @@ describe('re-create attempt', () => {
     assert.equal(r.json().payUrl, null);
   });
 
+  /** What a crash during a re-create's provider call leaves: a PENDING attempt the provider never saw, due for a check. */
+  async function cutOffRecreate(openOrderId: string, closeOld: boolean): Promise<void> {
+    const { insertAttempt } = await import('../../src/usecases/payment-state.ts');
+    const { withTx } = await import('../../src/store/db.ts');
+    const { getOrder } = await import('../../src/store/orders.ts');
+    if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
+    const pending = await withTx(t.svc.db, async (tx) => insertAttempt(tx, (await getOrder(tx, openOrderId, true))!));
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE id = $1`, [pending.id]);
+  }
+
+  test('a re-create cut off after closing the old attempt: once the reconciler finds the new one never created, the order is CREATED again', async () => {
+    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const body = orderBody();
+    const c = (await create(body)).json();
+    await cutOffRecreate(c.openOrderId, true);
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
+    await reconcileAttempts(t.svc);
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CREATED', 'no live attempt: payable again, not PAYING');
+    assert.equal(q.latestAttempt.state, 'FAILED');
+    assert.equal(q.nextAction, 'CREATE_ATTEMPT');
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().status, 'PAYING');
+    assert.match(String(r.json().payUrl), /\/cashier\//);
+  });
+
+  test('a re-create cut off before closing the old attempt: the old material is still live, so the order stays PAYING', async () => {
+    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const body = orderBody();
+    const c = (await create(body)).json();
+    await cutOffRecreate(c.openOrderId, false);
+    await reconcileAttempts(t.svc);
+    const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['ACCEPTED', 'FAILED'],
+    );
+    assert.equal(adm.status, 'PAYING');
+  });
+
   test('409 when the order is not payable; 404 when unknown', async () => {
     await fault('CREATE_ATTEMPT', 'PAID');
     const body = orderBody();
