@@ -2,7 +2,7 @@
  * Provider notifications (payment paid / failed / closed, refund settled / failed), verified by
  * the provider adapter, applied idempotently. The sandbox's buyer actions arrive here too.
  */
-import type { ProviderNotification } from '../providers/provider.ts';
+import { type ProviderNotification, ProviderNotificationError } from '../providers/provider.ts';
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import { getAttempt, getOrder, getRefund, latestAttempt } from '../store/orders.ts';
@@ -15,6 +15,9 @@ export async function handleProviderNotification(
   headers: Record<string, string | string[] | undefined>,
 ): Promise<void> {
   const n = await svc.provider.parseNotification(rawBody, headers);
+  // Whatever the provider: an id PostgreSQL cannot hold (U+0000) names nothing of ours, so it is
+  // refused as a bad notification rather than looked up (a database error, a 503).
+  if ((n.kind === 'PAYMENT' ? n.attemptId : n.refundId).includes('\u0000')) throw new ProviderNotificationError('unknown notification');
   await applyNotification(svc, n);
 }
 
