@@ -6,6 +6,19 @@ import { test } from 'node:test';
 import type { Item } from '../../bench/lib/corpus.ts';
 import { parseAnswer, runPaced } from '../../bench/lib/paced.ts';
 
+/** `n` GET requests expecting 200: `/0`, `/1`, ... */
+function queries(n: number): Item[] {
+  return Array.from({ length: n }, (_, i): Item => ({
+    kind: 'query',
+    expect: 200,
+    method: 'GET',
+    path: `/${i}`,
+    body: '',
+    requestId: `r${i}`,
+    headers: {},
+  }));
+}
+
 test('parseAnswer: Content-Length, the signature header, partial input and two answers in one buffer', () => {
   const one = 'HTTP/1.1 201 Created\r\nContent-Length: 5\r\nX-SVC-Response-Sign: abc\r\n\r\nhello';
   const buf = Buffer.from(one + 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nConnection: close\r\n\r\n');
@@ -84,15 +97,7 @@ test('runPaced against a closed port ends: every request fails with the connect 
   await new Promise((r) => probe.once('listening', r));
   const port = (probe.address() as AddressInfo).port;
   await new Promise((r) => probe.close(r));
-  const items = Array.from({ length: 5 }, (_, i): Item => ({
-    kind: 'query',
-    expect: 200,
-    method: 'GET',
-    path: `/${i}`,
-    body: '',
-    requestId: `r${i}`,
-    headers: {},
-  }));
+  const items = queries(5);
   const r = await runPaced({ url: `http://127.0.0.1:${port}`, items, rate: 1000, maxSockets: 2, deadlineMs: Date.now() + 10_000 });
   assert.equal(r.completed, 0);
   assert.ok((r.socketErrors.ECONNREFUSED ?? 0) >= 5, JSON.stringify(r.socketErrors));
@@ -109,15 +114,7 @@ test('runPaced stops releasing requests at the deadline and reports the run trun
   server.listen(0, '127.0.0.1');
   await new Promise((r) => server.once('listening', r));
   const port = (server.address() as AddressInfo).port;
-  const items = Array.from({ length: 100 }, (_, i): Item => ({
-    kind: 'query',
-    expect: 200,
-    method: 'GET',
-    path: `/${i}`,
-    body: '',
-    requestId: `r${i}`,
-    headers: {},
-  }));
+  const items = queries(100);
   try {
     // 100 requests at 20/s would take 5 s; the deadline comes after ~0.3 s.
     const r = await runPaced({ url: `http://127.0.0.1:${port}`, items, rate: 20, maxSockets: 2, deadlineMs: Date.now() + 300 });
