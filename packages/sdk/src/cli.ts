@@ -110,14 +110,18 @@ async function readText(file: string): Promise<string> {
   return readNamedFile(file);
 }
 
-/** A file named on the command line; one that cannot be read is a wrong command line (exit 2). */
-async function readNamedFile(file: string, what = 'file'): Promise<string> {
+/** The bytes of a file named on the command line; one that cannot be read is a wrong command line (exit 2). */
+async function readNamedBytes(file: string, what: string): Promise<Buffer> {
   try {
-    return await readFile(file, 'utf8');
+    return await readFile(file);
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     throw new UsageError(`${what} ${JSON.stringify(file)} cannot be read (${e.code ?? e.message})`);
   }
+}
+
+async function readNamedFile(file: string, what = 'file'): Promise<string> {
+  return (await readNamedBytes(file, what)).toString('utf8');
 }
 
 /** Platform keys from --platform-keys / --platform-key, else MPS_PLATFORM_KEYS_FILE; undefined when none. */
@@ -219,10 +223,7 @@ async function verifyCommand(values: Values): Promise<number> {
     throw err instanceof UsageError ? err : new UsageError(`--headers is not JSON: ${(err as Error).message}`);
   }
   if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new UsageError('--headers must hold a JSON object');
-  const bodyFile = required(values.body, '--body');
-  const rawBody = await readFile(bodyFile).catch((err: NodeJS.ErrnoException) => {
-    throw new UsageError(`body file ${JSON.stringify(bodyFile)} cannot be read (${err.code ?? err.message})`);
-  });
+  const rawBody = await readNamedBytes(required(values.body, '--body'), 'body file');
   const keys = await platformKeys(values);
   if (keys === undefined) throw new UsageError('verify-notification needs --platform-keys or --platform-key');
   const payload = verifyNotification({

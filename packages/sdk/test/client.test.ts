@@ -752,6 +752,17 @@ describe('CLI', () => {
       ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'no-such-key.pem')],
       ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'merchant-public.pem')],
       ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'no-such-keys.json')],
+      [
+        'verify-notification',
+        '--headers',
+        join(dir, 'no-such-headers.json'),
+        '--body',
+        join(dir, 'merchant-public.pem'),
+        '--platform-key-id',
+        'k',
+        '--platform-key',
+        join(dir, 'merchant-public.pem'),
+      ],
     ]) {
       const r = await run(args);
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
