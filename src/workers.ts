@@ -6,7 +6,7 @@
  */
 import type { Services } from './services.ts';
 import { withTx } from './store/db.ts';
-import { getAttempt, getOrder, getRefund, latestAttempt } from './store/orders.ts';
+import { attemptsOf, getAttempt, getOrder, getRefund, latestAttempt } from './store/orders.ts';
 import { closeOrderById } from './usecases/orders.ts';
 import { applyNotification } from './usecases/notifications.ts';
 import { nextCheckAt, setAttempt, setOrderStatus } from './usecases/payment-state.ts';
@@ -194,11 +194,8 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
       await setAttempt(tx, flow, a, q.state === 'CLOSED' ? 'CLOSED' : 'FAILED');
       if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
       else if (isLatest && o.status === 'PAYING') {
-        const live = await tx.query(
-          `SELECT 1 FROM attempts WHERE order_id = $1 AND id <> $2 AND state IN ('ACCEPTED', 'UNKNOWN', 'PENDING') LIMIT 1`,
-          [o.id, a.id],
-        );
-        if (live.rowCount === 0) await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+        const live = (await attemptsOf(tx, o.id)).some((x) => x.id !== a.id && ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state));
+        if (!live) await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
       }
       return false;
     });
