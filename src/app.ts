@@ -179,7 +179,11 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.ready();
 
     const dispatcher = createDispatcher(svc);
-    const workers = new Workers(svc, [dispatcher]);
+    const sandbox = svc.sandbox;
+    const workers = new Workers(svc, [
+      dispatcher,
+      ...(sandbox ? [{ name: 'sandbox notices', run: () => sandbox.redeliverNotices() }] : []),
+    ]);
     let closed = false;
     return {
       server,

@@ -53,13 +53,29 @@ function ok(status: number, caller: Caller, fields: Record<string, unknown>): Op
   return { status, body: { requestId: caller.requestId, ...fields } };
 }
 
-/** Waits (bounded) while an attempt of the order is being created by a concurrent request. */
+/** How long a replay or a re-create loser waits for an attempt being created by another request. */
+export const SETTLE_WAIT_MS = 20_000;
+
+/**
+ * Waits (bounded) while an attempt of the order is being created by a concurrent request. One
+ * still being created after that (a slow provider, or a request cut off by a crash, until the
+ * reconciler settles it) is answered 503: an answer without the attempt's outcome would be kept
+ * for the request id, and the retry the 503 asks for gets the real one.
+ */
 async function settledLatest(svc: Services, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
   const attempt = await untilSettled(
     () => latestAttempt(svc.db, orderId),
     (a) => a?.state === 'PENDING',
-    20_000,
+    SETTLE_WAIT_MS,
   );
+  if (attempt?.state === 'PENDING') {
+    throw new ApiError(
+      'OPEN_API_GUARD_UNAVAILABLE',
+      'An attempt of this order is still being created at the provider; retry with the same X-SVC-Request-Id, or query the order.',
+      undefined,
+      { 'Retry-After': '5' },
+    );
+  }
   return { order: (await getOrder(svc.db, orderId))!, attempt };
 }
 
@@ -327,6 +343,15 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
   const start = await withTx(svc.db, async (tx) => {
     const o = await findOrder(tx, caller.app.id, outTradeNo, true);
     if (!o) throw NOT_FOUND();
+    // This request id already made an attempt of this order: this is the retry of a re-create cut
+    // off before its answer was recorded (its request-id lease lapsed). Answered from the order as
+    // it is now; no second attempt.
+    const own = await tx.query({
+      name: 'attempt_by_request',
+      text: 'SELECT 1 FROM attempts WHERE order_id = $1 AND request_id = $2',
+      values: [o.id, caller.requestId],
+    });
+    if (own.rowCount !== 0) return { kind: 'loser' as const, order: o };
     if (!['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status) || o.expireAt.getTime() <= nowMs) {
       throw new ApiError(
         'OPEN_API_STATE_INVALID',
@@ -367,7 +392,7 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
     ) {
       return { kind: 'loser' as const, order: o };
     }
-    const fresh = await insertAttempt(tx, o);
+    const fresh = await insertAttempt(tx, o, caller.requestId);
     return { kind: 'winner' as const, order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
   });
   if (start.kind === 'loser') {

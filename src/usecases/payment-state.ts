@@ -82,13 +82,14 @@ export async function confirmPaid(
   return { order, duplicateId: r.rowCount === 1 ? id : null };
 }
 
-export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow> {
+/** A new PENDING attempt of the order; `requestId`: the re-create's X-SVC-Request-Id. */
+export async function insertAttempt(tx: Tx, order: OrderRow, requestId: string | null = null): Promise<AttemptRow> {
   const r = await tx.query<AttemptRow>({
     name: 'attempt_insert',
-    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK})
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at, request_id)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK}, $5)
      RETURNING ${ATTEMPT_COLS}`,
-    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt],
+    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt, requestId],
   });
   return r.rows[0]!;
 }

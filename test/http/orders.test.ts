@@ -852,6 +852,72 @@ describe('re-create attempt', () => {
     assert.equal(adm.status, 'PAYING');
   });
 
+  test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while the attempt is unsettled, then a real attempt', async () => {
+    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const body = orderBody();
+    const c = (await create(body)).json();
+    const no = String(body.outTradeNo);
+    await cutOffRecreate(c.openOrderId, true);
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() + interval '150 seconds' WHERE order_id = $1 AND state = 'PENDING'`, [
+      c.openOrderId,
+    ]);
+    // The cut-off request held its id; its lease (120 s) ran out before the attempt's recheck (150 s).
+    const rid = requestId();
+    await t.svc.db.query(
+      `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
+       VALUES ($1, $2, 'POST', $3, encode(sha256(''::bytea), 'hex'), 'IN_PROGRESS', now() - interval '1 second')`,
+      [m.appId, rid, `/api/open/v1/payments/${no}/attempts`],
+    );
+    const busy = await recreate(no, m, { requestId: rid });
+    assert.equal(busy.statusCode, 503, busy.body);
+    assert.equal(busy.json().code, 'OPEN_API_GUARD_UNAVAILABLE');
+    assert.match(busy.json().message, /still being created/);
+    assert.equal(busy.headers['retry-after'], '5');
+    assert.ok(busy.headers['x-svc-response-sign'], 'signed like every answer after the gate');
+    const kept = await t.svc.db.query('SELECT 1 FROM request_replays WHERE app_id = $1 AND request_id = $2', [m.appId, rid]);
+    assert.equal(kept.rowCount, 0, 'the 503 is not kept for the request id');
+
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE order_id = $1 AND state = 'PENDING'`, [
+      c.openOrderId,
+    ]);
+    await reconcileAttempts(t.svc);
+    const made = await recreate(no, m, { requestId: rid });
+    assert.equal(made.statusCode, 201, made.body);
+    assert.equal(made.json().status, 'PAYING');
+    assert.match(String(made.json().payUrl), /\/cashier\//);
+    const again = await recreate(no, m, { requestId: rid });
+    assert.equal(again.statusCode, 201);
+    assert.equal(again.body, made.body, 'now kept and replayed byte for byte');
+  });
+
+  test('the retry of a re-create whose answer was never recorded (lease lapsed) answers from the attempt it made, and makes no second one', async () => {
+    const body = orderBody();
+    const c = (await create(body)).json();
+    const no = String(body.outTradeNo);
+    const rid = requestId();
+    const first = await recreate(no, m, { requestId: rid });
+    assert.equal(first.statusCode, 201, first.body);
+    // Cut off after the attempt was made, before the answer was recorded: the id's record is
+    // still IN_PROGRESS, and its lease has lapsed.
+    await t.svc.db.query(
+      `UPDATE request_replays SET state = 'IN_PROGRESS', status_code = NULL, response_body = NULL, lease_until = now() - interval '1 second'
+        WHERE app_id = $1 AND request_id = $2`,
+      [m.appId, rid],
+    );
+    const retry = await recreate(no, m, { requestId: rid });
+    assert.equal(retry.statusCode, 200, retry.body);
+    assert.equal(retry.json().replayed, true);
+    assert.equal(retry.json().payUrl, first.json().payUrl, "the first execution's attempt");
+    const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['CLOSED', 'ACCEPTED'],
+      'one attempt per request id',
+    );
+    const other = await recreate(no);
+    assert.equal(other.statusCode, 201, 'a re-create with a new request id makes a new attempt');
+  });
+
   test('409 when the order is not payable; 404 when unknown', async () => {
     await fault('CREATE_ATTEMPT', 'PAID');
     const body = orderBody();
@@ -1106,6 +1172,83 @@ describe('background work', () => {
     assert.equal(q.latestAttempt.state, 'ACCEPTED');
     const replay = (await create(body)).json();
     assert.match(replay.payUrl, /cashier/, 'the converged attempt is payable');
+  });
+
+  test('a payment notice the service did not acknowledge (cut off) is sent again by the sandbox until it is applied', async () => {
+    const { handleProviderNotification } = await import('../../src/usecases/notifications.ts');
+    const { NOTICE_FIRST_RETRY_SECONDS } = await import('../../src/providers/sandbox/sandbox.ts');
+    const sandbox = t.svc.sandbox!;
+    const body = orderBody();
+    const o = (await create(body)).json();
+    // The service dies (or its transaction fails) while the buyer's payment notice arrives.
+    sandbox.setNotificationSink(async () => {
+      throw new Error('cut off');
+    });
+    try {
+      await pay(o.openOrderId);
+    } finally {
+      sandbox.setNotificationSink((raw, headers) => handleProviderNotification(t.svc, raw, headers));
+    }
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
+    const due = async () =>
+      (
+        await t.svc.db.query<{ due: number | null; tries: number }>(
+          `SELECT extract(epoch FROM notice_due_at - now())::float8 AS due, notice_tries AS tries
+             FROM sandbox_payments p JOIN attempts a ON a.id = p.attempt_id WHERE a.order_id = $1`,
+          [o.openOrderId],
+        )
+      ).rows[0]!;
+    const pending = await due();
+    assert.ok(
+      pending.due !== null && pending.due > NOTICE_FIRST_RETRY_SECONDS - 5,
+      `due in ~${NOTICE_FIRST_RETRY_SECONDS} s: ${pending.due}`,
+    );
+    await t.workers.tick();
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'not sent again before it falls due');
+
+    // Falls due while the service still fails: tried again, and due again later (x3).
+    await t.svc.db.query(
+      `UPDATE sandbox_payments SET notice_due_at = now() WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      [o.openOrderId],
+    );
+    sandbox.setNotificationSink(async () => {
+      throw new Error('still failing');
+    });
+    try {
+      assert.equal(await sandbox.redeliverNotices(), 1);
+    } finally {
+      sandbox.setNotificationSink((raw, headers) => handleProviderNotification(t.svc, raw, headers));
+    }
+    const retried = await due();
+    assert.equal(retried.tries, 1);
+    assert.ok(retried.due !== null && retried.due > 3 * NOTICE_FIRST_RETRY_SECONDS - 5, `next try in ~30 s: ${retried.due}`);
+
+    // Due again with the service back: applied once, acknowledged, not sent again.
+    await t.svc.db.query(
+      `UPDATE sandbox_payments SET notice_due_at = now() WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      [o.openOrderId],
+    );
+    await t.workers.tick();
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'SUCCEEDED');
+    assert.deepEqual(await due(), { due: null, tries: 0 }, 'acknowledged');
+    assert.equal(await sandbox.redeliverNotices(), 0);
+    const adm = (await t.admin('GET', `/orders/${o.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.events.map((e: { eventType: string }) => e.eventType),
+      ['PAYMENT_SUCCEEDED'],
+    );
+  });
+
+  test('an acknowledged payment notice is not sent again', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await pay(o.openOrderId);
+    const r = await t.svc.db.query(
+      `SELECT notice_due_at FROM sandbox_payments WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      [o.openOrderId],
+    );
+    assert.equal(r.rows[0].notice_due_at, null);
   });
 
   test('state changes bump stateVersion and write one event each', async () => {

@@ -31,6 +31,14 @@ export type FaultOutcome = (typeof FAULT_OUTCOMES)[number];
 /** How long the sandbox takes to settle an accepted refund. */
 export const REFUND_SETTLE_MS = 1000;
 
+/**
+ * A payment notice the service has not acknowledged is sent again, as a real provider's is: first
+ * NOTICE_FIRST_RETRY_SECONDS after the buyer's action, then at growing intervals (x3, at most an
+ * hour), NOTICE_MAX_TRIES times in all (about a day).
+ */
+export const NOTICE_FIRST_RETRY_SECONDS = 10;
+export const NOTICE_MAX_TRIES = 30;
+
 interface OpenPayment {
   ref: string;
   input: CreateAttemptInput;
@@ -298,11 +306,18 @@ export class SandboxProvider implements PaymentProvider {
     return r.rows[0]?.state ?? 'NOT_FOUND';
   }
 
-  /** Buyer action: pays (or fails) one attempt's payment, then notifies the service. */
+  /**
+   * Buyer action: pays (or fails) one attempt's payment, then notifies the service. The payment
+   * and the notice it owes are recorded in one statement; the notice is sent at once and marked
+   * acknowledged when the service has applied it. A notice the service did not acknowledge (it
+   * failed, or the process was cut off) is sent again by redeliverNotices().
+   */
   async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN'> {
     const r = await this.#db.query<{ state: string }>(
-      `UPDATE sandbox_payments SET state = $2, updated_at = now() WHERE attempt_id = $1 AND state = 'OPEN' RETURNING state`,
-      [attemptId, action === 'PAY' ? 'PAID' : 'FAILED'],
+      `UPDATE sandbox_payments SET state = $2, updated_at = now(), notice_tries = 0,
+              notice_due_at = now() + make_interval(secs => $3)
+        WHERE attempt_id = $1 AND state = 'OPEN' RETURNING state`,
+      [attemptId, action === 'PAY' ? 'PAID' : 'FAILED', NOTICE_FIRST_RETRY_SECONDS],
     );
     if (r.rowCount === 0) {
       const e = await this.#db.query<{ state: string }>('SELECT state FROM sandbox_payments WHERE attempt_id = $1', [attemptId]);
@@ -310,13 +325,45 @@ export class SandboxProvider implements PaymentProvider {
       // Paying an already-paid payment again re-sends the notice (idempotent for the service).
       if (!(action === 'PAY' && e.rows[0].state === 'PAID')) return 'NOT_OPEN';
     }
-    await this.#notify({
-      kind: 'PAYMENT',
-      attemptId,
-      state: action === 'PAY' ? 'PAID' : 'FAILED',
-      reason: action === 'FAIL' ? 'BUYER_PAYMENT_FAILED' : null,
-    });
+    try {
+      await this.#sendPaymentNotice(attemptId, action === 'PAY' ? 'PAID' : 'FAILED');
+    } catch (err) {
+      // The buyer's action stands at the provider whatever the service made of the notice.
+      this.#log('sandbox payment notice not acknowledged; sent again later', err);
+    }
     return 'OK';
+  }
+
+  async #sendPaymentNotice(attemptId: string, state: 'PAID' | 'FAILED'): Promise<void> {
+    await this.#notify({ kind: 'PAYMENT', attemptId, state, reason: state === 'FAILED' ? 'BUYER_PAYMENT_FAILED' : null });
+    // Acknowledged: the service applied it (its handler returned).
+    await this.#db.query('UPDATE sandbox_payments SET notice_due_at = NULL, notice_tries = 0 WHERE attempt_id = $1', [attemptId]);
+  }
+
+  /**
+   * Sends again the payment notices that fell due unacknowledged (at most `limit`); run by the
+   * service's workers. Each is claimed first by moving its due time on (the next retry), so two
+   * instances do not send one notice at once. Returns how many were sent.
+   */
+  async redeliverNotices(limit = 20): Promise<number> {
+    const r = await this.#db.query<{ attempt_id: string; state: string; notice_tries: number }>(
+      `UPDATE sandbox_payments SET notice_tries = notice_tries + 1,
+              notice_due_at = CASE WHEN notice_tries + 1 >= $2 THEN NULL
+                              ELSE now() + make_interval(secs => LEAST(3600, $3 * power(3, notice_tries + 1))) END
+        WHERE attempt_id IN (SELECT attempt_id FROM sandbox_payments WHERE notice_due_at <= now()
+                              ORDER BY notice_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+        RETURNING attempt_id, state, notice_tries`,
+      [limit, NOTICE_MAX_TRIES, NOTICE_FIRST_RETRY_SECONDS],
+    );
+    for (const row of r.rows) {
+      if (row.state !== 'PAID' && row.state !== 'FAILED') continue;
+      try {
+        await this.#sendPaymentNotice(row.attempt_id, row.state);
+      } catch (err) {
+        this.#log(`sandbox payment notice not acknowledged (try ${row.notice_tries} of ${NOTICE_MAX_TRIES}); sent again later`, err);
+      }
+    }
+    return r.rows.length;
   }
 
   async #notify(n: ProviderNotification): Promise<void> {
