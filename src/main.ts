@@ -1,6 +1,6 @@
 /** Loads config, starts the database if embedded, builds the app, listens, runs workers, stops gracefully. */
 import net from 'node:net';
-import { ConfigError, loadConfig, withListenPort } from './config/config.ts';
+import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
 import { startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
@@ -15,6 +15,11 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     throw err;
+  }
+  if (config.adminToken !== null && config.adminToken.length < ADMIN_TOKEN_ADVISED_LENGTH) {
+    process.stderr.write(
+      `warning: ADMIN_TOKEN is shorter than ${ADMIN_TOKEN_ADVISED_LENGTH} characters; use a long random token outside development\n`,
+    );
   }
   const quiet = ['warn', 'error', 'fatal', 'silent'].includes(config.logLevel);
   const say = (m: string) => {

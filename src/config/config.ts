@@ -105,6 +105,9 @@ function cidrs(env: Env, name: string): string[] | undefined {
   return v;
 }
 
+/** A shorter ADMIN_TOKEN is accepted with a warning at start (use a long random one in production). */
+export const ADMIN_TOKEN_ADVISED_LENGTH = 16;
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -115,8 +118,10 @@ export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']) ?? null;
   const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']) ?? null;
   const adminToken = str(env, 'ADMIN_TOKEN') ?? null;
-  if (adminToken !== null && (adminToken.length < 16 || !/^[\x21-\x7e]+$/.test(adminToken))) {
-    throw new ConfigError('ADMIN_TOKEN must be at least 16 visible ASCII characters');
+  // Any length is accepted (main.ts warns below ADMIN_TOKEN_ADVISED_LENGTH); it must be sendable
+  // as a bearer token: visible ASCII, no spaces.
+  if (adminToken !== null && !/^[\x21-\x7e]+$/.test(adminToken)) {
+    throw new ConfigError('ADMIN_TOKEN must be visible ASCII characters (no spaces)');
   }
   const base = url(env, 'PUBLIC_BASE_URL', ['http:', 'https:']);
   if (base !== undefined) {

@@ -92,6 +92,17 @@ export function exceedsSingleCeiling(
     const c = ceilingOf(merchantEntityType, null);
     return c !== null && amountFen > c;
   }
+  if (allocation.mode === 'RATIO' && allocation.ratios !== null) {
+    // The leg's exact share (amount x shareBps / 10000, compared without rounding: at most
+    // 1e10 x 10000, exact in a double), not the rounded leg that also carries the remainder fen.
+    for (const r of allocation.ratios) {
+      const acc = accounts.get(r.accountId);
+      if (!acc) continue;
+      const c = ceilingOf(acc.entityType, acc.agreedCeilingFen);
+      if (c !== null && amountFen * r.shareBps > c * 10000) return true;
+    }
+    return false;
+  }
   for (const leg of receivingLegs(amountFen, allocation)) {
     const acc = accounts.get(leg.accountId);
     if (!acc) continue;

@@ -54,6 +54,11 @@ export function bodyOf(req: FastifyRequest, schema: ObjectSchema): Body {
   return value as Body;
 }
 
+/** bodyOf for an operation whose fields are all optional: no body at all is `{}`. */
+export function optionalBodyOf(req: FastifyRequest, schema: ObjectSchema): Body {
+  return (req.body as ParsedBody | undefined)?.value === undefined ? {} : bodyOf(req, schema);
+}
+
 function notFound(what: string): AdminError {
   return new AdminError('ADMIN_NOT_FOUND', `${what} not found`);
 }
@@ -208,7 +213,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
 
   // --- apps ---
   scope.post<{ Params: { merchantId: string } }>('/merchants/:merchantId/apps', async (req, reply) => {
-    const b = bodyOf(req, createAppSchema);
+    const b = optionalBodyOf(req, createAppSchema);
     if (!(await getMerchant(db, req.params.merchantId))) throw notFound('merchant');
     const notifyUrl = b.notifyUrl == null ? null : checkNotify(svc, b.notifyUrl as string);
     const id = newId.app();
@@ -315,7 +320,7 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   // Staged by default: merchants verify with the published keys they fetched, so a key that
   // signed at once would fail every verification until they fetch again.
   scope.post('/platform-keys/rotate', async (req, reply) => {
-    const b = (req.body as ParsedBody | undefined)?.value === undefined ? {} : bodyOf(req, rotateKeySchema);
+    const b = optionalBodyOf(req, rotateKeySchema);
     const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
     try {
       const k = await svc.keys.rotate(seconds * 1000);

@@ -9,7 +9,7 @@ import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { bodyOf, installBackOffice } from './admin.ts';
+import { bodyOf, installBackOffice, optionalBodyOf } from './admin.ts';
 
 export async function sandboxPlugin(
   scope: FastifyInstance,
@@ -36,7 +36,7 @@ export async function sandboxPlugin(
   });
 
   const buyer = (action: 'PAY' | 'FAIL') => async (req: import('fastify').FastifyRequest<{ Params: { openOrderId: string } }>) => {
-    const b = (req.body as { value?: unknown } | undefined)?.value === undefined ? {} : bodyOf(req, sandboxPaySchema);
+    const b = optionalBodyOf(req, sandboxPaySchema);
     const order = await getOrder(svc.db, req.params.openOrderId);
     if (!order) throw new AdminError('ADMIN_NOT_FOUND', 'order not found');
     const attempts = await attemptsOf(svc.db, order.id);

@@ -72,13 +72,23 @@ export async function createRefund(svc: Services, caller: Caller, input: CreateR
 /** Transaction 1: idempotency, state and cumulative-limit checks, then the REQUESTED row (holds the amount). */
 async function reserveRefund(svc: Services, caller: Caller, input: CreateRefundInput, digest: string) {
   return withTx(svc.db, async (tx) => {
+    // The refund number first (refund identity is (app, outRefundNo)): a number already used is a
+    // replay or a conflict whatever order this request names, even one that does not exist.
+    const used = async () => {
+      const existing = await findRefund(tx, caller.app.id, input.outRefundNo);
+      if (!existing) return null;
+      if (existing.digest !== digest) throw new ApiError('OPEN_API_IDEMPOTENCY_CONFLICT');
+      return { kind: 'replay' as const, order: (await getOrder(tx, existing.orderId))!, refund: existing };
+    };
+    const before = await used();
+    if (before) return before;
     const order = await findOrder(tx, caller.app.id, input.outTradeNo, true);
     if (!order) throw new ApiError('OPEN_API_NOT_FOUND');
-    const existing = await findRefund(tx, caller.app.id, input.outRefundNo);
-    if (existing) {
-      if (existing.digest !== digest) throw new ApiError('OPEN_API_IDEMPOTENCY_CONFLICT');
-      return { kind: 'replay' as const, order, refund: existing };
-    }
+    // Again under the order's lock: a concurrent refund of this number that held the lock is
+    // committed now, and this one replays it (not judged against the amount it took). One of
+    // another order is caught by the unique number on insert (the caller runs this again).
+    const after = await used();
+    if (after) return after;
     if (order.status !== 'SUCCEEDED') {
       throw new ApiError('OPEN_API_STATE_INVALID', `Only SUCCEEDED orders can be refunded; the order is ${order.status}.`);
     }

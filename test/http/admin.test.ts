@@ -143,6 +143,17 @@ test('full provisioning and reads', async () => {
   assert.ok(!JSON.stringify(pk).includes('PRIVATE'));
 });
 
+test('every field of a new app is optional: no body at all is the same as {}', async () => {
+  const id = await merchant();
+  const bare = await t.admin('POST', `/merchants/${id}/apps`);
+  assert.equal(bare.statusCode, 201, bare.body);
+  const app = (await t.admin('GET', `/apps/${bare.json().appId}`)).json();
+  const empty = (await t.admin('GET', `/apps/${(await t.admin('POST', `/merchants/${id}/apps`, {})).json().appId}`)).json();
+  for (const k of ['channels', 'tradeScopes', 'ipAllowlist', 'paymentWindowSeconds', 'notifyUrl']) {
+    assert.deepEqual(app[k], empty[k], k);
+  }
+});
+
 test('bad input gets a clear 400 and changes nothing', async () => {
   const id = await merchant();
   const before = (await t.admin('GET', `/merchants/${id}`)).body;

@@ -394,6 +394,8 @@ describe('create refund: outRefundNo idempotency', () => {
       { ...body, reason: '' },
       withoutReason,
       { ...body, outTradeNo: o2.outTradeNo },
+      // Refund identity is (app, outRefundNo): a used number is a conflict even naming no order at all.
+      { ...body, outTradeNo: 'T_no_such_order_0001' },
     ];
     for (const v of variants) {
       const r = await refund(v);

@@ -154,13 +154,25 @@ test('SIGTERM to `npm start` (as a supervisor or `kill %1` sends it) stops the s
   }
 });
 
+test('a short ADMIN_TOKEN is accepted, with a warning at start', async () => {
+  const r = await start({ ADMIN_TOKEN: 'admin' });
+  try {
+    assert.match(r.output(), /warning: ADMIN_TOKEN is shorter than 16 characters/);
+    assert.equal((await admin(r, 'admin', 'GET', '/platform-keys')).status, 200);
+    assert.equal((await admin(r, 'admim', 'GET', '/platform-keys')).status, 401);
+  } finally {
+    r.child.kill('SIGTERM');
+    await exited(r.child);
+  }
+});
+
 test('a wrong setting stops the process with one plain line naming the variable', async () => {
   for (const [name, value] of [
     ['PORT', 'eighty'],
     ['DATABASE_URL', 'mysql://x'],
     ['PROVIDER', 'paypal'],
     ['PUBLIC_BASE_URL', 'ftp://x'],
-    ['ADMIN_TOKEN', 'short'],
+    ['ADMIN_TOKEN', 'two words'],
   ] as const) {
     await assert.rejects(start({ [name]: value }), (err: Error & { code?: number; out?: string }) => {
       assert.equal(err.code, 2, `${name} exit code`);

@@ -24,6 +24,15 @@ test('DATABASE_URL accepts host URLs and the unix-socket form', () => {
   assert.throws(() => loadConfig({ DATABASE_URL: 'not a url' }), /DATABASE_URL/);
 });
 
+test('ADMIN_TOKEN: any visible ASCII is accepted (a short one is warned about at start); spaces are refused', () => {
+  assert.equal(loadConfig({ ADMIN_TOKEN: 'admin' }).adminToken, 'admin');
+  assert.equal(loadConfig({ ADMIN_TOKEN: 'test-admin-token-0123456789' }).adminToken, 'test-admin-token-0123456789');
+  assert.throws(
+    () => loadConfig({ ADMIN_TOKEN: 'two words' }),
+    (e: Error) => e instanceof ConfigError && e.message.startsWith('ADMIN_TOKEN '),
+  );
+});
+
 test('every wrong value names its variable', () => {
   for (const [k, v] of [
     ['PORT', '70000'],
