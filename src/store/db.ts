@@ -30,8 +30,32 @@ export function createPool(connectionString: string, max = 20): pg.Pool {
  */
 export const ASYNC_COMMIT = `(SELECT set_config('synchronous_commit', 'off', true)) async_commit`;
 
-export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+/**
+ * A client taken from the pool for several statements. While it is checked out, the pool does not
+ * listen for its connection's errors (it does only for idle clients and inside pool.query), and an
+ * 'error' event nobody listens for ends the process: a connection terminated mid-transaction (a
+ * PostgreSQL restart or failover, pg_terminate_backend, a network cut) would crash the service.
+ * The error is caught here (the statement in flight is rejected with it as well), and the broken
+ * client is destroyed on release instead of going back to the pool.
+ */
+async function checkout(db: Db): Promise<{ client: Tx; release: () => void }> {
   const client = await db.connect();
+  let broken: Error | null = null;
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    release() {
+      client.removeListener('error', onError);
+      client.release(broken ?? undefined);
+    },
+  };
+}
+
+export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const { client, release } = await checkout(db);
   try {
     await client.query('BEGIN');
     const result = await fn(client);
@@ -41,7 +65,7 @@ export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> 
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    release();
   }
 }
 
@@ -52,7 +76,7 @@ const MIGRATION_LOCK = 727_001;
 /** Applies committed migrations in order, each in its own transaction, recorded in schema_migrations. */
 export async function migrate(db: Db, log: (msg: string) => void = () => {}): Promise<string[]> {
   const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
-  const client = await db.connect();
+  const { client, release } = await checkout(db);
   const applied: string[] = [];
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
@@ -78,7 +102,7 @@ export async function migrate(db: Db, log: (msg: string) => void = () => {}): Pr
     }
   } finally {
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-    client.release();
+    release();
   }
   return applied;
 }

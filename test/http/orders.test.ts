@@ -1265,6 +1265,42 @@ describe('background work', () => {
   });
 });
 
+describe('database faults', () => {
+  test('a connection terminated mid-transaction (PostgreSQL restart, failover, pg_terminate_backend): 503, and the service carries on', async () => {
+    const pg = (await import('pg')).default;
+    const body = orderBody();
+    const c = (await create(body)).json();
+    // Another session holds the order's row, so the re-create's transaction waits on the lock.
+    const holder = new pg.Client({ connectionString: t.config.databaseUrl! });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [c.openOrderId]);
+      const pending = recreate(String(body.outTradeNo));
+      let pid: number | undefined;
+      for (let i = 0; i < 200 && pid === undefined; i++) {
+        await new Promise((r) => setTimeout(r, 25));
+        const w = await holder.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+        );
+        pid = w.rows[0]?.pid;
+      }
+      assert.ok(pid !== undefined, 'the re-create waits on the lock');
+      await holder.query('SELECT pg_terminate_backend($1)', [pid]);
+      const r = await pending;
+      assert.equal(r.statusCode, 503, r.body);
+      assert.equal(r.json().code, 'OPEN_API_GUARD_UNAVAILABLE');
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      await holder.end();
+    }
+    // Still serving, on the pool's remaining connections.
+    const again = await recreate(String(body.outTradeNo));
+    assert.equal(again.statusCode, 201, again.body);
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
+  });
+});
+
 test('a daily ceiling set during the day counts the orders already created that day, and parallel creates cannot overshoot it', async () => {
   const mch = await provision(t);
   assert.equal((await create(orderBody({ amountFen: 700 }), mch)).statusCode, 201);
