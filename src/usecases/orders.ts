@@ -343,15 +343,22 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
   const start = await withTx(svc.db, async (tx) => {
     const o = await findOrder(tx, caller.app.id, outTradeNo, true);
     if (!o) throw NOT_FOUND();
-    // This request id already made an attempt of this order: this is the retry of a re-create cut
-    // off before its answer was recorded (its request-id lease lapsed). Answered from the order as
-    // it is now; no second attempt.
-    const own = await tx.query({
-      name: 'attempt_by_request',
-      text: 'SELECT 1 FROM attempts WHERE order_id = $1 AND request_id = $2',
+    // This request id was already a re-create of this order (the winner that made an attempt, or a
+    // loser that overlapped one): this is its retry, after it was cut off before its answer was
+    // recorded (its request-id lease lapsed), or after a loser's 503 (the winner's attempt was
+    // still being created). Answered from the order as it is now; no attempt.
+    const seenBefore = await tx.query({
+      name: 'recreate_request_seen',
+      text: 'SELECT 1 FROM recreate_requests WHERE order_id = $1 AND request_id = $2',
       values: [o.id, caller.requestId],
     });
-    if (own.rowCount !== 0) return { kind: 'loser' as const, order: o };
+    if (seenBefore.rowCount !== 0) return { kind: 'loser' as const, order: o };
+    const record = (attemptId: string | null) =>
+      tx.query({
+        name: 'recreate_request_record',
+        text: 'INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        values: [o.id, caller.requestId, attemptId],
+      });
     if (!['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status) || o.expireAt.getTime() <= nowMs) {
       throw new ApiError(
         'OPEN_API_STATE_INVALID',
@@ -374,7 +381,10 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
       throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['SINGLE_AMOUNT'] });
     }
     const attempts = await attemptsOf(tx, o.id);
-    if (attempts.some((a) => a.state === 'PENDING')) return { kind: 'loser' as const, order: o };
+    if (attempts.some((a) => a.state === 'PENDING')) {
+      await record(null);
+      return { kind: 'loser' as const, order: o };
+    }
     // A concurrent re-create that finished before this one got the order's lock: the latest
     // attempt is live and was being created, or did not exist, when this request arrived (it
     // was PENDING or absent when this request first looked, or this instance finished making it
@@ -390,9 +400,11 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
         seen.state === 'PENDING' ||
         (caller.receivedAtMs !== undefined && (attemptsMadeAt.get(o.id) ?? 0) > caller.receivedAtMs))
     ) {
+      await record(null);
       return { kind: 'loser' as const, order: o };
     }
-    const fresh = await insertAttempt(tx, o, caller.requestId);
+    const fresh = await insertAttempt(tx, o);
+    await record(fresh.id);
     return { kind: 'winner' as const, order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
   });
   if (start.kind === 'loser') {

@@ -82,14 +82,13 @@ export async function confirmPaid(
   return { order, duplicateId: r.rowCount === 1 ? id : null };
 }
 
-/** A new PENDING attempt of the order; `requestId`: the re-create's X-SVC-Request-Id. */
-export async function insertAttempt(tx: Tx, order: OrderRow, requestId: string | null = null): Promise<AttemptRow> {
+export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow> {
   const r = await tx.query<AttemptRow>({
     name: 'attempt_insert',
-    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at, request_id)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK}, $5)
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK})
      RETURNING ${ATTEMPT_COLS}`,
-    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt, requestId],
+    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt],
   });
   return r.rows[0]!;
 }

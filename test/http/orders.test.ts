@@ -812,12 +812,22 @@ describe('re-create attempt', () => {
   });
 
   /** What a crash during a re-create's provider call leaves: a PENDING attempt the provider never saw, due for a check. */
-  async function cutOffRecreate(openOrderId: string, closeOld: boolean): Promise<void> {
+  async function cutOffRecreate(openOrderId: string, closeOld: boolean, requestId?: string): Promise<void> {
     const { insertAttempt } = await import('../../src/usecases/payment-state.ts');
     const { withTx } = await import('../../src/store/db.ts');
     const { getOrder } = await import('../../src/store/orders.ts');
     if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
-    const pending = await withTx(t.svc.db, async (tx) => insertAttempt(tx, (await getOrder(tx, openOrderId, true))!));
+    const pending = await withTx(t.svc.db, async (tx) => {
+      const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!);
+      if (requestId) {
+        await tx.query('INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3)', [
+          openOrderId,
+          requestId,
+          a.id,
+        ]);
+      }
+      return a;
+    });
     await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE id = $1`, [pending.id]);
   }
 
@@ -852,17 +862,18 @@ describe('re-create attempt', () => {
     assert.equal(adm.status, 'PAYING');
   });
 
-  test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while the attempt is unsettled, then a real attempt', async () => {
+  test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while its attempt is unsettled, then the order as it is (no second attempt)', async () => {
     const { reconcileAttempts } = await import('../../src/workers.ts');
     const body = orderBody();
     const c = (await create(body)).json();
     const no = String(body.outTradeNo);
-    await cutOffRecreate(c.openOrderId, true);
+    // The cut-off request held its id, and recorded it with the attempt it was making; its lease
+    // (120 s) ran out before the attempt's recheck (150 s).
+    const rid = requestId();
+    await cutOffRecreate(c.openOrderId, true, rid);
     await t.svc.db.query(`UPDATE attempts SET next_check_at = now() + interval '150 seconds' WHERE order_id = $1 AND state = 'PENDING'`, [
       c.openOrderId,
     ]);
-    // The cut-off request held its id; its lease (120 s) ran out before the attempt's recheck (150 s).
-    const rid = requestId();
     await t.svc.db.query(
       `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
        VALUES ($1, $2, 'POST', $3, encode(sha256(''::bytea), 'hex'), 'IN_PROGRESS', now() - interval '1 second')`,
@@ -877,17 +888,22 @@ describe('re-create attempt', () => {
     const kept = await t.svc.db.query('SELECT 1 FROM request_replays WHERE app_id = $1 AND request_id = $2', [m.appId, rid]);
     assert.equal(kept.rowCount, 0, 'the 503 is not kept for the request id');
 
+    // The reconciler finds the attempt never created: the order is payable again.
     await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE order_id = $1 AND state = 'PENDING'`, [
       c.openOrderId,
     ]);
     await reconcileAttempts(t.svc);
-    const made = await recreate(no, m, { requestId: rid });
-    assert.equal(made.statusCode, 201, made.body);
-    assert.equal(made.json().status, 'PAYING');
-    assert.match(String(made.json().payUrl), /\/cashier\//);
+    const settled = await recreate(no, m, { requestId: rid });
+    assert.equal(settled.statusCode, 200, settled.body);
+    assert.equal(settled.json().replayed, true);
+    assert.equal(settled.json().status, 'CREATED');
+    assert.equal(settled.json().payUrl, null);
+    assert.equal(settled.json().nextAction, 'CREATE_ATTEMPT', 'the merchant is told to re-create');
     const again = await recreate(no, m, { requestId: rid });
-    assert.equal(again.statusCode, 201);
-    assert.equal(again.body, made.body, 'now kept and replayed byte for byte');
+    assert.equal(again.body, settled.body, 'now kept and replayed byte for byte');
+    const made = await recreate(no);
+    assert.equal(made.statusCode, 201, 'a re-create with a new request id makes the attempt');
+    assert.equal(made.json().status, 'PAYING');
   });
 
   test('the retry of a re-create whose answer was never recorded (lease lapsed) answers from the attempt it made, and makes no second one', async () => {
@@ -916,6 +932,39 @@ describe('re-create attempt', () => {
     );
     const other = await recreate(no);
     assert.equal(other.statusCode, 201, 'a re-create with a new request id makes a new attempt');
+  });
+
+  test("a loser answered 503 while the winner's attempt was still being created: its retry (same request id) gets the winner's attempt, not a new one", async () => {
+    const body = orderBody();
+    const c = (await create(body)).json();
+    const no = String(body.outTradeNo);
+    // A winner's attempt in flight at the provider (slower than a loser's 20 s wait).
+    await cutOffRecreate(c.openOrderId, false);
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() + interval '150 seconds' WHERE order_id = $1 AND state = 'PENDING'`, [
+      c.openOrderId,
+    ]);
+    const loserId = requestId();
+    const busy = await recreate(no, m, { requestId: loserId });
+    assert.equal(busy.statusCode, 503, busy.body);
+    // The winner finishes: its attempt accepted, the old one closed.
+    await t.svc.db.query(`UPDATE attempts SET state = CASE WHEN state = 'PENDING' THEN 'ACCEPTED' ELSE 'CLOSED' END WHERE order_id = $1`, [
+      c.openOrderId,
+    ]);
+    const winner = (
+      await t.svc.db.query<{ token: string }>(`SELECT cashier_token AS token FROM attempts WHERE order_id = $1 AND seq = 2`, [
+        c.openOrderId,
+      ])
+    ).rows[0]!;
+    const retry = await recreate(no, m, { requestId: loserId });
+    assert.equal(retry.statusCode, 200, retry.body);
+    assert.equal(retry.json().replayed, true);
+    assert.equal(retry.json().payUrl, `https://pay.example.test/cashier/${winner.token}`, "the winner's attempt");
+    const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.attempts.map((a: { state: string }) => a.state),
+      ['CLOSED', 'ACCEPTED'],
+      "no new attempt: the winner's stays payable",
+    );
   });
 
   test('409 when the order is not payable; 404 when unknown', async () => {

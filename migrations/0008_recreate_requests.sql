@@ -1,0 +1,13 @@
+-- The X-SVC-Request-Ids of the re-creates an order has seen: the one that made an attempt (the
+-- winner) and those that overlapped it (the losers). A re-create whose request id is already
+-- recorded for the order is the retry of one of them: of a request cut off before its answer was
+-- recorded (its request-id lease lapsed), or of a loser answered 503 while the winner's attempt was
+-- still being created. It is answered from the order as it is now and makes no attempt
+-- (src/usecases/orders.ts, docs/state-machines.md).
+CREATE TABLE recreate_requests (
+  order_id   text NOT NULL,
+  request_id text NOT NULL,
+  attempt_id text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (order_id, request_id)
+);
