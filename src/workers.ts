@@ -165,12 +165,13 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
       await applyNotification(svc, { kind: 'PAYMENT', attemptId: id, state: 'PAID', reason: null });
       continue;
     }
-    const stray = await withTx(svc.db, async (tx) => {
+    /** Attempts open at the provider that the order can no longer use: closed there afterwards. */
+    const strays = await withTx(svc.db, async (tx): Promise<string[]> => {
       const a0 = await getAttempt(tx, id);
-      if (!a0) return false;
+      if (!a0) return [];
       const o = (await getOrder(tx, a0.orderId, true))!;
       const a = (await getAttempt(tx, id))!;
-      if (a.state !== 'UNKNOWN' && a.state !== 'PENDING') return false;
+      if (a.state !== 'UNKNOWN' && a.state !== 'PENDING') return [];
       const flow = 'reconcile attempt';
       const now = new Date(svc.clock.now());
       const latest = await latestAttempt(tx, o.id);
@@ -179,27 +180,33 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
         await setAttempt(tx, flow, a, 'ACCEPTED', { providerRef: q.providerRef, material: q.material });
         if (isLatest && (o.status === 'UNKNOWN' || o.status === 'CREATED')) {
           await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
-          return false;
+          return [];
         }
-        return !isLatest || o.status !== 'PAYING';
+        return !isLatest || o.status !== 'PAYING' ? [a.id] : [];
       }
       if (q.state === 'FAILED') {
         await setAttempt(tx, flow, a, 'FAILED');
         if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'FAILED', { failureReason: 'PAYMENT_FAILED' }, now);
-        return false;
+        return [];
       }
       // NOT_FOUND (never created) or CLOSED: the attempt is over; the order becomes payable again.
-      // Also from PAYING when no other attempt is live: a re-create that closed the old attempt and
-      // was cut off (a crash) during the new one's provider call leaves exactly that.
       await setAttempt(tx, flow, a, q.state === 'CLOSED' ? 'CLOSED' : 'FAILED');
       if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
       else if (isLatest && o.status === 'PAYING') {
-        const live = (await attemptsOf(tx, o.id)).some((x) => x.id !== a.id && ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state));
-        if (!live) await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+        // A re-create cut off (a crash) during the new attempt's provider call. If it had closed
+        // the old attempts, none is live: the order is payable again (CREATED). If it was cut off
+        // before closing them, they are closed now, finishing what the merchant asked for (the
+        // order would otherwise read PAYING with no payable attempt while an old link still paid);
+        // the stray close makes the order CREATED once none is live (src/usecases/background.ts).
+        const others = (await attemptsOf(tx, o.id)).filter((x) => x.id !== a.id);
+        if (!others.some((x) => ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state))) {
+          await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+        }
+        return others.filter((x) => x.state === 'ACCEPTED').map((x) => x.id);
       }
-      return false;
+      return [];
     });
-    if (stray) svc.tasks.closeStrayAttempt(id);
+    for (const stray of strays) svc.tasks.closeStrayAttempt(stray);
   }
   return r.rows.length;
 }

@@ -5,8 +5,8 @@
  */
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
-import { attemptsOf, getAttempt } from '../store/orders.ts';
-import { setAttempt } from './payment-state.ts';
+import { attemptsOf, getAttempt, getOrder } from '../store/orders.ts';
+import { setAttempt, setOrderStatus } from './payment-state.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 
 const STRAY_CLOSE_RETRIES = 5;
@@ -82,9 +82,16 @@ export class BackgroundTasks {
       await withTx(svc.db, async (tx) => {
         const a = await getAttempt(tx, attemptId);
         if (!a) return;
-        await tx.query('SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', [a.orderId]);
+        const order = (await getOrder(tx, a.orderId, true))!;
         const fresh = (await getAttempt(tx, attemptId))!;
-        if (fresh.state === 'ACCEPTED' || fresh.state === 'UNKNOWN') await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED');
+        if (fresh.state !== 'ACCEPTED' && fresh.state !== 'UNKNOWN') return;
+        await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED');
+        // An order left PAYING without any live attempt (a re-create cut off before closing the
+        // old ones) is payable again.
+        const live = (await attemptsOf(tx, order.id)).some((x) => ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state));
+        if (order.status === 'PAYING' && !live) {
+          await setOrderStatus(tx, 'close stray attempt', order, 'CREATED', {}, new Date(svc.clock.now()));
+        }
       });
     });
   }

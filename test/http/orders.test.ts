@@ -848,18 +848,28 @@ describe('re-create attempt', () => {
     assert.match(String(r.json().payUrl), /\/cashier\//);
   });
 
-  test('a re-create cut off before closing the old attempt: the old material is still live, so the order stays PAYING', async () => {
+  test('a re-create cut off before closing the old attempt: once the new one is found never created, the old one is closed too and the order is CREATED again', async () => {
     const { reconcileAttempts } = await import('../../src/workers.ts');
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, false);
     await reconcileAttempts(t.svc);
+    await t.svc.tasks.drainBackground();
     const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
     assert.deepEqual(
       adm.attempts.map((a: { state: string }) => a.state),
-      ['ACCEPTED', 'FAILED'],
+      ['CLOSED', 'FAILED'],
+      'the old attempt closed, as the re-create meant to',
     );
-    assert.equal(adm.status, 'PAYING');
+    assert.equal(adm.status, 'CREATED');
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CREATED');
+    assert.equal(q.nextAction, 'CREATE_ATTEMPT', 'no order reads PAYING with no payable attempt');
+    const paid = await t.sandbox('POST', `/payments/${c.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(paid.statusCode, 409, 'the old link no longer pays');
+    const r = await recreate(String(body.outTradeNo));
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().status, 'PAYING');
   });
 
   test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while its attempt is unsettled, then the order as it is (no second attempt)', async () => {
