@@ -155,7 +155,13 @@ export class ReplayStore {
           AND (state = 'DONE' OR lease_until < now() - make_interval(hours => $1)) LIMIT 5000)`,
       [REPLAY_RETENTION_HOURS],
     );
-    return r.rowCount ?? 0;
+    // The re-creates' request ids (src/usecases/orders.ts) are remembered as long as the answers.
+    const rr = await this.#db.query(
+      `DELETE FROM recreate_requests WHERE ctid IN (SELECT ctid FROM recreate_requests
+        WHERE created_at < now() - make_interval(hours => $1) LIMIT 5000)`,
+      [REPLAY_RETENTION_HOURS],
+    );
+    return (r.rowCount ?? 0) + (rr.rowCount ?? 0);
   }
 }
 

@@ -261,11 +261,22 @@ describe('retention', () => {
         [app, id, state],
       );
     }
+    // The re-creates' request ids are kept as long as the answers.
+    await q(
+      `INSERT INTO recreate_requests(order_id, request_id, created_at) VALUES ('ord_purge_0001', 'old-rc-0001', now() - interval '25 hours'),
+              ('ord_purge_0001', 'new-rc-0001', now() - interval '23 hours')`,
+      [],
+    );
     await t.svc.replays.purge();
     const left = await q(`SELECT request_id FROM request_replays WHERE app_id = $1 AND request_id LIKE '%-0001' ORDER BY 1`, [app]);
     assert.deepEqual(
       left.rows.map((r: { request_id: string }) => r.request_id),
       ['new-done-0001', 'old-live-0001'],
+    );
+    const rc = await q(`SELECT request_id FROM recreate_requests WHERE order_id = 'ord_purge_0001'`, []);
+    assert.deepEqual(
+      rc.rows.map((r: { request_id: string }) => r.request_id),
+      ['new-rc-0001'],
     );
   });
 });
