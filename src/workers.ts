@@ -9,7 +9,7 @@ import { withTx } from './store/db.ts';
 import { attemptsOf, getAttempt, getOrder, getRefund, latestAttempt } from './store/orders.ts';
 import { closeOrderById } from './usecases/orders.ts';
 import { applyNotification } from './usecases/notifications.ts';
-import { nextCheckAt, setAttempt, setOrderStatus } from './usecases/payment-state.ts';
+import { nextCheckAt, reopenIfNoLiveAttempt, setAttempt, setOrderStatus } from './usecases/payment-state.ts';
 import { setRefundState } from './usecases/refunds.ts';
 import { ProviderRejectedError } from './providers/provider.ts';
 import { REFUND_NOT_RECEIVED } from './domain/states.ts';
@@ -194,15 +194,12 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
       if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
       else if (isLatest && o.status === 'PAYING') {
         // A re-create cut off (a crash) during the new attempt's provider call. If it had closed
-        // the old attempts, none is live: the order is payable again (CREATED). If it was cut off
-        // before closing them, they are closed now, finishing what the merchant asked for (the
+        // the old attempts, none is live: the order is payable again (CREATED) now. If it was cut
+        // off before closing them, they are closed now, finishing what the merchant asked for (the
         // order would otherwise read PAYING with no payable attempt while an old link still paid);
-        // the stray close makes the order CREATED once none is live (src/usecases/background.ts).
-        const others = (await attemptsOf(tx, o.id)).filter((x) => x.id !== a.id);
-        if (!others.some((x) => ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state))) {
-          await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
-        }
-        return others.filter((x) => x.state === 'ACCEPTED').map((x) => x.id);
+        // the stray close then reopens the order the same way (src/usecases/background.ts).
+        await reopenIfNoLiveAttempt(tx, flow, o, now);
+        return (await attemptsOf(tx, o.id)).filter((x) => x.state === 'ACCEPTED').map((x) => x.id);
       }
       return [];
     });

@@ -66,22 +66,20 @@ export interface Allocation {
 }
 
 /**
- * Splits an amount into receiving legs. RATIO: each leg floor(amount * share / 10000), the
- * remainder (at most a few fen) to the first participant. SINGLE and PRIORITY: the whole amount
- * to the first participant.
+ * Each receiving leg's share of an order, in basis points: RATIO, each participant's `shareBps`;
+ * SINGLE and PRIORITY, the whole amount (10000) to the first participant.
  */
-export function receivingLegs(amountFen: number, allocation: Allocation): { accountId: string; amountFen: number }[] {
-  if (allocation.mode !== 'RATIO' || allocation.ratios === null) {
-    const first = allocation.participants[0];
-    return first === undefined ? [] : [{ accountId: first, amountFen }];
-  }
-  const legs = allocation.ratios.map((r) => ({ accountId: r.accountId, amountFen: Math.floor((amountFen * r.shareBps) / 10000) }));
-  const rest = amountFen - legs.reduce((s, l) => s + l.amountFen, 0);
-  if (legs[0]) legs[0].amountFen += rest;
-  return legs;
+export function legShares(allocation: Allocation): { accountId: string; shareBps: number }[] {
+  if (allocation.mode === 'RATIO' && allocation.ratios !== null) return allocation.ratios;
+  const first = allocation.participants[0];
+  return first === undefined ? [] : [{ accountId: first, shareBps: 10000 }];
 }
 
-/** True when some receiving leg exceeds its account's ceiling (scope SINGLE_AMOUNT). */
+/**
+ * True when some receiving leg exceeds its account's ceiling (scope SINGLE_AMOUNT). A leg is judged
+ * on its exact share (amount x shareBps / 10000, compared without rounding: at most 1e10 x 10000,
+ * exact in a double), not on a rounded split that would carry remainder fen.
+ */
 export function exceedsSingleCeiling(
   amountFen: number,
   merchantEntityType: EntityType,
@@ -92,22 +90,11 @@ export function exceedsSingleCeiling(
     const c = ceilingOf(merchantEntityType, null);
     return c !== null && amountFen > c;
   }
-  if (allocation.mode === 'RATIO' && allocation.ratios !== null) {
-    // The leg's exact share (amount x shareBps / 10000, compared without rounding: at most
-    // 1e10 x 10000, exact in a double), not the rounded leg that also carries the remainder fen.
-    for (const r of allocation.ratios) {
-      const acc = accounts.get(r.accountId);
-      if (!acc) continue;
-      const c = ceilingOf(acc.entityType, acc.agreedCeilingFen);
-      if (c !== null && amountFen * r.shareBps > c * 10000) return true;
-    }
-    return false;
-  }
-  for (const leg of receivingLegs(amountFen, allocation)) {
+  for (const leg of legShares(allocation)) {
     const acc = accounts.get(leg.accountId);
     if (!acc) continue;
     const c = ceilingOf(acc.entityType, acc.agreedCeilingFen);
-    if (c !== null && leg.amountFen > c) return true;
+    if (c !== null && amountFen * leg.shareBps > c * 10000) return true;
   }
   return false;
 }

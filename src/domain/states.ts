@@ -8,6 +8,9 @@ export const CLOSED_REASONS = ['EXPIRED', 'CLOSE_REQUESTED', 'PROVIDER_CLOSED', 
 export type ClosedReason = (typeof CLOSED_REASONS)[number];
 export const ATTEMPT_STATES = ['PENDING', 'ACCEPTED', 'UNKNOWN', 'PAID', 'CLOSED', 'FAILED'] as const;
 export type AttemptState = (typeof ATTEMPT_STATES)[number];
+/** Attempts that may still be paid: being created, payable, or of unknown outcome. */
+export const LIVE_ATTEMPT_STATES: readonly AttemptState[] = ['PENDING', 'ACCEPTED', 'UNKNOWN'];
+export const isLiveAttempt = (a: { state: AttemptState }): boolean => LIVE_ATTEMPT_STATES.includes(a.state);
 export const REFUND_STATES = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'] as const;
 export type RefundState = (typeof REFUND_STATES)[number];
 

@@ -6,7 +6,7 @@
 import type { Services } from '../services.ts';
 import { withTx } from '../store/db.ts';
 import { attemptsOf, getAttempt, getOrder } from '../store/orders.ts';
-import { setAttempt, setOrderStatus } from './payment-state.ts';
+import { reopenIfNoLiveAttempt, setAttempt } from './payment-state.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 
 const STRAY_CLOSE_RETRIES = 5;
@@ -88,10 +88,7 @@ export class BackgroundTasks {
         await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED');
         // An order left PAYING without any live attempt (a re-create cut off before closing the
         // old ones) is payable again.
-        const live = (await attemptsOf(tx, order.id)).some((x) => ['ACCEPTED', 'UNKNOWN', 'PENDING'].includes(x.state));
-        if (order.status === 'PAYING' && !live) {
-          await setOrderStatus(tx, 'close stray attempt', order, 'CREATED', {}, new Date(svc.clock.now()));
-        }
+        await reopenIfNoLiveAttempt(tx, 'close stray attempt', order, new Date(svc.clock.now()));
       });
     });
   }

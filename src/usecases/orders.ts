@@ -8,7 +8,7 @@ import { newId } from '../domain/ids.ts';
 import { DEFAULT_FEE_RULE, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
 import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.ts';
 import { MERCHANT_NO_RE, orderDigest } from '../domain/order-input.ts';
-import type { ClosedReason } from '../domain/states.ts';
+import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
 import type { OpenResult } from '../gate/gate.ts';
 import { LEASE_SECONDS, type ReplayTicket } from '../gate/replay.ts';
 import { type CallOptions, type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
@@ -54,7 +54,7 @@ function ok(status: number, caller: Caller, fields: Record<string, unknown>): Op
 }
 
 /** How long a replay or a re-create loser waits for an attempt being created by another request. */
-export const SETTLE_WAIT_MS = 20_000;
+const SETTLE_WAIT_MS = 20_000;
 
 /**
  * Waits (bounded) while an attempt of the order is being created by a concurrent request. One
@@ -513,7 +513,7 @@ export async function closeOrderById(
     (all) => all.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
-  const live = attempts.filter((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING');
+  const live = attempts.filter(isLiveAttempt);
   const outcomes = new Map<string, 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED'>();
   for (const a of live) {
     if (a.state === 'PENDING') {
@@ -538,7 +538,7 @@ export async function closeOrderById(
       if (outcome === 'PAID') {
         const r = await confirmPaid(tx, flow, order, a, now);
         order = r.order;
-      } else if (outcome === 'CLOSED' && (a.state === 'ACCEPTED' || a.state === 'UNKNOWN' || a.state === 'PENDING')) {
+      } else if (outcome === 'CLOSED' && isLiveAttempt(a)) {
         await setAttempt(tx, flow, a, 'CLOSED');
       }
     }

@@ -4,11 +4,18 @@
  * the provider (decisions: "never a transaction held across a provider call").
  */
 import { newId } from '../domain/ids.ts';
-import { type AttemptState, type ClosedReason, type OrderStatus, assertTransition, canTransition } from '../domain/states.ts';
+import {
+  type AttemptState,
+  type ClosedReason,
+  type OrderStatus,
+  assertTransition,
+  canTransition,
+  isLiveAttempt,
+} from '../domain/states.ts';
 import { writeEvent } from '../events/outbox.ts';
 import type { PaymentMaterial } from '../providers/provider.ts';
 import type { Tx } from '../store/db.ts';
-import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow, PENDING_RECHECK } from '../store/orders.ts';
+import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow, PENDING_RECHECK, attemptsOf } from '../store/orders.ts';
 
 export async function setAttempt(
   tx: Tx,
@@ -97,4 +104,15 @@ export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow
 export function nextCheckAt(now: Date, checks: number): Date {
   const base = Math.min(2000 * 2 ** Math.min(checks, 10), 300_000);
   return new Date(now.getTime() + base + Math.floor(Math.random() * base * 0.2));
+}
+
+/**
+ * A PAYING order none of whose attempts is live any more (each closed, failed or never created) is
+ * payable again: CREATED, so it answers `nextAction: CREATE_ATTEMPT` rather than read PAYING with
+ * nothing to pay. Run, under the order's lock, after an attempt of it ended.
+ */
+export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, now: Date): Promise<void> {
+  if (o.status !== 'PAYING') return;
+  if ((await attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
+  await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
 }

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Allocation, type ReceivingAccount, exceedsSingleCeiling, receivingLegs } from '../../src/domain/money.ts';
+import { type Allocation, type ReceivingAccount, exceedsSingleCeiling, legShares } from '../../src/domain/money.ts';
 
 const accounts = new Map<string, ReceivingAccount>([
   ['a', { accountId: 'a', entityType: 'INDIVIDUAL', agreedCeilingFen: 100_001 }],
@@ -23,11 +23,11 @@ const ratio: Allocation = {
 };
 
 test('RATIO: a share exactly at its account ceiling passes, although the rounded leg carries a remainder fen', () => {
-  // 200,002 fen: a's share is exactly 100,001; b's and c's are 50,000.5 each, so the legs round
-  // to 100,002 + 50,000 + 50,000.
+  // 200,002 fen: a's share is exactly 100,001; b's and c's are 50,000.5 each, so a split rounded
+  // to whole fen would give a 100,002 (100,001 + the remainder fen).
   assert.deepEqual(
-    receivingLegs(200_002, ratio).map((l) => l.amountFen),
-    [100_002, 50_000, 50_000],
+    legShares(ratio).map((l) => l.shareBps),
+    [5000, 2500, 2500],
   );
   assert.equal(exceedsSingleCeiling(200_002, 'INDIVIDUAL', ratio, accounts), false);
 });

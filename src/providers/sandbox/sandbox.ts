@@ -343,7 +343,7 @@ export class SandboxProvider implements PaymentProvider {
   /**
    * Sends again the payment notices that fell due unacknowledged (at most `limit`); run by the
    * service's workers. Each is claimed first by moving its due time on (the next retry), so two
-   * instances do not send one notice at once. Returns how many were sent.
+   * instances do not send one notice at once. Returns how many were claimed.
    */
   async redeliverNotices(limit = 20): Promise<number> {
     const r = await this.#db.query<{ attempt_id: string; state: string; notice_tries: number }>(
