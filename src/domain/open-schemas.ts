@@ -33,7 +33,9 @@ export const createRefundSchema = {
   properties: {
     outTradeNo: { type: 'string', pattern: MERCHANT_NO_PATTERN },
     outRefundNo: { type: 'string', pattern: MERCHANT_NO_PATTERN },
-    refundAmountFen: { type: 'integer', minimum: 1, maximum: AMOUNT_MAX_FEN },
+    // No ceiling of its own (the seed sets only "greater than 0"): any amount above what is left
+    // of the payment is 422 REFUND_CUMULATIVE. Integers beyond 2^53 - 1 cannot be read exactly: 400.
+    refundAmountFen: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
     reason: { type: 'string', maxLength: 256 },
   },
 } as const satisfies ObjectSchema;
