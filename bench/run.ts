@@ -47,7 +47,8 @@ const HELP = `Usage: npm run bench -- [options]
                           e.g. synchronous_commit=off to see what fsync costs, or
                           auto_explain.log_min_duration=0 (dotted names) to log plans
   --server-env <K=V>      experiments only (repeatable): an environment variable for the service
-  --server-node-options <s>  extra NODE_OPTIONS for the service process (e.g. "--max-semi-space-size=16")
+  --server-node-options=<s>  extra NODE_OPTIONS for the service process, given with '=' since the value
+                          starts with a dash (e.g. --server-node-options=--max-semi-space-size=16)
   --out <dir>             results directory (default bench/results)
   --help
 
