@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { OPEN_API_ERRORS } from './domain/errors.ts';
 import { newId } from './domain/ids.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
@@ -47,20 +48,47 @@ function platformEnvelope(status: number, error: string, message: string) {
 }
 
 /**
+ * The seven open routes (method and path, query aside): a request to one of them that Node's
+ * parser refuses for a header (a control character in a value, a bad byte in a name) is a
+ * malformed header of the open API, answered as the gate's step 3 answers one.
+ */
+const OPEN_ROUTE =
+  /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close))|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
+
+/**
  * A request Node's HTTP parser refuses before any route is known (conflicting Content-Length /
  * Transfer-Encoding, an unknown method, a bad chunk size, headers over 16 KB, a request that took
  * too long): answered in the platform envelope, like an unknown path, and the connection closed
- * (the rest of the stream cannot be trusted). A reset connection gets nothing.
+ * (the rest of the stream cannot be trusted). A reset connection gets nothing. The one exception:
+ * a bad byte in a header of a request to an open route is 400 `OPEN_API_HEADER_INVALID` in the
+ * open API's failure envelope (seed: a malformed header; the nonce's "no control characters"), with
+ * a generated `gw_` requestId and no `X-SVC-Request-Id` header, as the gate's step 3 answers.
  */
-export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): void {
+export function clientErrorAnswer(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, error, message] =
-    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'REQUEST_TIMEOUT', 'The request was not received in time.']
-      : err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.']
-        : [400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'];
-  const body = JSON.stringify(platformEnvelope(status, error, message));
+  let status: number;
+  let body: string;
+  if (
+    err.code === 'HPE_INVALID_HEADER_TOKEN' &&
+    err.rawPacket !== undefined &&
+    OPEN_ROUTE.test(err.rawPacket.toString('latin1', 0, 8192))
+  ) {
+    status = 400;
+    body = JSON.stringify({
+      code: 'OPEN_API_HEADER_INVALID',
+      message: OPEN_API_ERRORS.OPEN_API_HEADER_INVALID.message,
+      requestId: newId.gateway(),
+    });
+  } else {
+    const [s, error, message] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'REQUEST_TIMEOUT', 'The request was not received in time.']
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.']
+          : [400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'];
+    status = s;
+    body = JSON.stringify(platformEnvelope(s, error, message));
+  }
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,

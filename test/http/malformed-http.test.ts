@@ -53,6 +53,47 @@ test('malformed HTTP/1.1 is a 400 BAD_REQUEST in the platform envelope', async (
   for (const c of cases) envelope(await raw(c), 400, 'BAD_REQUEST');
 });
 
+test('a control character in a header of an open route is 400 OPEN_API_HEADER_INVALID in the open envelope (seed: a malformed header)', async () => {
+  const headers = (nonce: string) =>
+    `Host: x\r\nX-SVC-App-Id: svcop_AAAAAAAAAAAAAAAA\r\nX-SVC-Timestamp: 1700000000\r\nX-SVC-Nonce: ${nonce}\r\n` +
+    `X-SVC-Key-Id: k1\r\nX-SVC-Request-Id: req-00000001\r\nX-SVC-Sign: ${'A'.repeat(344)}\r\n`;
+  const routes = [
+    'GET /api/open/v1/payments/T_abcdef',
+    'GET /api/open/v1/payments/T_abcdef?x=1',
+    'POST /api/open/v1/payments',
+    'POST /api/open/v1/payments/T_abcdef/attempts',
+    'POST /api/open/v1/payments/T_abcdef/close',
+    'POST /api/open/v1/refunds',
+    'GET /api/open/v1/refunds/R_abcdef',
+    'GET /api/open/v1/settlement/accounts',
+  ];
+  for (const route of routes) {
+    for (const bad of ['\x01', '\x00', '\x7f']) {
+      const answer = await raw(`${route} HTTP/1.1\r\n${headers(`abcdefghij${bad}klmnopqrst`)}Content-Length: 0\r\n\r\n`);
+      const [head, body] = answer.split('\r\n\r\n');
+      assert.match(head!, /^HTTP\/1\.1 400 /, `${route}: ${answer}`);
+      assert.match(head!, /\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+      assert.doesNotMatch(head!, /x-svc-/i, 'no X-SVC-Request-Id, no response signature');
+      const b = JSON.parse(body!) as Record<string, unknown>;
+      assert.deepEqual(Object.keys(b).sort(), ['code', 'message', 'requestId']);
+      assert.equal(b.code, 'OPEN_API_HEADER_INVALID');
+      assert.match(b.requestId as string, /^gw_/);
+    }
+  }
+  // A bad byte in a header name too.
+  const name = await raw(`GET /api/open/v1/payments/T_abcdef HTTP/1.1\r\n${headers('abcdefghijklmnopqrst')}X-\x01Odd: 1\r\n\r\n`);
+  assert.equal((JSON.parse(name.split('\r\n\r\n')[1]!) as { code: string }).code, 'OPEN_API_HEADER_INVALID');
+  // Elsewhere (an unmounted path, another method, the admin API) it stays the platform envelope.
+  for (const route of [
+    'GET /api/open/v1/nothing',
+    'DELETE /api/open/v1/payments/T_abcdef',
+    'GET /api/admin/v1/merchants',
+    'GET /api/open/v1/payments',
+  ]) {
+    envelope(await raw(`${route} HTTP/1.1\r\n${headers('abcdefghij\x01klmnopqrst')}\r\n`), 400, 'BAD_REQUEST');
+  }
+});
+
 test('headers over 16 KB are a 431 in the platform envelope', async () => {
   const answer = await raw(`GET /api/open/v1/payments/${'A'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
   envelope(answer, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
