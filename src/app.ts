@@ -64,7 +64,7 @@ const OPEN_ROUTE =
  * open API's failure envelope (seed: a malformed header; the nonce's "no control characters"), with
  * a generated `gw_` requestId and no `X-SVC-Request-Id` header, as the gate's step 3 answers.
  */
-export function clientErrorAnswer(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Duplex): void {
+export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   let status: number;
   let body: string;
