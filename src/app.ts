@@ -68,11 +68,8 @@ export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): v
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   let status: number;
   let body: string;
-  if (
-    err.code === 'HPE_INVALID_HEADER_TOKEN' &&
-    err.rawPacket !== undefined &&
-    OPEN_ROUTE.test(err.rawPacket.toString('latin1', 0, 8192))
-  ) {
+  const rawPacket = (err as { rawPacket?: unknown }).rawPacket; // the bytes the parser had read
+  if (err.code === 'HPE_INVALID_HEADER_TOKEN' && Buffer.isBuffer(rawPacket) && OPEN_ROUTE.test(rawPacket.toString('latin1', 0, 8192))) {
     status = 400;
     body = JSON.stringify({
       code: 'OPEN_API_HEADER_INVALID',
