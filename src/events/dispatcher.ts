@@ -73,6 +73,9 @@ interface Claimed {
   notifyUrl: string | null;
 }
 
+/** A run comes at least every few seconds and re-arms the timer: a later event needs none yet. */
+const MAX_DUE_TIMER_MS = 5_000;
+
 /** Due events read to find the apps with a due event before switching to one probe per app. */
 const DUE_SAMPLE = 256;
 
@@ -260,20 +263,48 @@ export function createDispatcher(svc: Services, opts: DispatcherOptions = {}): E
   }
 
   async function waitInFlight(ms: number): Promise<void> {
-    if (inFlight.size === 0) return;
+    if (inFlight.size === 0 || ms <= 0) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.all(inFlight.values()), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
     clearTimeout(timer);
+  }
+
+  /** Milliseconds until the next PENDING event comes due (events_due), or null when none is waiting. */
+  async function nextDueInMs(): Promise<number | null> {
+    const now = svc.clock.now();
+    const r = await svc.db.query<{ at: Date | null }>({
+      name: 'events_next_due',
+      text: `SELECT min(next_attempt_at) AS at FROM events WHERE status = 'PENDING' AND next_attempt_at > $1`,
+      values: [new Date(now)],
+    });
+    const at = r.rows[0]?.at;
+    return at ? at.getTime() - now : null;
+  }
+
+  /**
+   * The workers tick once a second, so a retry would start up to a second late (more while another
+   * app's receiver hangs and run() waits for it): the workers are woken when the next event comes
+   * due instead, so each retry starts on its step (decisions.md section 7).
+   */
+  let dueTimer: NodeJS.Timeout | undefined;
+  function wakeWhenDue(inMs: number | null): void {
+    clearTimeout(dueTimer);
+    if (inMs === null || inMs > MAX_DUE_TIMER_MS) return;
+    dueTimer = setTimeout(() => svc.wakeWorkers?.(), Math.ceil(inMs) + 1);
+    dueTimer.unref();
   }
 
   return {
     name: 'deliver events',
     async run() {
       const free = concurrency - inFlight.size;
-      if (free <= 0) return 0;
+      if (free <= 0) return 0; // a delivery that ends wakes the workers
       const { token, events } = await claim(free);
       for (const ev of events) start(ev, token);
-      await waitInFlight(maxWaitMs);
+      const dueIn = await nextDueInMs();
+      wakeWhenDue(dueIn);
+      // Not past the next event's due time: the tick ends, and the wake above starts the next one.
+      await waitInFlight(dueIn === null ? maxWaitMs : Math.min(maxWaitMs, dueIn));
       return events.length;
     },
     async idle() {

@@ -494,6 +494,48 @@ describe('safety and isolation', () => {
     assert.equal((await eventView(ev!.eventId)).status, 'DELIVERED');
   });
 
+  test('a retry starts on its step, not up to a tick (or the wait for a hanging receiver) later: the workers are woken when it comes due', async () => {
+    const slow = await shop();
+    const flaky = await shop();
+    rx.hold(slow.path);
+    rx.on(flaky.path, (res, n) => res.writeHead(n === 1 ? 500 : 200).end());
+    const { order } = await paidOrder(flaky.m);
+    await paidOrder(slow.m);
+    const d = createDispatcher(t.svc, { timeoutMs: 20_000, maxWaitMs: 2_500 });
+    const wakes: number[] = [];
+    const wakeWorkers = t.svc.wakeWorkers;
+    t.svc.wakeWorkers = () => wakes.push(clock.now());
+    try {
+      await d.run(); // the flaky app's first attempt fails; the slow app's hangs
+      await waitFor(
+        'the failed first attempt recorded',
+        async () => (await eventView((await eventsOf(order.openOrderId))[0]!.eventId)).deliveries.length === 1,
+      );
+      const [ev] = await eventsOf(order.openOrderId);
+      const due = Date.parse((await eventView(ev!.eventId)).nextAttemptAt);
+      clock.advanceTo(due - 400); // the retry comes due in 400 ms (real time)
+      wakes.length = 0;
+      const t0 = Date.now();
+      await d.run();
+      const took = Date.now() - t0;
+      assert.ok(took >= 300 && took < 1500, `the run ended when the retry came due, not after maxWaitMs (${took} ms)`);
+      await waitFor('the wake at the due time', async () => wakes.length > 0, 2000);
+      assert.ok(wakes[0]! >= due && wakes[0]! < due + 200, `woken ${wakes[0]! - due} ms after the due time`);
+      await d.run();
+      await waitFor('the retry', async () => rx.at(flaky.path).length === 2);
+      const v = await eventView(ev!.eventId);
+      assert.equal(v.status, 'DELIVERED');
+      const late = Date.parse(v.deliveries[1]!.attemptedAt) - due;
+      assert.ok(late >= 0 && late < 300, `the retry started ${late} ms after its step`);
+      assert.equal(rx.heldCount, 1, 'the slow receiver still hangs meanwhile');
+    } finally {
+      t.svc.wakeWorkers = wakeWorkers;
+      rx.on(slow.path, (res) => res.writeHead(200).end());
+      rx.release();
+      await d.idle();
+    }
+  });
+
   test('a notifyUrl change while an attempt hangs on the old URL: the event goes to the new URL as soon as that attempt ends', async () => {
     const s = await shop();
     rx.hold(s.path);
