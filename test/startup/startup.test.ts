@@ -140,8 +140,12 @@ test('SIGTERM to `npm start` (as a supervisor or `kill %1` sends it) stops the s
   } finally {
     // Should the service have outlived npm (the defect this tests), stop it (its pid is in its log
     // lines) and let go of the pipes it inherited, so that this file still ends.
+    // Only while that pid is still the service: once it has exited, the pid may already name
+    // another process (pids wrap at 32768 here; a suite spawns thousands), such as a PostgreSQL
+    // backend of a suite running alongside, whose connection this SIGTERM would cut.
     const pid = /"pid":(\d+)/.exec(r?.output() ?? '')?.[1];
-    if (pid !== undefined) {
+    const cmdline = pid === undefined ? '' : await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (pid !== undefined && cmdline.includes('src/main.ts')) {
       try {
         process.kill(Number(pid), 'SIGTERM');
       } catch {
