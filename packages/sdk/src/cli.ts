@@ -10,7 +10,7 @@ import { assertRequestId } from './auth.ts';
 import { PaymentClient } from './client.ts';
 import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
 import { DEFAULT_RSA_BITS, generateRsaKeyPair, parsePlatformKeysJson } from './keys.ts';
-import type { CreateOrderRequest, CreateRefundRequest } from './types.ts';
+import type { CreateOrderResponse, CreateRefundResponse } from './types.ts';
 import { verifyNotification } from './webhooks.ts';
 
 const USAGE = `Usage: mps-merchant <command> [options]
@@ -101,13 +101,13 @@ function integer(value: string | undefined, what: string): number | undefined {
   return Number(value);
 }
 
-async function readText(file: string): Promise<string> {
+async function readBytes(file: string): Promise<Buffer> {
   if (file === '-') {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
+    return Buffer.concat(chunks);
   }
-  return readNamedFile(file);
+  return readNamedBytes(file, 'file');
 }
 
 /** The bytes of a file named on the command line; one that cannot be read is a wrong command line (exit 2). */
@@ -130,7 +130,13 @@ async function platformKeys(values: Values): Promise<Record<string, string> | un
   let any = false;
   const jsonFile = values['platform-keys'] ?? (values['platform-key'] === undefined ? process.env.MPS_PLATFORM_KEYS_FILE : undefined);
   if (jsonFile !== undefined && jsonFile !== '') {
-    Object.assign(keys, parsePlatformKeysJson(await readNamedFile(jsonFile, 'platform keys file')));
+    const text = await readNamedFile(jsonFile, 'platform keys file');
+    try {
+      Object.assign(keys, parsePlatformKeysJson(text));
+    } catch (err) {
+      // Like a key file that cannot be read: a wrong file on the command line (exit 2).
+      throw new UsageError(`platform keys file ${JSON.stringify(jsonFile)}: ${(err as Error).message}`);
+    }
     any = true;
   }
   const single = values['platform-key'] ?? [];
@@ -147,19 +153,24 @@ async function platformKeys(values: Values): Promise<Record<string, string> | un
   return any ? keys : undefined;
 }
 
-async function jsonBody(values: Values): Promise<Record<string, unknown>> {
+/**
+ * The request body exactly as given (--json text or --file bytes): checked to be a JSON object,
+ * then sent and signed byte for byte, never re-serialized, so that the platform judges what was
+ * typed (`1.0`, `1e2`, a duplicate key or an integer past 2^53 reach it as written).
+ */
+async function jsonBody(values: Values): Promise<Buffer> {
   if ((values.json === undefined) === (values.file === undefined))
     throw new UsageError('give the request body with exactly one of --json and --file');
-  const text = values.json ?? (await readText(values.file as string));
+  const bytes = values.json !== undefined ? Buffer.from(values.json, 'utf8') : await readBytes(values.file as string);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(text);
+    parsed = JSON.parse(bytes.toString('utf8'));
   } catch (err) {
     throw new UsageError(`the request body is not JSON: ${(err as Error).message}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new UsageError('the request body must be a JSON object');
-  return parsed as Record<string, unknown>;
+  return bytes;
 }
 
 /** A value the SDK refuses (TypeError / RangeError from its checks) is a wrong command line: exit 2. */
@@ -262,7 +273,7 @@ async function apiCommand(command: string, values: Values, positionals: string[]
   switch (command) {
     case 'create-order':
       noArgument();
-      result = await client.createOrder((await jsonBody(values)) as unknown as CreateOrderRequest, options);
+      result = await client.request<CreateOrderResponse>('POST', '/api/open/v1/payments', await jsonBody(values), options);
       break;
     case 'recreate-attempt':
       result = await client.recreateAttempt(argument(positionals, 'OUT_TRADE_NO'), options);
@@ -275,7 +286,7 @@ async function apiCommand(command: string, values: Values, positionals: string[]
       break;
     case 'create-refund':
       noArgument();
-      result = await client.createRefund((await jsonBody(values)) as unknown as CreateRefundRequest, options);
+      result = await client.request<CreateRefundResponse>('POST', '/api/open/v1/refunds', await jsonBody(values), options);
       break;
     case 'query-refund':
       result = await client.queryRefund(argument(positionals, 'OUT_REFUND_NO'), options);

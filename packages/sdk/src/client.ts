@@ -284,7 +284,8 @@ export class PaymentClient {
 
   /**
    * A signed call of any open-API path (already percent-encoded, query included). A POST always
-   * carries Content-Type: application/json; `body` (when not undefined) is sent as JSON. A GET
+   * carries Content-Type: application/json; `body` (when not undefined) is sent as JSON, or, given
+   * as bytes (a Buffer or Uint8Array holding JSON text), sent and signed byte for byte. A GET
    * carries neither Content-Type nor body.
    */
   async request<T>(method: 'GET' | 'POST', path: string, body: unknown, options: RequestOptions = {}): Promise<ApiResult<T>> {
@@ -292,7 +293,8 @@ export class PaymentClient {
     if (method === 'GET' && body !== undefined) throw new TypeError('a GET request has no body');
     const url = new URL(this.#base + path);
     const target = url.pathname + url.search;
-    const bodyBytes = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
+    const bodyBytes =
+      body === undefined ? undefined : body instanceof Uint8Array ? Buffer.from(body) : Buffer.from(JSON.stringify(body), 'utf8');
     const contentType = method === 'POST' ? 'application/json' : undefined;
     const requestId = options.requestId ?? generateRequestId();
     assertRequestId(requestId);

@@ -752,6 +752,8 @@ describe('CLI', () => {
       ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'no-such-key.pem')],
       ['query-order', 'ORDER_1', ...base, '--private-key', join(dir, 'merchant-public.pem')],
       ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'no-such-keys.json')],
+      // A platform keys file that is not the admin API's document (e.g. npm's banner captured with it).
+      ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'merchant-public.pem')],
       [
         'verify-notification',
         '--headers',
@@ -801,6 +803,33 @@ describe('CLI', () => {
       const tampered = await run(['query-order', 'T_123456', '--platform-key', `${PLATFORM_KEY_ID}=${wrongKey}`], env);
       assert.equal(tampered.code, 1);
       assert.equal(JSON.parse(tampered.stderr).error, 'ResponseSignatureError');
+    } finally {
+      fake.merchantKey = createPublicKey(merchant.publicKeyPem);
+    }
+  });
+
+  it('create-order / create-refund send the --json text or --file bytes as given, not re-serialized', async () => {
+    fake.merchantKey = createPublicKey(await readFile(join(dir, 'merchant-public.pem'), 'utf8'));
+    try {
+      const env = {
+        MPS_BASE_URL: fake.baseUrl,
+        MPS_APP_ID: APP_ID,
+        MPS_KEY_ID: KEY_ID,
+        MPS_PRIVATE_KEY_FILE: join(dir, 'merchant-private.pem'),
+      };
+      const typed = '{"outTradeNo":"T_123456", "outRefundNo":"RF_123456","refundAmountFen":1.0}';
+      fake.replies.push((s) => ({ status: 400, body: envelope(s, 'OPEN_API_BODY_INVALID') }));
+      const refund = await run(['create-refund', '--json', typed], env);
+      assert.equal(refund.code, 1, refund.stderr);
+      assert.equal(fake.seen.at(-1)?.body.toString('utf8'), typed, 'the bytes typed, 1.0 and spacing included');
+      const file = join(dir, 'order.json');
+      const order = '{"outTradeNo":"T_123456","amountFen":1e2,"amountFen":100}\n';
+      await writeFile(file, order);
+      fake.replies.push((s) => ({ status: 400, body: envelope(s, 'OPEN_API_BODY_INVALID') }));
+      const created = await run(['create-order', '--file', file], env);
+      assert.equal(created.code, 1, created.stderr);
+      assert.equal(fake.seen.at(-1)?.body.toString('utf8'), order);
+      assertAllSignedCorrectly();
     } finally {
       fake.merchantKey = createPublicKey(merchant.publicKeyPem);
     }
