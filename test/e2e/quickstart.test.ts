@@ -143,8 +143,8 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
 
   // 3. receiver
   const receiver = await background(
-    'node',
-    ['packages/sdk/examples/webhook-receiver.ts', String(hookPort)],
+    'npx',
+    ['node', 'packages/sdk/examples/webhook-receiver.ts', String(hookPort)],
     merchantEnv,
     /receiver listening/,
   );
@@ -158,7 +158,7 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
     subject: 'Coffee',
     payerClientIp: '8.8.8.8',
   });
-  const created = await run('node', ['packages/sdk/src/cli.ts', 'create-order', '--json', order], merchantEnv);
+  const created = await run('npx', ['mps-merchant', 'create-order', '--json', order], merchantEnv);
   assert.equal(created.code, 0, created.stderr + created.stdout);
   const o = JSON.parse(created.stdout);
   assert.equal(o.status, 'PAYING');
@@ -172,7 +172,7 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
   assert.equal(pay.status, 200, await pay.text());
 
   // 6. query: SUCCEEDED, and the receiver verified the event
-  const q = await run('node', ['packages/sdk/src/cli.ts', 'query-order', 'ORDER_000001'], merchantEnv);
+  const q = await run('npx', ['mps-merchant', 'query-order', 'ORDER_000001'], merchantEnv);
   assert.equal(q.code, 0, q.stderr);
   assert.equal(JSON.parse(q.stdout).status, 'SUCCEEDED');
   const ev = await waitFor('receiver', receiver.out, /verified PAYMENT_SUCCEEDED ORDER_000001 stateVersion=(\d+) (\{.*\})/);
@@ -185,9 +185,9 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
 
   // Next: a partial refund and its REFUND_SUCCEEDED about a second later.
   const rf = await run(
-    'node',
+    'npx',
     [
-      'packages/sdk/src/cli.ts',
+      'mps-merchant',
       'create-refund',
       '--json',
       JSON.stringify({ outTradeNo: 'ORDER_000001', outRefundNo: 'REFUND_000001', refundAmountFen: 234 }),
