@@ -34,7 +34,8 @@ Commands:
   platform-key                 print the current platform public key (PEM)
   platform-keys                print all published platform keys as JSON
   order get OPEN_ORDER_ID      back-office view of an order (attempts, refunds, events)
-  events [--status DEAD]       list events;  event get EVENT_ID;  event redeliver EVENT_ID
+  events [--status DEAD] [--app APP_ID] [--limit N]
+                               list events;  event get EVENT_ID;  event redeliver EVENT_ID
   request METHOD PATH [--json BODY]   any admin API call
 
 Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
@@ -82,6 +83,7 @@ function parseCommandLine() {
         'public-key': { type: 'string' },
         json: { type: 'string' },
         status: { type: 'string' },
+        limit: { type: 'string' },
         force: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -238,8 +240,13 @@ async function run(): Promise<unknown> {
       return api('GET', '/platform-keys');
     case 'order get':
       return api('GET', `/orders/${need('open order id', arg)}`);
-    case 'events':
-      return api('GET', `/events${opt.status ? `?status=${encodeURIComponent(opt.status)}` : ''}`);
+    case 'events': {
+      const q = new URLSearchParams();
+      if (opt.status) q.set('status', opt.status);
+      if (opt.app) q.set('appId', opt.app);
+      if (opt.limit) q.set('limit', opt.limit);
+      return api('GET', `/events${q.size > 0 ? `?${q}` : ''}`);
+    }
     case 'event get':
       return api('GET', `/events/${need('event id', arg)}`);
     case 'event redeliver':

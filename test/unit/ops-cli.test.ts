@@ -1,6 +1,8 @@
 /** The operator CLI's error answers: one plain line (no stack trace), exit 2 for a command line it does not understand, 1 otherwise. */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
@@ -45,4 +47,29 @@ test('help exits 0 and states the exit codes', () => {
   const r = ops('help');
   assert.equal(r.status, 0);
   assert.match(r.stdout, /Exit status: 0 done; 1 .*; 2 a command line/s);
+});
+
+test('events passes --status, --app and --limit to GET /events as status, appId and limit', async () => {
+  const seen: string[] = [];
+  const server = http.createServer((req, res) => {
+    seen.push(req.url ?? '');
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"events":[]}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const run = (...args: string[]) =>
+    new Promise<number | null>((resolve) => {
+      const c = spawn(process.execPath, ['src/cli/ops.ts', ...args, '--token', 'x'.repeat(20), '--url', url], {
+        cwd: root,
+        stdio: 'ignore',
+      });
+      c.on('exit', resolve);
+    });
+  try {
+    assert.equal(await run('events'), 0);
+    assert.equal(await run('events', '--status', 'DEAD', '--app', 'svcop_AAAAAAAAAAAAAAAA', '--limit', '5'), 0);
+  } finally {
+    server.close();
+  }
+  assert.deepEqual(seen, ['/api/admin/v1/events', '/api/admin/v1/events?status=DEAD&appId=svcop_AAAAAAAAAAAAAAAA&limit=5']);
 });
