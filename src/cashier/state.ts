@@ -26,7 +26,7 @@ export function cashierState(o: OrderRow, a: AttemptRow, latestSeq: number, nowM
   if (a.state === 'CLOSED') return 'CLOSED';
   if (windowEnd(o, a) <= nowMs) return 'EXPIRED';
   if (validAttempt(o, a, nowMs)) return 'PAYABLE';
-  // PENDING or UNKNOWN attempt, or an UNKNOWN order: the outcome is being settled.
+  // PENDING or UNKNOWN attempt, an UNKNOWN order, or a close pending: the outcome is being settled.
   return 'PROCESSING';
 }
 

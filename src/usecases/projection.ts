@@ -13,15 +13,21 @@ export interface SnapshotOptions {
 
 const PAYABLE = new Set(['CREATED', 'PAYING']);
 
-/** The attempt the buyer can pay right now, if any: accepted and not past the order's window. */
+/**
+ * The attempt the buyer can pay right now, if any: accepted and not past the order's window, and
+ * no close pending on the order (a close in flight, or one kept UNKNOWN_KEPT until the pending-close
+ * worker finishes it): no material is offered behind a close. A close the provider rejects
+ * withdraws its mark, and the attempt is payable again.
+ */
 export function validAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): AttemptRow | null {
-  if (!a || a.state !== 'ACCEPTED' || o.status !== 'PAYING') return null;
+  if (!a || a.state !== 'ACCEPTED' || o.status !== 'PAYING' || o.closePending !== null) return null;
   if (a.expireAt.getTime() <= nowMs || o.expireAt.getTime() <= nowMs) return null;
   return a;
 }
 
+/** nextAction: a payable order without a valid attempt. An order being closed needs none (a re-create is refused). */
 export function needsNewAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): boolean {
-  if (!PAYABLE.has(o.status) || o.expireAt.getTime() <= nowMs) return false;
+  if (!PAYABLE.has(o.status) || o.expireAt.getTime() <= nowMs || o.closePending !== null) return false;
   if (a && (a.state === 'PENDING' || a.state === 'UNKNOWN')) return false;
   return validAttempt(o, a, nowMs) === null;
 }

@@ -513,6 +513,86 @@ describe('create order: the outcome when the order changed during the provider c
     assert.equal(again.body, r.body, 'the request id replays the first answer byte for byte');
   });
 
+  test('a close kept pending (UNKNOWN_KEPT) while the attempt was being created: the create hands out no material, the cashier takes no payment, the close then finishes', async () => {
+    await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 700);
+    const body = orderBody({ channel: 'ALIPAY_H5' });
+    const no = String(body.outTradeNo);
+    const rid = requestId();
+    const pending = create(body, m, { requestId: rid });
+    let id: string | null = null;
+    for (let i = 0; i < 50 && id === null; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      const q = await query(no);
+      if (q.statusCode === 200) id = q.json().openOrderId;
+    }
+    assert.ok(id);
+    // A close that gave up waiting for the PENDING attempt (as a request does after 10 s): the
+    // order is kept, its close pending.
+    const { closeOrderById } = await import('../../src/usecases/orders.ts');
+    const kept = await closeOrderById(t.svc, id, 'CLOSE_REQUESTED', { background: true });
+    assert.equal(kept.closeState, 'UNKNOWN_KEPT');
+    const r = await pending;
+    assert.equal(r.statusCode, 201, r.body);
+    const o = r.json();
+    assert.equal(o.payUrl, null, 'no payment material behind a close');
+    assert.equal(o.qrCode, null);
+    assert.equal(o.nextAction, undefined, 'an order being closed needs no new attempt');
+    // The provider's attempt is recorded; the hosted page does not offer it, and refuses to pay it.
+    const [att] = (
+      await t.svc.db.query<{ state: string; cashier_token: string }>('SELECT state, cashier_token FROM attempts WHERE order_id = $1', [id])
+    ).rows;
+    assert.equal(att!.state, 'ACCEPTED');
+    const status = await t.server.inject({ method: 'GET', url: `/cashier/${att!.cashier_token}/status` });
+    assert.equal(status.json().state, 'PROCESSING');
+    const pay = await t.server.inject({
+      method: 'POST',
+      url: `/cashier/${att!.cashier_token}/sandbox/pay`,
+      headers: { 'x-cashier-request': 'sandbox' },
+    });
+    assert.equal(pay.statusCode, 409, pay.body);
+    const replay = (
+      await t.svc.db.query<{ response_body: string }>('SELECT response_body FROM request_replays WHERE request_id = $1', [rid])
+    ).rows[0];
+    assert.equal(replay?.response_body, r.body, 'the answer kept for the request id is the one sent');
+    // The pending-close worker finishes the close: the order and the provider's payment are closed.
+    const done = await closeOrderById(t.svc, id, 'CLOSE_REQUESTED', { background: true });
+    assert.equal(done.closeState, 'CLOSE_REQUESTED');
+    const q = (await query(no)).json();
+    assert.equal(q.status, 'CLOSED');
+    assert.equal(q.latestAttempt.state, 'CLOSED');
+    const late = await t.sandbox('POST', `/payments/${id}/pay`, {
+      attemptId: (await t.admin('GET', `/orders/${id}`)).json().attempts[0].attemptId,
+    });
+    assert.equal(late.statusCode, 409, late.body);
+  });
+
+  test('the batched accept leaves an order with a pending close to the general path', async () => {
+    const a = (await create(orderBody())).json();
+    const b = (await create(orderBody())).json();
+    // Two orders as a create leaves them before the accept: CREATED, attempt PENDING; one has a close pending.
+    for (const o of [a, b]) {
+      await t.svc.db.query(`UPDATE orders SET status = 'CREATED' WHERE id = $1`, [o.openOrderId]);
+      await t.svc.db.query(`UPDATE attempts SET state = 'PENDING' WHERE order_id = $1`, [o.openOrderId]);
+    }
+    await t.svc.db.query(`UPDATE orders SET close_pending = 'CLOSE_REQUESTED' WHERE id = $1`, [b.openOrderId]);
+    const items = [];
+    for (const o of [a, b]) {
+      const [att] = (await t.svc.db.query<{ id: string }>('SELECT id FROM attempts WHERE order_id = $1', [o.openOrderId])).rows;
+      items.push({ order_id: o.openOrderId, attempt_id: att!.id, provider_ref: null, qr_code: null });
+    }
+    const done = (await t.svc.db.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)])).rows;
+    assert.deepEqual(
+      done.map((r) => r.id),
+      [a.openOrderId],
+    );
+    const one = await t.svc.db.query<{ ok: boolean }>('SELECT mps_accept_attempt($1, $2, NULL, NULL, NULL, NULL, NULL, NULL) AS ok', [
+      b.openOrderId,
+      items[1]!.attempt_id,
+    ]);
+    assert.equal(one.rows[0]!.ok, false);
+    await t.svc.db.query(`UPDATE orders SET close_pending = NULL WHERE id = $1`, [b.openOrderId]);
+  });
+
   test('an attempt still being created when the order expires keeps the order open until it settles, then it is closed', async () => {
     await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 600);
     const body = orderBody();
