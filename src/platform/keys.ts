@@ -91,20 +91,75 @@ export class PlatformKeyRing {
     }
     const dir = path.join(opts.dataDir, 'platform-keys');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const keys: PlatformKey[] = [];
-    for (const f of (await fs.readdir(dir)).filter((n) => n.endsWith('.pem')).sort()) {
-      const file = path.join(dir, f);
-      const st = await fs.stat(file);
-      const named = GENERATED_NAME.exec(f);
-      keys.push(fromPem(await fs.readFile(file, 'utf8'), file, st.mtime, named ? new Date(Number(named[1])) : st.mtime));
-    }
-    keys.sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
-    const ring = new PlatformKeyRing(keys, dir);
-    if (keys.length === 0) {
+    const ring = new PlatformKeyRing([], dir);
+    await ring.#scanDir();
+    if (ring.#keys.length === 0) {
       const k = await ring.rotate();
       opts.log(`generated platform signing key ${k.keyId} in ${dir}`);
     }
+    // Several instances may share the directory (one DATA_DIR on shared storage, with
+    // DATABASE_URL): a rotation made through any of them, or a key another one generated, is
+    // published and signs here too within KEY_FILE_CHECK_MS.
+    const error = opts.error ?? opts.log;
+    ring.#watch = setInterval(() => {
+      const before = ring.current?.keyId ?? null;
+      ring
+        .#exclusive(() => ring.#scanDir())
+        .then(
+          () => {
+            const now = ring.current?.keyId ?? null;
+            if (now !== null && now !== before) opts.log(`platform signing key ${now} read from ${dir}`);
+          },
+          (err: unknown) => error(`platform keys in ${dir} cannot be read: ${(err as Error).message}`),
+        );
+    }, KEY_FILE_CHECK_MS);
+    ring.#watch.unref();
     return ring;
+  }
+
+  /** Key files by name, as last read from the key directory. */
+  #files = new Map<string, PlatformKey>();
+  #dirStamp = '';
+  /** Scans and rotations one at a time: a scan that read the directory before a rotation wrote its file cannot drop the new key. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(fn, fn);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * The key directory is the ring: each `.pem` file a published key (a file another instance
+   * removed, a staged key withdrawn by an immediate rotation, is withdrawn here too). Files already
+   * read are not read again; one that cannot be parsed yet is retried at the next scan.
+   */
+  async #scanDir(): Promise<void> {
+    const dir = this.#dir!;
+    const names = (await fs.readdir(dir)).filter((n) => n.endsWith('.pem')).sort();
+    const stamp = names.join('\n');
+    if (stamp === this.#dirStamp) return;
+    const files = new Map<string, PlatformKey>();
+    let complete = true;
+    for (const f of names) {
+      const known = this.#files.get(f);
+      if (known) {
+        files.set(f, known);
+        continue;
+      }
+      const file = path.join(dir, f);
+      try {
+        const st = await fs.stat(file);
+        const named = GENERATED_NAME.exec(f);
+        files.set(f, fromPem(await fs.readFile(file, 'utf8'), file, st.mtime, named ? new Date(Number(named[1])) : st.mtime));
+      } catch (err) {
+        if (this.#files.size === 0 && this.#dirStamp === '') throw err; // at start: a bad key file stops the service
+        complete = false; // removed meanwhile, or unreadable: looked at again next time
+      }
+    }
+    this.#files = files;
+    this.#keys = [...files.values()].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+    if (complete) this.#dirStamp = stamp;
   }
 
   async #readKeyFile(file: string, log: { info: (msg: string) => void; error: (msg: string) => void }): Promise<void> {
@@ -140,21 +195,32 @@ export class PlatformKeyRing {
    * Generates a new key, published at once, that signs `activateAfterMs` from now (0: at once,
    * which also withdraws any key staged for later). Older keys stay published for verification.
    */
-  async rotate(activateAfterMs = 0): Promise<PlatformKey> {
-    if (this.#dir === null) throw new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there');
+  rotate(activateAfterMs = 0): Promise<PlatformKey> {
+    if (this.#dir === null) return Promise.reject(new Error('the platform key comes from PLATFORM_KEY_FILE; rotate it there'));
+    return this.#exclusive(() => this.#rotate(this.#dir!, activateAfterMs));
+  }
+
+  async #rotate(dir: string, activateAfterMs: number): Promise<PlatformKey> {
     const { privateKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
     const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     const now = Date.now();
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
-    const file = path.join(this.#dir, generatedName(k));
-    await fs.writeFile(file, pem, { mode: 0o600, flag: 'wx' });
+    const name = generatedName(k);
+    const file = path.join(dir, name);
+    // Written under a temporary name and renamed: another instance scanning the directory never
+    // reads a half-written key.
+    const tmp = path.join(dir, `.${name}.${process.pid}.tmp`);
+    await fs.writeFile(tmp, pem, { mode: 0o600, flag: 'wx' });
+    await fs.rename(tmp, file);
     // The ring changes in one synchronous step (a concurrent rotation cannot be lost).
     const staged = activateAfterMs === 0 ? this.#keys.filter((x) => x.activatesAt.getTime() > now) : [];
     this.#keys = [...this.#keys.filter((x) => !staged.includes(x)), k].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+    this.#files.set(name, k);
     // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the leak
     // may include them, and they would otherwise take over at their time (and after a restart).
     for (const x of staged) {
-      await fs.rm(path.join(this.#dir, generatedName(x)), { force: true });
+      this.#files.delete(generatedName(x));
+      await fs.rm(path.join(dir, generatedName(x)), { force: true });
     }
     return k;
   }

@@ -96,3 +96,45 @@ test('the activation time survives a restart', async () => {
     await fs.rm(dir, { recursive: true, force: true });
   }
 });
+
+test('instances sharing DATA_DIR: a rotation through one is published, signs and is withdrawn on the others within a second', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-rotation-shared-'));
+  const log = () => {};
+  const rings: PlatformKeyRing[] = [];
+  const until = async (what: string, ok: () => boolean) => {
+    for (let i = 0; i < 40 && !ok(); i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(ok(), what);
+  };
+  try {
+    // Two instances starting at once on an empty directory each generate a key; they converge on
+    // one signing key, and each publishes both.
+    const [a, b] = await Promise.all([
+      PlatformKeyRing.load({ keyFile: null, dataDir: dir, log }),
+      PlatformKeyRing.load({ keyFile: null, dataDir: dir, log }),
+    ]);
+    rings.push(a!, b!);
+    await until('both publish both keys', () => a!.list().length === 2 && b!.list().length === 2);
+    await until('one signing key', () => a!.current!.keyId === b!.current!.keyId);
+
+    const staged = await a!.rotate(60_000);
+    await until('the staged key published on the other instance', () => b!.list().some((k) => k.keyId === staged.keyId));
+    assert.equal(b!.next!.keyId, staged.keyId);
+    assert.notEqual(b!.current!.keyId, staged.keyId, 'staged: it does not sign yet');
+
+    const urgent = await b!.rotate(0);
+    assert.equal(b!.current!.keyId, urgent.keyId);
+    await until('the immediate rotation signs on the other instance', () => a!.current!.keyId === urgent.keyId);
+    await until('the staged key withdrawn on both', () => !a!.list().some((k) => k.keyId === staged.keyId));
+    assert.equal(
+      b!.list().some((k) => k.keyId === staged.keyId),
+      false,
+    );
+    assert.deepEqual(
+      a!.list().map((k) => k.keyId),
+      b!.list().map((k) => k.keyId),
+    );
+  } finally {
+    for (const r of rings) r.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
