@@ -55,6 +55,9 @@ function platformEnvelope(status: number, error: string, message: string) {
 const OPEN_ROUTE =
   /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close))|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
 
+/** Parser errors of a bad byte in the header section: a control character or a byte not allowed in a name (INVALID_HEADER_TOKEN), a lone CR (LF_EXPECTED), a bare LF (CR_EXPECTED). */
+const BAD_HEADER_BYTE = new Set(['HPE_INVALID_HEADER_TOKEN', 'HPE_LF_EXPECTED', 'HPE_CR_EXPECTED']);
+
 /**
  * A request Node's HTTP parser refuses before any route is known (conflicting Content-Length /
  * Transfer-Encoding, an unknown method, a bad chunk size, headers over 16 KB, a request that took
@@ -69,7 +72,7 @@ export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): v
   let status: number;
   let body: string;
   const rawPacket = (err as { rawPacket?: unknown }).rawPacket; // the bytes the parser had read
-  if (err.code === 'HPE_INVALID_HEADER_TOKEN' && Buffer.isBuffer(rawPacket) && OPEN_ROUTE.test(rawPacket.toString('latin1', 0, 8192))) {
+  if (BAD_HEADER_BYTE.has(err.code ?? '') && Buffer.isBuffer(rawPacket) && OPEN_ROUTE.test(rawPacket.toString('latin1', 0, 8192))) {
     status = 400;
     body = JSON.stringify({
       code: 'OPEN_API_HEADER_INVALID',

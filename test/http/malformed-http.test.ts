@@ -80,6 +80,11 @@ test('a control character in a header of an open route is 400 OPEN_API_HEADER_IN
       assert.match(b.requestId as string, /^gw_/);
     }
   }
+  // A lone CR or a bare LF inside a header value.
+  for (const bad of ['\r', '\n']) {
+    const answer = await raw(`GET /api/open/v1/payments/T_abcdef HTTP/1.1\r\n${headers(`abcdefghij${bad}klmnopqrst`)}\r\n`);
+    assert.equal((JSON.parse(answer.split('\r\n\r\n')[1]!) as { code: string }).code, 'OPEN_API_HEADER_INVALID', JSON.stringify(bad));
+  }
   // A bad byte in a header name too.
   const name = await raw(`GET /api/open/v1/payments/T_abcdef HTTP/1.1\r\n${headers('abcdefghijklmnopqrst')}X-\x01Odd: 1\r\n\r\n`);
   assert.equal((JSON.parse(name.split('\r\n\r\n')[1]!) as { code: string }).code, 'OPEN_API_HEADER_INVALID');
