@@ -41,6 +41,8 @@ export interface AppOverrides {
   clock?: Clock;
   provider?: PaymentProvider;
   logger?: FastifyBaseLogger | boolean;
+  /** CONNECTION_IDLE_TIMEOUT_MS (tests shorten it). */
+  connectionIdleTimeoutMs?: number;
 }
 
 function platformEnvelope(status: number, error: string, message: string) {
@@ -89,12 +91,36 @@ export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): v
     status = s;
     body = JSON.stringify(platformEnvelope(s, error, message));
   }
+  answerAndClose(socket, status, body);
+}
+
+/** Writes a whole answer straight to the socket (no response object owns it) and closes it. */
+function answerAndClose(socket: Duplex, status: number, body: string): void {
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();
+}
+
+/**
+ * A connection on which nothing arrives or leaves for this long during a request is closed: a
+ * client that stalls mid-body (or never sends the rest) no longer holds it open for ever. Between
+ * requests, Node's keep-alive timeout governs instead (Fastify's 72 s). No request waits this long
+ * for the service (its longest waits are ~20 s, and a provider call is bounded), so only a stalled
+ * client meets it.
+ */
+export const CONNECTION_IDLE_TIMEOUT_MS = 120_000;
+
+/** A connection idle past the timeout: a request still being received gets 408 in the platform envelope. */
+function onIdleConnection(socket: Duplex & { _httpMessage?: { headersSent?: boolean } | null }): void {
+  const res = socket._httpMessage;
+  if (res && !res.headersSent) {
+    answerAndClose(socket, 408, JSON.stringify(platformEnvelope(408, 'REQUEST_TIMEOUT', 'The request was not received in time.')));
+  } else {
+    socket.destroy();
+  }
 }
 
 export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
@@ -107,6 +133,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
+    connectionTimeout: o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS,
     clientErrorHandler: clientErrorAnswer,
     // A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a
     // malformed reference, not a framework 400: on the open API it goes through the gate like any
@@ -142,6 +169,8 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
   });
   // Unmatched paths (404) and other methods of open paths (405) must not judge a body: the
   // default parsers would answer 400/413/415. Each surface installs its own parsers.
+  // With a listener, Node no longer destroys an idle connection by itself: onIdleConnection does.
+  server.server.on('timeout', onIdleConnection);
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', (_req, payload, done) => {
     payload.resume();

@@ -35,7 +35,10 @@ export interface TestApp extends BuiltApp {
   stop(): Promise<void>;
 }
 
-export async function startTestApp(env: Record<string, string> = {}, opts: { clock?: Clock } = {}): Promise<TestApp> {
+export async function startTestApp(
+  env: Record<string, string> = {},
+  opts: { clock?: Clock; connectionIdleTimeoutMs?: number } = {},
+): Promise<TestApp> {
   const db = await createTestDatabase();
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-test-'));
   const config = loadConfig({
@@ -46,7 +49,7 @@ export async function startTestApp(env: Record<string, string> = {}, opts: { clo
     PUBLIC_BASE_URL: 'https://pay.example.test',
     ...env,
   });
-  const built = await buildApp(config, { clock: opts.clock });
+  const built = await buildApp(config, { clock: opts.clock, connectionIdleTimeoutMs: opts.connectionIdleTimeoutMs });
   const privileged = (prefix: string) => (method: string, url: string, body?: unknown) =>
     built.server.inject({
       method: method as 'GET',

@@ -104,6 +104,34 @@ test('headers over 16 KB are a 431 in the platform envelope', async () => {
   envelope(answer, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
 });
 
+test('a request whose body stops arriving is cut with a 408 in the platform envelope, not held open', async () => {
+  const slow = await startTestApp({}, { connectionIdleTimeoutMs: 500 });
+  try {
+    await slow.server.listen({ port: 0, host: '127.0.0.1' });
+    const p = (slow.server.server.address() as net.AddressInfo).port;
+    const send = (bytes: string) =>
+      new Promise<{ answer: string; ms: number }>((resolve, reject) => {
+        const t0 = Date.now();
+        const s = net.connect(p, '127.0.0.1');
+        let out = '';
+        s.setEncoding('latin1');
+        s.on('data', (d: string) => (out += d));
+        s.on('error', reject);
+        s.on('close', () => resolve({ answer: out, ms: Date.now() - t0 }));
+        s.setTimeout(10_000, () => s.destroy(new Error('not cut within 10 s')));
+        s.write(bytes);
+      });
+    // Headers and half the announced body, then nothing.
+    const stalled = await send(
+      'POST /api/open/v1/payments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"outTradeNo":',
+    );
+    envelope(stalled.answer, 408, 'REQUEST_TIMEOUT');
+    assert.ok(stalled.ms < 5000, `cut after ${stalled.ms} ms`);
+  } finally {
+    await slow.stop();
+  }
+});
+
 test('the server keeps serving after them', async () => {
   const answer = await raw('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
   assert.match(answer, /^HTTP\/1\.1 200 /);
