@@ -171,6 +171,19 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
   // default parsers would answer 400/413/415. Each surface installs its own parsers.
   // With a listener, Node no longer destroys an idle connection by itself: onIdleConnection does.
   server.server.on('timeout', onIdleConnection);
+  // An `Expect:` other than 100-continue: Node would answer 417 with an empty body; answered in the
+  // platform envelope instead, like the other requests refused before any route.
+  server.server.on('checkExpectation', (_req, res) => {
+    const body = JSON.stringify(platformEnvelope(417, 'EXPECTATION_FAILED', 'Only "Expect: 100-continue" is supported.'));
+    res
+      .writeHead(417, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        'cache-control': 'no-store',
+        connection: 'close',
+      })
+      .end(body);
+  });
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', (_req, payload, done) => {
     payload.resume();

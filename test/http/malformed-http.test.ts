@@ -99,6 +99,14 @@ test('a control character in a header of an open route is 400 OPEN_API_HEADER_IN
   }
 });
 
+test('an Expect other than 100-continue is a 417 in the platform envelope', async () => {
+  envelope(
+    await raw('GET /api/open/v1/payments/T_abcdef HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\n\r\n'),
+    417,
+    'EXPECTATION_FAILED',
+  );
+});
+
 test('headers over 16 KB are a 431 in the platform envelope', async () => {
   const answer = await raw(`GET /api/open/v1/payments/${'A'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
   envelope(answer, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
