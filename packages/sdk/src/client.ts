@@ -10,6 +10,16 @@
  */
 import type { KeyObject } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+
+/** The wait between tries; a caller's abort meanwhile rejects with its own reason, as it does elsewhere. */
+async function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await sleep(ms, undefined, signal ? { signal } : {});
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw err;
+  }
+}
 import {
   assertAppId,
   assertKeyId,
@@ -321,7 +331,7 @@ export class PaymentClient {
       if (!sent.ok) {
         if (sent.error instanceof MpsError || signal?.aborted) throw sent.error;
         if (canRetry) {
-          await sleep(this.#backoffMs(attempt), undefined, signal ? { signal } : {});
+          await pause(this.#backoffMs(attempt), signal);
           continue;
         }
         const reason = sent.timedOut ? `timed out after ${this.#timeoutMs} ms` : String((sent.error as Error)?.cause ?? sent.error);
@@ -339,7 +349,7 @@ export class PaymentClient {
       if ((status === 429 || status === 503) && canRetry) {
         const retryAfter = parseRetryAfter(lookupHeaderValue(sent.response.headers, 'Retry-After'), this.#now());
         if (retryAfter === undefined || retryAfter <= this.#maxRetryAfterSeconds) {
-          await sleep(Math.max(this.#backoffMs(attempt), (retryAfter ?? 0) * 1000), undefined, signal ? { signal } : {});
+          await pause(Math.max(this.#backoffMs(attempt), (retryAfter ?? 0) * 1000), signal);
           continue;
         }
       }

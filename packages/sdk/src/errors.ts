@@ -114,6 +114,12 @@ export class ProviderRejectedError extends PaymentApiError {
 /** 503 OPEN_API_GUARD_UNAVAILABLE, after the client's own retries were used up. */
 export class ServiceUnavailableError extends PaymentApiError {
   override name = 'ServiceUnavailableError';
+  /** The Retry-After header in seconds, when the platform sent one. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(init: PaymentApiErrorInit & { retryAfterSeconds: number | undefined }) {
+    super(init);
+    this.retryAfterSeconds = init.retryAfterSeconds;
+  }
 }
 
 /** Builds the PaymentApiError subclass matching the HTTP status. */

@@ -60,7 +60,14 @@ export function loadPrivateKey(key: KeyInput): KeyObject {
     if (key.type !== 'private') throw new TypeError('the merchant signing key must be a private key');
     return checkRsa(key, 'the merchant signing key');
   }
-  return checkRsa(createPrivateKey(key), 'the merchant signing key');
+  let parsed: KeyObject;
+  try {
+    parsed = createPrivateKey(key);
+  } catch (err) {
+    // Not a PEM private key (e.g. the public key given by mistake): a wrong argument, like the others.
+    throw new TypeError(`the merchant signing key is not a PEM private key (${(err as Error).message})`, { cause: err });
+  }
+  return checkRsa(parsed, 'the merchant signing key');
 }
 
 /** Parses (once) and checks an RSA public key: SPKI or PKCS#1 PEM, or a KeyObject. */
@@ -69,7 +76,13 @@ export function loadPublicKey(key: KeyInput): KeyObject {
     if (key.type !== 'public') throw new TypeError('a verification key must be a public key');
     return checkRsa(key, 'a verification key');
   }
-  return checkRsa(createPublicKey(key), 'a verification key');
+  let parsed: KeyObject;
+  try {
+    parsed = createPublicKey(key);
+  } catch (err) {
+    throw new TypeError(`a verification key is not a PEM public key (${(err as Error).message})`, { cause: err });
+  }
+  return checkRsa(parsed, 'a verification key');
 }
 
 /** Platform public keys by key id, as given by the caller or already loaded. */

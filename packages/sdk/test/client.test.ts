@@ -550,9 +550,23 @@ describe('retries', () => {
     const pending = client({ maxRetries: 5, initialRetryDelayMs: 10_000, maxRetryDelayMs: 10_000 }).queryOrder('T_123456', {
       signal: controller.signal,
     });
-    setTimeout(() => controller.abort(), 50);
-    await assert.rejects(pending, { name: 'AbortError' });
+    const reason = new Error('the caller gave up');
+    setTimeout(() => controller.abort(reason), 50);
+    await assert.rejects(pending, (err) => err === reason, 'rejects with the abort reason itself');
     assert.equal(fake.seen.length, 1);
+  });
+
+  it('a 503 after the retries carries its Retry-After', async () => {
+    fake.fallback = (s) => ({ status: 503, headers: { 'retry-after': '120' }, body: envelope(s, 'OPEN_API_GUARD_UNAVAILABLE') });
+    const err = await client({ maxRetryAfterSeconds: 60 })
+      .getSettlementAccounts()
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof ServiceUnavailableError);
+    assert.equal(err.retryAfterSeconds, 120);
+  });
+
+  it('a public key given as the private key is a TypeError', () => {
+    assert.throws(() => client({ privateKeyPem: merchant.publicKeyPem }), TypeError);
   });
 
   it('uses a swapped transport', async () => {
