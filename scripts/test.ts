@@ -42,7 +42,9 @@ async function main(): Promise<number> {
   const files = args.filter((a) => !a.startsWith('-')).length > 0 ? args.filter((a) => !a.startsWith('-')) : await listTests();
   const flags = args.filter((a) => a.startsWith('-'));
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=180000', ...flags, ...files], {
+    // Two files at a time, unless the caller says otherwise (--test-concurrency=N).
+    const concurrency = flags.some((f) => f.startsWith('--test-concurrency')) ? [] : ['--test-concurrency=2'];
+    const child = spawn(process.execPath, ['--test', ...concurrency, '--test-timeout=180000', ...flags, ...files], {
       cwd: root,
       env,
       stdio: 'inherit',

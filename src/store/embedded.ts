@@ -132,6 +132,12 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log })
       return;
     }
     if (!isAlive(pid)) return; // crashed; the next start recovers
+    // Crashed, and its pid already reused (pids wrap at 32,768 on many machines): pg_ctl would
+    // signal whatever process holds that pid now, possibly another cluster's server.
+    if ((await classify(pid, pgDirReal)) === 'other') {
+      log(`not stopping pid ${pid}: it is no longer this cluster's PostgreSQL server (pid reused)`);
+      return;
+    }
     await pgCtlStop(bins, pgDir, runAs, 'fast');
     log(`PostgreSQL stopped (pid ${pid})`);
   };
