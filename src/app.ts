@@ -71,28 +71,21 @@ const BAD_HEADER_BYTE = new Set(['HPE_INVALID_HEADER_TOKEN', 'HPE_LF_EXPECTED', 
  */
 export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  let status: number;
-  let body: string;
   const rawPacket = (err as { rawPacket?: unknown }).rawPacket; // the bytes the parser had read
   if (BAD_HEADER_BYTE.has(err.code ?? '') && Buffer.isBuffer(rawPacket) && OPEN_ROUTE.test(rawPacket.toString('latin1', 0, 8192))) {
-    status = 400;
-    body = JSON.stringify({
-      code: 'OPEN_API_HEADER_INVALID',
-      message: OPEN_API_ERRORS.OPEN_API_HEADER_INVALID.message,
-      requestId: newId.gateway(),
-    });
-  } else {
-    const [s, error, message] =
-      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'REQUEST_TIMEOUT', 'The request was not received in time.']
-        : err.code === 'HPE_HEADER_OVERFLOW'
-          ? [431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.']
-          : [400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'];
-    status = s;
-    body = JSON.stringify(platformEnvelope(s, error, message));
+    const message = OPEN_API_ERRORS.OPEN_API_HEADER_INVALID.message;
+    return answerAndClose(socket, 400, JSON.stringify({ code: 'OPEN_API_HEADER_INVALID', message, requestId: newId.gateway() }));
   }
-  answerAndClose(socket, status, body);
+  const [status, error, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? REQUEST_TIMEOUT
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? ([431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.'] as const)
+        : ([400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'] as const);
+  answerAndClose(socket, status, JSON.stringify(platformEnvelope(status, error, message)));
 }
+
+const REQUEST_TIMEOUT = [408, 'REQUEST_TIMEOUT', 'The request was not received in time.'] as const;
 
 /** Writes a whole answer straight to the socket (no response object owns it) and closes it. */
 function answerAndClose(socket: Duplex, status: number, body: string): void {
@@ -117,7 +110,7 @@ export const CONNECTION_IDLE_TIMEOUT_MS = 120_000;
 function onIdleConnection(socket: Duplex & { _httpMessage?: { headersSent?: boolean } | null }): void {
   const res = socket._httpMessage;
   if (res && !res.headersSent) {
-    answerAndClose(socket, 408, JSON.stringify(platformEnvelope(408, 'REQUEST_TIMEOUT', 'The request was not received in time.')));
+    answerAndClose(socket, REQUEST_TIMEOUT[0], JSON.stringify(platformEnvelope(...REQUEST_TIMEOUT)));
   } else {
     socket.destroy();
   }
@@ -167,23 +160,19 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
     },
   });
-  // Unmatched paths (404) and other methods of open paths (405) must not judge a body: the
-  // default parsers would answer 400/413/415. Each surface installs its own parsers.
   // With a listener, Node no longer destroys an idle connection by itself: onIdleConnection does.
   server.server.on('timeout', onIdleConnection);
   // An `Expect:` other than 100-continue: Node would answer 417 with an empty body; answered in the
   // platform envelope instead, like the other requests refused before any route.
-  server.server.on('checkExpectation', (_req, res) => {
-    const body = JSON.stringify(platformEnvelope(417, 'EXPECTATION_FAILED', 'Only "Expect: 100-continue" is supported.'));
-    res
-      .writeHead(417, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(body),
-        'cache-control': 'no-store',
-        connection: 'close',
-      })
-      .end(body);
+  server.server.on('checkExpectation', (req) => {
+    answerAndClose(
+      req.socket,
+      417,
+      JSON.stringify(platformEnvelope(417, 'EXPECTATION_FAILED', 'Only "Expect: 100-continue" is supported.')),
+    );
   });
+  // Unmatched paths (404) and other methods of open paths (405) must not judge a body: the
+  // default parsers would answer 400/413/415. Each surface installs its own parsers.
   server.removeAllContentTypeParsers();
   server.addContentTypeParser('*', (_req, payload, done) => {
     payload.resume();

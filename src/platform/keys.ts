@@ -92,7 +92,7 @@ export class PlatformKeyRing {
     const dir = path.join(opts.dataDir, 'platform-keys');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const ring = new PlatformKeyRing([], dir);
-    await ring.#scanDir();
+    await ring.#scanDir(true);
     if (ring.#keys.length === 0) {
       const k = await ring.rotate();
       opts.log(`generated platform signing key ${k.keyId} in ${dir}`);
@@ -132,9 +132,10 @@ export class PlatformKeyRing {
   /**
    * The key directory is the ring: each `.pem` file a published key (a file another instance
    * removed, a staged key withdrawn by an immediate rotation, is withdrawn here too). Files already
-   * read are not read again; one that cannot be parsed yet is retried at the next scan.
+   * read are not read again; one that cannot be parsed yet is retried at the next scan, except at
+   * start (`strict`), where a bad key file stops the service.
    */
-  async #scanDir(): Promise<void> {
+  async #scanDir(strict = false): Promise<void> {
     const dir = this.#dir!;
     const names = (await fs.readdir(dir)).filter((n) => n.endsWith('.pem')).sort();
     const stamp = names.join('\n');
@@ -153,13 +154,18 @@ export class PlatformKeyRing {
         const named = GENERATED_NAME.exec(f);
         files.set(f, fromPem(await fs.readFile(file, 'utf8'), file, st.mtime, named ? new Date(Number(named[1])) : st.mtime));
       } catch (err) {
-        if (this.#files.size === 0 && this.#dirStamp === '') throw err; // at start: a bad key file stops the service
+        if (strict) throw err;
         complete = false; // removed meanwhile, or unreadable: looked at again next time
       }
     }
     this.#files = files;
-    this.#keys = [...files.values()].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+    this.#publishFiles();
     if (complete) this.#dirStamp = stamp;
+  }
+
+  /** The ring is the key files, in activation order. */
+  #publishFiles(): void {
+    this.#keys = [...this.#files.values()].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
   }
 
   async #readKeyFile(file: string, log: { info: (msg: string) => void; error: (msg: string) => void }): Promise<void> {
@@ -212,16 +218,13 @@ export class PlatformKeyRing {
     const tmp = path.join(dir, `.${name}.${process.pid}.tmp`);
     await fs.writeFile(tmp, pem, { mode: 0o600, flag: 'wx' });
     await fs.rename(tmp, file);
-    // The ring changes in one synchronous step (a concurrent rotation cannot be lost).
-    const staged = activateAfterMs === 0 ? this.#keys.filter((x) => x.activatesAt.getTime() > now) : [];
-    this.#keys = [...this.#keys.filter((x) => !staged.includes(x)), k].sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
-    this.#files.set(name, k);
     // An immediate rotation (a compromised key) also withdraws keys staged to sign later: the leak
     // may include them, and they would otherwise take over at their time (and after a restart).
-    for (const x of staged) {
-      this.#files.delete(generatedName(x));
-      await fs.rm(path.join(dir, generatedName(x)), { force: true });
-    }
+    const staged = activateAfterMs === 0 ? this.#keys.filter((x) => x.activatesAt.getTime() > now).map(generatedName) : [];
+    for (const n of staged) this.#files.delete(n);
+    this.#files.set(name, k);
+    this.#publishFiles();
+    for (const n of staged) await fs.rm(path.join(dir, n), { force: true });
     return k;
   }
 

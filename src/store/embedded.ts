@@ -131,10 +131,11 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log })
       log(`not stopping PostgreSQL pid ${pid} in ${pgDir}: it was started by someone else (ours was pid ${serverPid ?? '?'})`);
       return;
     }
-    if (!isAlive(pid)) return; // crashed; the next start recovers
+    const holder = await classify(pid, pgDirReal);
+    if (holder === 'dead') return; // crashed; the next start recovers
     // Crashed, and its pid already reused (pids wrap at 32,768 on many machines): pg_ctl would
     // signal whatever process holds that pid now, possibly another cluster's server.
-    if ((await classify(pid, pgDirReal)) === 'other') {
+    if (holder === 'other') {
       log(`not stopping pid ${pid}: it is no longer this cluster's PostgreSQL server (pid reused)`);
       return;
     }

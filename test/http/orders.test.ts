@@ -479,6 +479,16 @@ describe('create order', () => {
   });
 });
 
+/** The openOrderId of an order once the create in flight has recorded it (before the provider answers). */
+async function recordedOrderId(no: string): Promise<string> {
+  for (let i = 0; i < 50; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    const q = await query(no);
+    if (q.statusCode === 200) return q.json().openOrderId;
+  }
+  throw new Error(`order ${no} not recorded within 1 s`);
+}
+
 describe('create order: the outcome when the order changed during the provider call', () => {
   test('a close during the provider call waits for the attempt, then closes it at the provider too; the create replays its own answer', async () => {
     await fault('CREATE_ATTEMPT', 'DELAY_MS', 1, 700);
@@ -519,13 +529,7 @@ describe('create order: the outcome when the order changed during the provider c
     const no = String(body.outTradeNo);
     const rid = requestId();
     const pending = create(body, m, { requestId: rid });
-    let id: string | null = null;
-    for (let i = 0; i < 50 && id === null; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      const q = await query(no);
-      if (q.statusCode === 200) id = q.json().openOrderId;
-    }
-    assert.ok(id);
+    const id = await recordedOrderId(no);
     // A close that gave up waiting for the PENDING attempt (as a request does after 10 s): the
     // order is kept, its close pending.
     const { closeOrderById } = await import('../../src/usecases/orders.ts');
@@ -598,13 +602,7 @@ describe('create order: the outcome when the order changed during the provider c
     const body = orderBody();
     const no = String(body.outTradeNo);
     const pending = create(body);
-    let id: string | null = null;
-    for (let i = 0; i < 50 && id === null; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      const q = await query(no);
-      if (q.statusCode === 200) id = q.json().openOrderId;
-    }
-    assert.ok(id);
+    const id = await recordedOrderId(no);
     await t.svc.db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = $1`, [id]);
     const { closeOrderById } = await import('../../src/usecases/orders.ts');
     const kept = await closeOrderById(t.svc, id, 'EXPIRED', { background: true });
