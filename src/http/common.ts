@@ -27,33 +27,36 @@ export class BodyError extends Error {
 
 export interface ParsedBody {
   raw: Buffer;
-  /** undefined when the body was empty. */
+  /** undefined when the body was empty, or when `schemaRefusal` is set. */
   value: unknown;
   decimalLiterals: ReadonlySet<string>;
+  /**
+   * Valid JSON that no strict schema admits (a `__proto__` or `constructor.prototype` key, nesting
+   * past 64 levels): refused at step 9 as a field outside the schema, by the endpoint that reads
+   * it, with the merchant's request id, signed and kept for replay. The value is never built.
+   */
+  schemaRefusal?: string;
 }
 
 const EMPTY: ReadonlySet<string> = new Set();
 
 /**
- * `ignored`: the endpoint reads no body (seed: "a valid JSON body sent anyway is ignored"), so a
- * valid body is refused only for what the seed names: invalid JSON and duplicate keys. Forbidden
- * keys and excessive depth matter only where the body is read.
+ * Step 1 refuses only what the seed names there: invalid JSON, duplicate keys (and the size, while
+ * reading). `ignored`: the endpoint reads no body (seed: "a valid JSON body sent anyway is
+ * ignored"), so a forbidden key or excessive depth is not even noted.
  */
 export function parseJsonBody(raw: Buffer, opts: { ignored?: boolean } = {}): ParsedBody {
   const g = guardJson(raw);
-  if (!g.ok && opts.ignored && (g.reason === 'FORBIDDEN_KEY' || g.reason === 'TOO_DEEP')) {
-    return { raw, value: undefined, decimalLiterals: EMPTY };
+  if (!g.ok && (g.reason === 'FORBIDDEN_KEY' || g.reason === 'TOO_DEEP')) {
+    if (opts.ignored) return { raw, value: undefined, decimalLiterals: EMPTY };
+    const schemaRefusal =
+      g.reason === 'FORBIDDEN_KEY'
+        ? 'the body has a key outside the schema (__proto__ or constructor.prototype)'
+        : 'the body is nested deeper than any field of the schema (64 levels at most)';
+    return { raw, value: undefined, decimalLiterals: EMPTY, schemaRefusal };
   }
   if (!g.ok) {
-    const why =
-      g.reason === 'DUPLICATE_KEY'
-        ? 'the body has a duplicate key'
-        : g.reason === 'FORBIDDEN_KEY'
-          ? 'the body has a forbidden key'
-          : g.reason === 'TOO_DEEP'
-            ? 'the body is nested too deeply'
-            : 'the body is not valid JSON';
-    throw new BodyError('INVALID', why);
+    throw new BodyError('INVALID', g.reason === 'DUPLICATE_KEY' ? 'the body has a duplicate key' : 'the body is not valid JSON');
   }
   if (g.empty) return { raw, value: undefined, decimalLiterals: EMPTY };
   return { raw, value: g.value, decimalLiterals: g.nonIntegerLiteralKeys };
@@ -68,7 +71,10 @@ export function installRawJsonParser(scope: FastifyInstance, limitBytes: number)
   scope.removeAllContentTypeParsers();
   scope.addContentTypeParser('*', { bodyLimit: limitBytes, parseAs: 'buffer' }, (_req, body, done) => {
     try {
-      done(null, parseJsonBody(body as Buffer));
+      const parsed = parseJsonBody(body as Buffer);
+      // No replay or signature here: a body no schema admits is refused with the rest.
+      if (parsed.schemaRefusal !== undefined) throw new BodyError('INVALID', parsed.schemaRefusal);
+      done(null, parsed);
     } catch (err) {
       done(err as Error, undefined);
     }

@@ -27,6 +27,7 @@ function caller(req: FastifyRequest): Caller {
 
 function body(req: FastifyRequest): { value: unknown; decimals: ReadonlySet<string> } {
   const b = req.gate.body;
+  if (b?.schemaRefusal !== undefined) throw new ApiError('OPEN_API_BODY_INVALID', b.schemaRefusal);
   if (!b || b.value === undefined) throw new ApiError('OPEN_API_BODY_INVALID', 'A JSON body is required.');
   return { value: b.value, decimals: b.decimalLiterals };
 }

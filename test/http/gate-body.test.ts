@@ -164,7 +164,7 @@ describe('JSON syntax and duplicate keys', () => {
     await expectSuccess(t, s.r, s.requestId, 200);
   });
 
-  test('__proto__ (and constructor.prototype) keys and nesting past 64 levels -> 400 at step 1 where the body is read', async () => {
+  test('__proto__ (and constructor.prototype) keys and nesting past 64 levels are valid JSON: step 9 refuses them as outside the schema, signed and kept for replay', async () => {
     const deep = `${'['.repeat(70)}1${']'.repeat(70)}`;
     for (const raw of [
       '{"__proto__":{}}',
@@ -175,9 +175,20 @@ describe('JSON syntax and duplicate keys', () => {
     ]) {
       for (const path of [PAYMENTS, '/api/open/v1/refunds']) {
         const p = await send(t, m, 'POST', path, raw);
-        await expectRejection(t, p.r, { status: 400, code: 'OPEN_API_BODY_INVALID', step: 1, sentRequestId: p.requestId });
+        await expectRejection(t, p.r, { status: 400, code: 'OPEN_API_BODY_INVALID', step: 9, sentRequestId: p.requestId, details: 'any' });
+        const again = await send(t, m, 'POST', path, raw, { requestId: p.requestId });
+        assert.equal(again.r.statusCode, 400);
+        assert.equal(again.r.body, p.r.body, 'the same answer, byte for byte');
       }
     }
+  });
+
+  test('... so the earlier steps come first (a missing header is 400 OPEN_API_HEADER_INVALID)', async () => {
+    const raw = JSON.stringify(orderBody()).replace(/}$/, ',"__proto__":{"admin":true}}');
+    const p = await send(t, m, 'POST', PAYMENTS, raw, { omit: ['X-SVC-Nonce'] });
+    await expectRejection(t, p.r, { status: 400, code: 'OPEN_API_HEADER_INVALID', step: 3, sentRequestId: p.requestId });
+    const bad = await send(t, m, 'POST', PAYMENTS, raw, { sign: Buffer.alloc(256, 7).toString('base64') });
+    await expectRejection(t, bad.r, { status: 401, code: 'OPEN_API_AUTH_FAILED', step: 4, sentRequestId: bad.requestId, details: 'any' });
   });
 
   test('... and are valid JSON, so ignored like any other body where the body is not read', async () => {
