@@ -15,6 +15,12 @@ import { ProviderRejectedError } from './providers/provider.ts';
 import { REFUND_NOT_RECEIVED } from './domain/states.ts';
 
 const TICK_MS = 1000;
+/**
+ * A wake (an event came due, a delivery ended, an operator asked) runs a pass at once, but passes
+ * start at least this far apart: each pass runs every task's claim, and a steady stream of
+ * deliveries used to wake ~40 passes a second under load (docs/performance.md, ninth session).
+ */
+const WAKE_MIN_GAP_MS = 100;
 const BATCH = 20;
 
 export interface WorkerTask {
@@ -31,6 +37,7 @@ export class Workers {
   #stopped = true;
   #wake = false;
   #halt = false;
+  #lastPassAt = 0;
 
   constructor(svc: Services, extra: WorkerTask[] = []) {
     this.#svc = svc;
@@ -70,16 +77,21 @@ export class Workers {
       this.#wake = true;
       return;
     }
-    this.#schedule(0);
+    this.#schedule(this.#untilWakeAllowed());
+  }
+
+  #untilWakeAllowed(): number {
+    return Math.max(0, this.#lastPassAt + WAKE_MIN_GAP_MS - Date.now());
   }
 
   #schedule(ms: number): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = setTimeout(() => {
       this.#timer = null;
+      this.#lastPassAt = Date.now();
       this.#running = this.tick().finally(() => {
         this.#running = null;
-        if (!this.#stopped) this.#schedule(this.#wake ? 0 : TICK_MS);
+        if (!this.#stopped) this.#schedule(this.#wake ? this.#untilWakeAllowed() : TICK_MS);
         this.#wake = false;
       });
     }, ms);
@@ -107,19 +119,18 @@ export class Workers {
   }
 }
 
-/** Claims due rows by setting a lease; two instances never work on the same order at once. */
-async function claimOrders(svc: Services, where: string): Promise<string[]> {
-  const r = await svc.db.query<{ id: string }>(
-    `UPDATE orders SET worker_lease_until = now() + interval '30 seconds'
-      WHERE id IN (SELECT id FROM orders WHERE ${where} AND (worker_lease_until IS NULL OR worker_lease_until < now())
-                    ORDER BY expire_at LIMIT ${BATCH} FOR UPDATE SKIP LOCKED)
-      RETURNING id`,
-  );
+/**
+ * Claims due orders by setting a lease; two instances never work on the same order at once. Each
+ * claim walks the small partial index of its candidates whatever the statistics say
+ * (migrations/0011).
+ */
+async function claimOrders(svc: Services, fn: 'mps_claim_expired_orders' | 'mps_claim_pending_closes'): Promise<string[]> {
+  const r = await svc.db.query<{ id: string }>({ name: fn, text: `SELECT id FROM ${fn}($1) AS id`, values: [BATCH] });
   return r.rows.map((x) => x.id);
 }
 
 export async function expireDueOrders(svc: Services): Promise<number> {
-  const ids = await claimOrders(svc, `status IN ('CREATED', 'PAYING') AND expire_at <= now()`);
+  const ids = await claimOrders(svc, 'mps_claim_expired_orders');
   for (const id of ids) {
     try {
       await closeOrderById(svc, id, 'EXPIRED', { background: true });
@@ -131,7 +142,7 @@ export async function expireDueOrders(svc: Services): Promise<number> {
 }
 
 export async function reconcileCloses(svc: Services): Promise<number> {
-  const ids = await claimOrders(svc, `close_pending IS NOT NULL AND status IN ('CREATED', 'PAYING', 'UNKNOWN')`);
+  const ids = await claimOrders(svc, 'mps_claim_pending_closes');
   for (const id of ids) {
     const o = await getOrder(svc.db, id);
     if (!o?.closePending) continue;

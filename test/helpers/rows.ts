@@ -3,7 +3,33 @@
  * links or events). Order n of `key` is `ord_<key>_<n>` with outTradeNo `<KEY>_<n>`; its attempt is
  * `att_<key>_<n>` with cashier token `tok_<key>_<n>`.
  */
+import type pg from 'pg';
 import type { Queryable } from '../../src/store/db.ts';
+
+/**
+ * Runs `call` in a transaction on `c` and returns the rows it read from orders and attempts
+ * (sequential and index fetches, from pg_stat_xact_user_tables inside that transaction).
+ */
+export async function rowsReadIn(
+  c: pg.PoolClient,
+  call: (c: pg.PoolClient) => Promise<unknown>,
+): Promise<{ orders: number; attempts: number }> {
+  // The backend's counts not yet reported may include earlier transactions: take a difference.
+  const counts = async () => {
+    const r = await c.query<{ relname: string; n: string }>(
+      `SELECT relname, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
+         FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
+    );
+    const n = Object.fromEntries(r.rows.map((x) => [x.relname, Number(x.n)]));
+    return { orders: n.orders ?? 0, attempts: n.attempts ?? 0 };
+  };
+  await c.query('BEGIN');
+  const before = await counts();
+  await call(c);
+  const after = await counts();
+  await c.query('COMMIT');
+  return { orders: after.orders - before.orders, attempts: after.attempts - before.attempts };
+}
 
 export interface RowRange {
   key: string;

@@ -9,28 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
-import { insertAttempts, insertOrders } from '../helpers/rows.ts';
+import { insertAttempts, insertOrders, rowsReadIn } from '../helpers/rows.ts';
 
 const OPEN_ORDERS = 3000;
-
-/** Runs `call` in a transaction on `c` and returns the rows it read from orders and attempts. */
-async function rowsReadIn(c: pg.PoolClient, call: (c: pg.PoolClient) => Promise<void>): Promise<{ orders: number; attempts: number }> {
-  // The backend's counts not yet reported may include earlier transactions: take a difference.
-  const counts = async () => {
-    const r = await c.query<{ relname: string; n: string }>(
-      `SELECT relname, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::text AS n
-         FROM pg_stat_xact_user_tables WHERE relname IN ('orders', 'attempts')`,
-    );
-    const n = Object.fromEntries(r.rows.map((x) => [x.relname, Number(x.n)]));
-    return { orders: n.orders ?? 0, attempts: n.attempts ?? 0 };
-  };
-  await c.query('BEGIN');
-  const before = await counts();
-  await call(c);
-  const after = await counts();
-  await c.query('COMMIT');
-  return { orders: after.orders - before.orders, attempts: after.attempts - before.attempts };
-}
 
 describe('accepting an attempt reads by primary key', () => {
   let tdb: TestDatabase;
