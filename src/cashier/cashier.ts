@@ -172,7 +172,8 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     const outcome = await sandbox.buyerAction(c.attempt.id, action);
     const after = (await load(svc, req.params.token))!;
     const status = cashierStatus(after.state, after.order, after.attempt, after.nowMs);
-    // NOT_OPEN / NOT_FOUND: the provider already ended this payment (a race with a re-create or close).
+    // NOT_OPEN / NOT_FOUND / EXPIRED: the provider already ended this payment (a race with a re-create, a close or
+    // the end of the window).
     if (outcome !== 'OK') return notPayable(reply, status);
     return status;
   };

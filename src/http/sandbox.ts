@@ -48,6 +48,7 @@ export async function sandboxPlugin(
     const r = await sandbox.buyerAction(target.id, action);
     if (r === 'NOT_FOUND') throw new AdminError('ADMIN_STATE_INVALID', 'the provider has no payment for this attempt');
     if (r === 'NOT_OPEN') throw new AdminError('ADMIN_STATE_INVALID', 'the payment is no longer open at the provider');
+    if (r === 'EXPIRED') throw new AdminError('ADMIN_STATE_INVALID', 'the payment window has ended: the buyer can no longer pay');
     const fresh = (await getOrder(svc.db, order.id))!;
     return { openOrderId: fresh.id, attemptId: target.id, status: fresh.status };
   };
@@ -61,11 +62,16 @@ export async function sandboxPlugin(
       `WITH o AS (
          UPDATE orders SET expire_at = now() - interval '1 millisecond', updated_at = now()
           WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id, expire_at),
-       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id)
+       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id
+              RETURNING attempts.id, o.expire_at),
+       p AS (UPDATE sandbox_payments SET expire_at = a.expire_at, updated_at = now() FROM a WHERE sandbox_payments.attempt_id = a.id)
        SELECT id FROM o`,
       [req.params.openOrderId],
     );
-    if (r.rowCount === 0) throw new AdminError('ADMIN_STATE_INVALID', 'order not found or not open');
+    if (r.rowCount === 0) {
+      if (!(await getOrder(svc.db, req.params.openOrderId))) throw new AdminError('ADMIN_NOT_FOUND', 'order not found');
+      throw new AdminError('ADMIN_STATE_INVALID', 'the order is not open');
+    }
     svc.wakeWorkers?.();
     return { openOrderId: req.params.openOrderId, expired: true };
   });

@@ -91,12 +91,12 @@ export class SandboxProvider implements PaymentProvider {
            WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
           RETURNING outcome, delay_ms),
         p AS (
-          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
-          SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END
+          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at)
+          SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END, $5
            WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
           ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING state)
         SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state FROM ${ASYNC_COMMIT}`,
-      values: [ref, input.attemptId, input.channel, input.amountFen],
+      values: [ref, input.attemptId, input.channel, input.amountFen, input.expireAt],
     });
     return r.rows[0]!;
   }
@@ -110,12 +110,18 @@ export class SandboxProvider implements PaymentProvider {
       name: 'sandbox_create_attempt_batch',
       text: `WITH f AS (SELECT 1 FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 LIMIT 1),
         p AS (
-          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state)
-          SELECT r, a, c, m, 'OPEN' FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS t(r, a, c, m)
+          INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at)
+          SELECT r, a, c, m, 'OPEN', x FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS t(r, a, c, m, x)
            WHERE NOT EXISTS (SELECT 1 FROM f)
           ON CONFLICT (attempt_id) DO UPDATE SET updated_at = now() RETURNING attempt_id, state)
         SELECT EXISTS (SELECT 1 FROM f) AS faulted, p.attempt_id, p.state FROM ${ASYNC_COMMIT} CROSS JOIN (SELECT 1) one LEFT JOIN p ON true`,
-      values: [os.map((o) => o.ref), os.map((o) => o.input.attemptId), os.map((o) => o.input.channel), os.map((o) => o.input.amountFen)],
+      values: [
+        os.map((o) => o.ref),
+        os.map((o) => o.input.attemptId),
+        os.map((o) => o.input.channel),
+        os.map((o) => o.input.amountFen),
+        os.map((o) => o.input.expireAt),
+      ],
     });
     if (r.rows[0]!.faulted) {
       const out: OpenOutcome[] = [];
@@ -312,18 +318,27 @@ export class SandboxProvider implements PaymentProvider {
    * acknowledged when the service has applied it. A notice the service did not acknowledge (it
    * failed, or the process was cut off) is sent again by redeliverNotices().
    */
-  async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN'> {
+  /**
+   * The buyer pays (or fails) the payment of an attempt. Only an OPEN payment within its expiry:
+   * once the payment window has ended the buyer can do nothing with it, as at a real provider
+   * (the service's expiry worker closes it).
+   */
+  async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN' | 'EXPIRED'> {
     const r = await this.#db.query<{ state: string }>(
       `UPDATE sandbox_payments SET state = $2, updated_at = now(), notice_tries = 0,
               notice_due_at = now() + make_interval(secs => $3)
-        WHERE attempt_id = $1 AND state = 'OPEN' RETURNING state`,
+        WHERE attempt_id = $1 AND state = 'OPEN' AND (expire_at IS NULL OR expire_at > now()) RETURNING state`,
       [attemptId, action === 'PAY' ? 'PAID' : 'FAILED', NOTICE_FIRST_RETRY_SECONDS],
     );
     if (r.rowCount === 0) {
-      const e = await this.#db.query<{ state: string }>('SELECT state FROM sandbox_payments WHERE attempt_id = $1', [attemptId]);
+      const e = await this.#db.query<{ state: string; expired: boolean }>(
+        'SELECT state, expire_at <= now() AS expired FROM sandbox_payments WHERE attempt_id = $1',
+        [attemptId],
+      );
       if (!e.rows[0]) return 'NOT_FOUND';
       // Paying an already-paid payment again re-sends the notice (idempotent for the service).
-      if (!(action === 'PAY' && e.rows[0].state === 'PAID')) return 'NOT_OPEN';
+      if (!(action === 'PAY' && e.rows[0].state === 'PAID'))
+        return e.rows[0].state === 'OPEN' && e.rows[0].expired ? 'EXPIRED' : 'NOT_OPEN';
     }
     try {
       await this.#sendPaymentNotice(attemptId, action === 'PAY' ? 'PAID' : 'FAILED');
