@@ -48,6 +48,7 @@ export const ADMIN_ERRORS = {
   ADMIN_NOT_FOUND: 404,
   ADMIN_CONFLICT: 409,
   ADMIN_STATE_INVALID: 409,
+  ADMIN_PROVIDER_REJECTED: 502,
   ADMIN_UNAVAILABLE: 503,
 } as const;
 export type AdminCode = keyof typeof ADMIN_ERRORS;

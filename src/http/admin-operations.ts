@@ -61,7 +61,8 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     } catch (err) {
       if (err instanceof ApiError) {
         if (err.code === 'OPEN_API_NOT_FOUND') throw new AdminError('ADMIN_NOT_FOUND', 'order not found');
-        if (err.code === 'OPEN_API_PROVIDER_REJECTED') throw new AdminError('ADMIN_UNAVAILABLE', 'the provider rejected the close');
+        if (err.code === 'OPEN_API_PROVIDER_REJECTED')
+          throw new AdminError('ADMIN_PROVIDER_REJECTED', 'the provider rejected the close; the order is unchanged');
         throw new AdminError('ADMIN_STATE_INVALID', err.message);
       }
       throw err;
@@ -69,6 +70,8 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   });
 
   scope.get<{ Querystring: { status?: string; appId?: string; limit?: string } }>('/events', async (req) => {
+    const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'appId' && k !== 'limit');
+    if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status, appId and limit');
     const { status, appId } = req.query;
     if (status !== undefined && !['PENDING', 'DELIVERED', 'DEAD'].includes(status)) {
       throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be PENDING, DELIVERED or DEAD');

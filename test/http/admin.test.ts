@@ -303,6 +303,12 @@ test('sandbox helpers refuse bad bodies as the admin API does: 400, and 413 when
   assert.deepEqual((await t.sandbox('GET', '/faults')).json().faults, []);
 });
 
+test('GET /events takes status, appId and limit only: any other parameter is 400', async () => {
+  badRequest(await t.admin('GET', '/events?foo=1'), /status, appId and limit/);
+  badRequest(await t.admin('GET', '/events?status=PENDING&Limit=5'));
+  assert.equal((await t.admin('GET', '/events?status=PENDING&limit=5')).statusCode, 200);
+});
+
 test('unknown ids give 404', async () => {
   assert.equal((await t.admin('GET', '/merchants/mch_nope')).statusCode, 404);
   assert.equal((await t.admin('POST', '/merchants/mch_nope/apps', {})).statusCode, 404);

@@ -152,3 +152,27 @@ test('the events list takes a decimal limit and one appId', async () => {
     assert.equal((await t.admin('GET', `/events?${q}`)).statusCode, 200, q);
   }
 });
+
+test('a body with a __proto__ key or nested past 64 levels is refused by the back office too, nothing created', async () => {
+  const before = await rowCounts();
+  const deep = `${'['.repeat(70)}1${']'.repeat(70)}`;
+  for (const raw of [
+    '{"name":"x","entityType":"CORPORATE","__proto__":{"admin":true}}',
+    '{"name":"x","entityType":"CORPORATE","constructor":{"prototype":{}}}',
+    `{"name":"x","entityType":"CORPORATE","z":${deep}}`,
+  ]) {
+    refused(await t.admin('POST', '/merchants', raw), 400, 'ADMIN_VALIDATION_FAILED', /schema/);
+  }
+  assert.equal(await rowCounts(), before);
+});
+
+test('a provider notification over 64 KB is 413 in the provider envelope {received: false, error}', async () => {
+  const r = await t.server.inject({
+    method: 'POST',
+    url: '/api/provider/v1/notifications/sandbox',
+    headers: { 'content-type': 'application/json', 'x-sandbox-signature': '0'.repeat(64) },
+    payload: JSON.stringify({ kind: 'PAYMENT', pad: 'x'.repeat(70_000) }),
+  });
+  assert.equal(r.statusCode, 413, r.body);
+  assert.deepEqual(r.json(), { received: false, error: 'the body is over 64 KB' });
+});
