@@ -381,9 +381,10 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
       throw new ApiError('OPEN_API_LIMIT_EXCEEDED', undefined, { scopes: ['SINGLE_AMOUNT'] });
     }
     const attempts = await attemptsOf(tx, o.id);
-    if (attempts.some((a) => a.state === 'PENDING')) {
+    const beingMade = attempts.find((a) => a.state === 'PENDING');
+    if (beingMade) {
       await record(null);
-      return { kind: 'loser' as const, order: o };
+      return { kind: 'loser' as const, order: o, awaiting: beingMade.id };
     }
     // A concurrent re-create that finished before this one got the order's lock: the latest
     // attempt is live and was being created, or did not exist, when this request arrived (it
@@ -410,6 +411,11 @@ export async function recreateAttempt(svc: Services, caller: Caller, outTradeNo:
   if (start.kind === 'loser') {
     // A concurrent re-create is creating the attempt: answer with a projection of that winner.
     const { order, attempt } = await settledLatest(svc, start.order.id);
+    if ('awaiting' in start && !['CREATED', 'PAYING', 'UNKNOWN'].includes(order.status) && order.paidAttemptId !== start.awaiting) {
+      // There was no winner: the order was paid (by an older attempt) or closed while that
+      // attempt was being made, and it was withdrawn. Answered as that re-create was: 409.
+      throw new ApiError('OPEN_API_STATE_INVALID', `The order is ${order.status}; no new attempt can be created.`);
+    }
     return ok(200, caller, snapshot(svc, caller, order, attempt, 'create', true));
   }
   // Until this winner is done, any re-create that arrives overlaps it (noted at once, so even one

@@ -15,6 +15,7 @@ import {
   startTestApp,
   tradeNo,
 } from '../helpers/app.ts';
+import { waitFor } from '../helpers/events.ts';
 
 let t: TestApp;
 let m: Merchant;
@@ -776,6 +777,30 @@ describe('re-create attempt', () => {
     assert.equal(adm.attempts.filter((a: { state: string }) => a.state === 'ACCEPTED').length, 1, 'never two live attempts');
   });
 
+  test('re-creates overlapping one whose attempt was withdrawn because the old attempt got paid: all 409, none a 200 without a winner', async () => {
+    const body = orderBody();
+    const no = String(body.outTradeNo);
+    const first = (await create(body)).json();
+    // The winner's close of the old attempt waits 400 ms at the provider; the buyer pays the old
+    // attempt meanwhile, so the close finds it paid and the winner withdraws its new attempt.
+    await fault('CLOSE', 'DELAY_MS', 1, 400);
+    const winner = recreate(no);
+    await waitFor(
+      'the winner attempt being made',
+      async () =>
+        (await t.svc.db.query(`SELECT 1 FROM attempts WHERE order_id = $1 AND state = 'PENDING'`, [first.openOrderId])).rowCount === 1,
+    );
+    const losers = Array.from({ length: 4 }, () => recreate(no));
+    await pay(first.openOrderId);
+    const rs = await Promise.all([winner, ...losers]);
+    for (const r of rs) {
+      assert.equal(r.statusCode, 409, r.body);
+      assert.equal(r.json().code, 'OPEN_API_STATE_INVALID');
+    }
+    const q = (await query(no)).json();
+    assert.equal(q.status, 'SUCCEEDED');
+  });
+
   test('a re-create refused because the old attempt could not be closed leaves the order as it was: the old material still pays', async () => {
     const body = orderBody();
     const no = String(body.outTradeNo);
@@ -1263,6 +1288,20 @@ describe('close order', () => {
   test('404 for an unknown order', async () => {
     assert.equal((await closeOrder(tradeNo())).statusCode, 404);
   });
+
+  test('a back-office close the provider rejects: 502 ADMIN_PROVIDER_REJECTED, the order unchanged', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    const v = (await t.admin('GET', `/orders/${o.openOrderId}`)).json().stateVersion;
+    await fault('CLOSE', 'REJECT');
+    const r = await t.admin('POST', `/orders/${o.openOrderId}/close`);
+    assert.equal(r.statusCode, 502, r.body);
+    assert.equal(r.json().code, 'ADMIN_PROVIDER_REJECTED');
+    assert.deepEqual(Object.keys(r.json()).sort(), ['code', 'message']);
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'PAYING');
+    assert.equal((await t.admin('GET', `/orders/${o.openOrderId}`)).json().stateVersion, v);
+  });
 });
 
 describe('background work', () => {
@@ -1280,6 +1319,52 @@ describe('background work', () => {
     assert.equal(replay.json().payUrl, null, 'no expired material is returned');
     assert.equal(replay.json().nextAction, 'CREATE_ATTEMPT', 'create rule 1: the attempt expired');
     assert.ok(!('nextAction' in q), 'a query follows the OrderSnapshot rule: the order is not payable');
+  });
+
+  test('once the window has ended the sandbox buyer cannot pay or fail, even before the expiry worker ran', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/expire`)).statusCode, 200);
+    for (const action of ['pay', 'fail']) {
+      const r = await t.sandbox('POST', `/payments/${o.openOrderId}/${action}`);
+      assert.equal(r.statusCode, 409, r.body);
+      assert.equal(r.json().code, 'ADMIN_STATE_INVALID');
+      assert.match(r.json().message, /window has ended/);
+    }
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'nothing paid');
+    await t.workers.tick();
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CLOSED');
+    assert.equal(q.closedReason, 'EXPIRED');
+    const adm = (await t.admin('GET', `/orders/${o.openOrderId}`)).json();
+    assert.deepEqual(
+      adm.events.map((e: { eventType: string }) => e.eventType),
+      ['PAYMENT_CLOSED'],
+    );
+  });
+
+  test('the natural end of the window: the provider refuses the buyer from expireAt on', async () => {
+    const body = orderBody();
+    const o = (await create(body)).json();
+    // As if the window had been opened a window ago: the provider's own copy of the expiry has passed.
+    await t.svc.db.query(`UPDATE sandbox_payments SET expire_at = now() - interval '1 millisecond' WHERE attempt_id = $1`, [
+      (await t.admin('GET', `/orders/${o.openOrderId}`)).json().attempts[0].attemptId,
+    ]);
+    const r = await t.sandbox('POST', `/payments/${o.openOrderId}/pay`);
+    assert.equal(r.statusCode, 409, r.body);
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
+  });
+
+  test('sandbox expire of an unknown order is 404, of a closed one 409', async () => {
+    const r = await t.sandbox('POST', '/payments/ord_nope/expire');
+    assert.equal(r.statusCode, 404, r.body);
+    assert.equal(r.json().code, 'ADMIN_NOT_FOUND');
+    const body = orderBody();
+    const o = (await create(body)).json();
+    assert.equal((await closeOrder(String(body.outTradeNo))).statusCode, 200);
+    const c = await t.sandbox('POST', `/payments/${o.openOrderId}/expire`);
+    assert.equal(c.statusCode, 409, c.body);
+    assert.equal(c.json().code, 'ADMIN_STATE_INVALID');
   });
 
   test('background work takes no programmed fault: a fault waits for the next call of a request', async () => {
