@@ -33,10 +33,12 @@ Commands:
   fee-rule set --merchant MERCHANT_ID --json '{"ruleVersion": 1, "standardRateBps": 60, "largeRateBps": 38, "thresholdFen": 10000000, "merchantRateBps": 60}'
   platform-key                 print the current platform public key (PEM)
   platform-keys                print all published platform keys as JSON
+  platform-keys rotate [--json '{"activateAfterSeconds": 86400}']
+                               stage a new platform signing key (published now, signing from activatesAt)
   order get OPEN_ORDER_ID      back-office view of an order (attempts, refunds, events)
   events [--status DEAD] [--app APP_ID] [--limit N]
                                list events;  event get EVENT_ID;  event redeliver EVENT_ID
-  request METHOD PATH [--json BODY]   any admin API call
+  request METHOD PATH [--json BODY]   any admin API call (PATH after /api/admin/v1, or a full /api/... path)
 
 Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
 or written; 2 a command line this CLI does not understand (unknown option or command, missing
@@ -102,7 +104,8 @@ async function api(method: string, p: string, body?: unknown): Promise<Record<st
   if (!token) throw new CliError('an admin token is required: --token or ADMIN_TOKEN');
   let res: Response;
   try {
-    res = await fetch(`${base}/api/admin/v1${p}`, {
+    // A full path (`/api/admin/v1/...`, `/api/sandbox/v1/...`) is taken as given: docs quote them so.
+    res = await fetch(`${base}${p.startsWith('/api/') ? p : `/api/admin/v1${p}`}`, {
       method,
       headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -238,6 +241,8 @@ async function run(): Promise<unknown> {
     }
     case 'platform-keys':
       return api('GET', '/platform-keys');
+    case 'platform-keys rotate':
+      return api('POST', '/platform-keys/rotate', opt.json === undefined ? undefined : json());
     case 'order get':
       return api('GET', `/orders/${need('open order id', arg)}`);
     case 'events': {

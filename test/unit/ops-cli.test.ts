@@ -68,8 +68,20 @@ test('events passes --status, --app and --limit to GET /events as status, appId 
   try {
     assert.equal(await run('events'), 0);
     assert.equal(await run('events', '--status', 'DEAD', '--app', 'svcop_AAAAAAAAAAAAAAAA', '--limit', '5'), 0);
+    // request: a path after /api/admin/v1, or a full path as the docs quote it (admin or sandbox).
+    assert.equal(await run('request', 'GET', '/merchants'), 0);
+    assert.equal(await run('request', 'GET', '/api/admin/v1/merchants'), 0);
+    assert.equal(await run('request', 'GET', '/api/sandbox/v1/faults'), 0);
+    assert.equal(await run('platform-keys', 'rotate', '--json', '{"activateAfterSeconds": 60}'), 0);
   } finally {
     server.close();
   }
-  assert.deepEqual(seen, ['/api/admin/v1/events', '/api/admin/v1/events?status=DEAD&appId=svcop_AAAAAAAAAAAAAAAA&limit=5']);
+  assert.deepEqual(seen, [
+    '/api/admin/v1/events',
+    '/api/admin/v1/events?status=DEAD&appId=svcop_AAAAAAAAAAAAAAAA&limit=5',
+    '/api/admin/v1/merchants',
+    '/api/admin/v1/merchants',
+    '/api/sandbox/v1/faults',
+    '/api/admin/v1/platform-keys/rotate',
+  ]);
 });

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * A minimal merchant webhook receiver: verifies each notification with the platform keys and
- * acknowledges with 204. Run: node packages/sdk/examples/webhook-receiver.ts [port]
+ * acknowledges with 204. Run: npx node packages/sdk/examples/webhook-receiver.ts [port] (Node >= 22.18)
  * Uses MPS_PLATFORM_KEYS_FILE (the JSON written by `npm run ops -- provision`).
  */
 import fs from 'node:fs';

@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { assertRequestId } from './auth.ts';
 import { PaymentClient } from './client.ts';
 import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
-import { DEFAULT_RSA_BITS, generateRsaKeyPair, parsePlatformKeysJson } from './keys.ts';
+import { DEFAULT_RSA_BITS, generateRsaKeyPair, loadPublicKeys, parsePlatformKeysJson } from './keys.ts';
 import type { CreateOrderResponse, CreateRefundResponse } from './types.ts';
 import { verifyNotification } from './webhooks.ts';
 
@@ -150,7 +150,10 @@ async function platformKeys(values: Values): Promise<Record<string, string> | un
     keys[keyId] = await readNamedFile(file, 'platform key file');
     any = true;
   }
-  return any ? keys : undefined;
+  if (!any) return undefined;
+  // A file that holds no usable public key is a wrong argument (exit 2), for every command alike.
+  asUsage(() => loadPublicKeys(keys));
+  return keys;
 }
 
 /**

@@ -82,7 +82,9 @@ export function createFetchTransport(options: { maxResponseBytes?: number } = {}
       method: req.method,
       // identity: the response signature covers the body bytes as sent, so ask for no content coding.
       headers: { accept: 'application/json', 'accept-encoding': 'identity', ...req.headers },
-      body: req.body ?? null,
+      // A plain Uint8Array copy (a request body is small): a Buffer is not a BodyInit under
+      // TypeScript's DOM lib, which a merchant's project may well include.
+      body: req.body === undefined ? null : new Uint8Array(req.body),
       redirect: 'manual',
       signal: req.signal,
     });

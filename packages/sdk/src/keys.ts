@@ -76,6 +76,9 @@ export function loadPublicKey(key: KeyInput): KeyObject {
     if (key.type !== 'public') throw new TypeError('a verification key must be a public key');
     return checkRsa(key, 'a verification key');
   }
+  // createPublicKey would derive the public half of a private key: a private key given here is a
+  // mistake (a platform key is always public), refused rather than used.
+  if (key.includes('PRIVATE KEY-----')) throw new TypeError('a verification key must be a public key, not a private key');
   let parsed: KeyObject;
   try {
     parsed = createPublicKey(key);

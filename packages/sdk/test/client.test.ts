@@ -20,6 +20,7 @@ import {
   generateTestNotificationHeaders,
   InvalidRequestError,
   NetworkError,
+  loadPublicKey,
   NotificationVerificationError,
   PaymentApiError,
   PaymentClient,
@@ -884,5 +885,26 @@ describe('CLI', () => {
     ]);
     assert.equal(bad.code, 1);
     assert.equal(JSON.parse(bad.stderr).reason, 'BAD_SIGNATURE');
+    // A platform key file that holds no public key (not PEM, or a private key): a wrong command line.
+    await writeFile(files.body, rawBody);
+    const privateKeyFile = join(dir, 'platform-private.pem');
+    await writeFile(privateKeyFile, platform.privateKeyPem);
+    for (const keyFile of [files.body, privateKeyFile]) {
+      const wrong = await run([
+        'verify-notification',
+        '--headers',
+        files.headers,
+        '--body',
+        files.body,
+        '--platform-key',
+        `${PLATFORM_KEY_ID}=${keyFile}`,
+      ]);
+      assert.equal(wrong.code, 2, wrong.stderr);
+      assert.match(wrong.stderr, /Run mps-merchant --help for usage/);
+    }
+  });
+
+  it('a private key is never taken for a platform public key', () => {
+    assert.throws(() => loadPublicKey(platform.privateKeyPem), /public key, not a private key/);
   });
 });
