@@ -1,8 +1,9 @@
 /**
- * Statement batching across requests (docs/performance.md). The calls made in one event-loop turn
- * are sent as one statement: one round trip, one executor start and one commit for all of them,
- * which under load is most of what a single-row statement costs PostgreSQL. Alone, a call is sent
- * as its own single-row statement, exactly as without batching.
+ * Statement batching across requests (docs/performance.md). The calls made in one event-loop turn,
+ * or while the previous flush was in flight, are sent as one statement: one round trip, one
+ * executor start and one commit for all of them, which under load is most of what a single-row
+ * statement costs PostgreSQL. Alone, a call is sent as its own single-row statement, exactly as
+ * without batching.
  *
  * A batch is one statement, so it is atomic: when PostgreSQL rejects it (a deadlock between two
  * batches, a constraint one item broke), nothing of it happened, and every item is sent again on
@@ -25,6 +26,12 @@ export interface BatcherOptions<I, O> {
   key?: (item: I) => string | null;
   /** Items in one statement at most (a larger backlog is split). */
   maxBatch?: number;
+  /**
+   * Flushes in flight at most (default 1). While a flush is in flight, new calls wait for it and
+   * go together in the next one: the batch grows with the load by itself. Alone, a call is sent at
+   * once. Only for statements that wait on nothing but PostgreSQL (a slow flush delays the next).
+   */
+  maxInFlight?: number;
 }
 
 interface Pending<I, O> {
@@ -34,33 +41,45 @@ interface Pending<I, O> {
 }
 
 export class TurnBatcher<I, O> {
-  readonly #o: BatcherOptions<I, O> & { maxBatch: number };
+  readonly #o: BatcherOptions<I, O> & { maxBatch: number; maxInFlight: number };
   #pending: Pending<I, O>[] = [];
   #scheduled = false;
+  #inFlight = 0;
 
   constructor(o: BatcherOptions<I, O>) {
-    this.#o = { maxBatch: 64, ...o };
+    this.#o = { maxBatch: 64, maxInFlight: 1, ...o };
   }
 
   run(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.#pending.push({ item, resolve, reject });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.#flush());
-      }
+      this.#kick();
     });
+  }
+
+  /** Schedules a flush at the end of this turn, unless one is scheduled or the flushes in flight are at the limit. */
+  #kick(): void {
+    if (this.#scheduled || this.#pending.length === 0 || this.#inFlight >= this.#o.maxInFlight) return;
+    this.#scheduled = true;
+    setImmediate(() => this.#flush());
   }
 
   #flush(): void {
     this.#scheduled = false;
+    if (this.#inFlight >= this.#o.maxInFlight) return;
     const all = this.#pending;
     this.#pending = [];
     if (this.#o.compare) {
       const cmp = this.#o.compare;
       all.sort((a, b) => cmp(a.item, b.item));
     }
-    for (let i = 0; i < all.length; i += this.#o.maxBatch) void this.#send(all.slice(i, i + this.#o.maxBatch));
+    const sends: Promise<void>[] = [];
+    for (let i = 0; i < all.length; i += this.#o.maxBatch) sends.push(this.#send(all.slice(i, i + this.#o.maxBatch)));
+    this.#inFlight++;
+    void Promise.allSettled(sends).then(() => {
+      this.#inFlight--;
+      this.#kick();
+    });
   }
 
   async #send(all: Pending<I, O>[]): Promise<void> {

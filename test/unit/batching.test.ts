@@ -84,6 +84,67 @@ describe('TurnBatcher', () => {
   });
 });
 
+describe('TurnBatcher: one flush in flight', () => {
+  function gated() {
+    const calls: string[] = [];
+    let release: () => void = () => {};
+    let gate = new Promise<void>((res) => (release = res));
+    const b = new TurnBatcher<number, string>({
+      one: async (n) => {
+        calls.push(`one ${n}`);
+        await gate;
+        return `=${n}`;
+      },
+      many: async (ns) => {
+        calls.push(`many ${ns.join(',')}`);
+        await gate;
+        return ns.map((n) => `=${n}`);
+      },
+    });
+    return {
+      b,
+      calls,
+      open() {
+        release();
+        gate = Promise.resolve();
+      },
+    };
+  }
+  const turn = () => new Promise((res) => setImmediate(res));
+
+  test('calls made while a flush is in flight wait for it, then go together in one statement', async () => {
+    const { b, calls, open } = gated();
+    const first = b.run(1);
+    await turn();
+    await turn();
+    assert.deepEqual(calls, ['one 1'], 'alone, a call is sent at once');
+    const later = [b.run(2)];
+    await turn();
+    later.push(b.run(3));
+    await turn();
+    assert.deepEqual(calls, ['one 1'], 'nothing else is sent while the first is in flight');
+    open();
+    assert.deepEqual(await Promise.all([first, ...later]), ['=1', '=2', '=3']);
+    assert.deepEqual(calls, ['one 1', 'many 2,3']);
+  });
+
+  test('a failed flush does not stop the next one', async () => {
+    const calls: string[] = [];
+    const b = new TurnBatcher<number, string>({
+      one: async (n) => {
+        calls.push(`one ${n}`);
+        if (n === 1) throw new Error('connection terminated');
+        return `=${n}`;
+      },
+      many: async (ns) => ns.map((n) => `=${n}`),
+    });
+    const r = await Promise.allSettled([b.run(1)]);
+    assert.equal(r[0]!.status, 'rejected');
+    assert.equal(await b.run(2), '=2');
+    assert.deepEqual(calls, ['one 1', 'one 2']);
+  });
+});
+
 describe('batched create-order writes on PostgreSQL', () => {
   let tdb: TestDatabase;
   let db: Db;
