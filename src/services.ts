@@ -6,7 +6,7 @@ import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
 import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
-import { type NonceStore, PgNonceStore, RedisNonceStore } from './gate/nonce-store.ts';
+import { type NonceStore, PgNonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
 import { ReplayStore } from './gate/replay.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
@@ -61,16 +61,46 @@ export interface ServiceDeps {
   provider?: PaymentProvider;
 }
 
+/** How long a Redis command may take before the request it serves is answered 503. */
+export const REDIS_COMMAND_TIMEOUT_MS = 1000;
+
 export async function createServices(d: ServiceDeps): Promise<Services> {
   const { config, db } = d;
   let redis: Redis | null = null;
   if (config.redisUrl !== null) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: true });
+    // A Redis that is down or hung answers every guarded request 503 OPEN_API_GUARD_UNAVAILABLE
+    // at once or within REDIS_COMMAND_TIMEOUT_MS, instead of holding it: no offline queue (a
+    // command while disconnected fails), a timeout on every command, no retries of a command.
+    redis = new Redis(config.redisUrl, {
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      connectTimeout: 5000,
+      lazyConnect: true,
+    });
     redis.on('error', (err) => d.log.warn({ err: err.message }, 'redis error'));
     await redis.connect().catch((err: unknown) => {
       redis?.disconnect();
       throw new Error(`cannot connect to the Redis at REDIS_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
+  }
+  let redisNonces: RedisNonceStore | null = null;
+  if (redis !== null) {
+    const r = redis;
+    const nonces = new RedisNonceStore(r);
+    redisNonces = nonces;
+    for (const risk of await redisNonceRisks(r)) d.log.warn(`REDIS_URL: ${risk}`);
+    const check = () =>
+      nonces
+        .checkMarker((since) =>
+          d.log.error(
+            { since },
+            'REDIS_URL: Redis has lost its data (its marker key is new): the nonces it held are forgotten, so a request signed before this and captured could be replayed within its 300 s window (docs/authentication.md, "Nonces on Redis")',
+          ),
+        )
+        .catch((err: unknown) => d.log.warn({ err: (err as Error).message }, 'redis marker check failed'));
+    await check();
+    r.on('ready', () => void check());
   }
   const sandbox = d.provider ? null : new SandboxProvider(db, (msg, err) => d.log.warn({ err }, msg));
   const provider = d.provider ?? sandbox!;
@@ -99,7 +129,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       maxTrackedAddresses: 100_000,
     }),
     ipPolicy,
-    nonces: redis ? new RedisNonceStore(redis) : new PgNonceStore(db),
+    nonces: redisNonces ?? new PgNonceStore(db),
     rateLimiter: new AppRateLimiter(redis),
     replays: new ReplayStore(db),
     allowlists: new AllowlistCache(),

@@ -6,7 +6,13 @@ import type { Redis } from 'ioredis';
 import { TurnBatcher } from '../store/batcher.ts';
 import { ASYNC_COMMIT, type Db } from '../store/db.ts';
 
-export const NONCE_TTL_SECONDS = 600;
+/**
+ * How long a nonce is remembered from its first use. A request is valid while the server's clock is
+ * within 300 s of its timestamp, so one stamped 300 s ahead stays valid until 600 s after a first
+ * use right on receipt, plus the part of a second the window check rounds away: 610 s leaves a
+ * margin over both (decisions.md section 1: "at least the window plus a margin (600 s)").
+ */
+export const NONCE_TTL_SECONDS = 610;
 
 export interface NonceStore {
   /** True the first time (app, nonce) is seen within the TTL; false on a replay. */
@@ -75,8 +81,12 @@ export class PgNonceStore implements NonceStore {
   }
 }
 
+/** The key that tells whether this Redis still holds what it was given (see RedisNonceStore.watch). */
+export const REDIS_MARKER_KEY = 'mps:nonce-store:since';
+
 export class RedisNonceStore implements NonceStore {
   readonly #redis: Redis;
+  #marker: string | null = null;
   constructor(redis: Redis) {
     this.#redis = redis;
   }
@@ -89,4 +99,50 @@ export class RedisNonceStore implements NonceStore {
   async purge(): Promise<number> {
     return 0;
   }
+
+  /**
+   * Notices when the Redis has lost its data (a restart without persistence, a flush, a failover
+   * to an empty replica, eviction): it then no longer remembers the nonces of the last 600 s, and a
+   * request captured before the loss could be replayed within its 300 s window (docs/authentication.md,
+   * "Nonces on Redis"). A marker key without expiry is written once (`SET NX`, with the time it was
+   * first written) and read back at every (re)connection; if it is missing or another, the data was
+   * lost meanwhile and `lost` is called with the new marker's time. Nothing is refused because of
+   * it: the request-id record in PostgreSQL still keeps a replayed POST from running twice.
+   */
+  async checkMarker(lost: (since: string) => void): Promise<void> {
+    await this.#redis.set(REDIS_MARKER_KEY, new Date().toISOString(), 'NX');
+    const now = await this.#redis.get(REDIS_MARKER_KEY);
+    if (now === null) return;
+    if (this.#marker !== null && now !== this.#marker) lost(now);
+    this.#marker = now;
+  }
+}
+
+/**
+ * What an operator should know about a Redis that holds nonces: it must keep them for their 600 s
+ * (persistence, so a restart keeps them; `maxmemory-policy noeviction`, since every nonce has an
+ * expiry and a `volatile-*` or `allkeys-*` policy may drop them early). Answers one line per
+ * problem found; nothing when the settings cannot be read (CONFIG is often disabled on managed
+ * Redis).
+ */
+export async function redisNonceRisks(redis: Redis): Promise<string[]> {
+  const out: string[] = [];
+  let conf: string[];
+  try {
+    conf = (await redis.call('CONFIG', 'GET', '*')) as string[];
+  } catch {
+    return out;
+  }
+  const get = (name: string): string | undefined => {
+    const i = conf.indexOf(name);
+    return i >= 0 && i % 2 === 0 ? conf[i + 1] : undefined;
+  };
+  const policy = get('maxmemory-policy');
+  if (policy !== undefined && policy !== 'noeviction') {
+    out.push(`maxmemory-policy is ${policy}: under memory pressure Redis may drop nonces before their 600 s (use noeviction)`);
+  }
+  if (get('appendonly') === 'no' && (get('save') ?? '') === '') {
+    out.push('neither appendonly nor save is set: a restart of Redis forgets every nonce (enable appendonly)');
+  }
+  return out;
 }
