@@ -81,7 +81,10 @@ function nonceSuite(
     assert.equal((await send(t, a, 'GET', SETTLEMENT, undefined, { nonce })).r.statusCode, 200);
     const ttl = await inspect(t, a.appId, nonce);
     assert.ok(ttl !== null, 'the nonce is stored');
-    assert.ok(ttl >= 605 && ttl <= 611, `remembered 610 s: the 600 s a request can stay valid after its first use, and a margin (got ${ttl})`);
+    assert.ok(
+      ttl >= 605 && ttl <= 611,
+      `remembered 610 s: the 600 s a request can stay valid after its first use, and a margin (got ${ttl})`,
+    );
   });
 
   test(`${label}: 30 concurrent requests with one nonce -> exactly one passes`, async () => {
