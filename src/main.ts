@@ -17,6 +17,24 @@ if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.st
   v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
 }
 
+/**
+ * What must not outlive the process: the app, the embedded PostgreSQL, the DATA_DIR lock. Set as
+ * each is taken, and run when an exception escapes every handler (during start or later) before
+ * the process exits 1, so that even then nothing is left running.
+ */
+let cleanup: (() => Promise<void>) | null = null;
+
+process.on('uncaughtException', (err) => {
+  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  const exit = () => process.exit(1);
+  setTimeout(exit, 15_000).unref();
+  const run = cleanup ?? (async () => {});
+  cleanup = null;
+  run()
+    .catch(() => {})
+    .finally(exit);
+});
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -56,8 +74,13 @@ async function main(): Promise<void> {
       }
       throw err;
     }
+    cleanup = () => lock!.release();
     say(`starting embedded PostgreSQL in ${config.dataDir}`);
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say });
+    cleanup = async () => {
+      await embedded?.stop();
+      await lock?.release();
+    };
     config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
   }
   const built = await buildApp(config).catch(async (err) => {
@@ -65,6 +88,11 @@ async function main(): Promise<void> {
     await lock?.release();
     throw err;
   });
+  const stopEmbedded = cleanup;
+  cleanup = async () => {
+    await built.close().catch(() => {});
+    await stopEmbedded?.();
+  };
   if (built.adminTokenGenerated) {
     process.stdout.write(`\nADMIN_TOKEN=${built.adminToken}\n(generated for this run; set ADMIN_TOKEN to choose a fixed one)\n\n`);
   }

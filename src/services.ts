@@ -1,7 +1,7 @@
 /** The wiring of one service instance: stores, caches, provider, background tasks. */
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
-import type { Config } from './config/config.ts';
+import { type Config, redisDatabase } from './config/config.ts';
 import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
 import { AllowlistCache } from './gate/gate.ts';
@@ -79,8 +79,16 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       lazyConnect: true,
     });
     redis.on('error', (err) => d.log.warn({ err: err.message }, 'redis error'));
-    await redis.connect().catch((err: unknown) => {
-      redis?.disconnect();
+    // The client selects the URL's database while connecting, but a refused SELECT (an index
+    // the server does not have) only emits an error and leaves the connection on database 0:
+    // selected again here, where a refusal stops the start.
+    const database = redisDatabase(config.redisUrl);
+    const client = redis;
+    await (async () => {
+      await client.connect();
+      if (database !== 0) await client.select(database);
+    })().catch((err: unknown) => {
+      client.disconnect();
       throw new Error(`cannot connect to the Redis at REDIS_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
   }

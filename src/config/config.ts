@@ -93,6 +93,18 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return v;
 }
 
+/**
+ * The database index of a REDIS_URL: its path, `/N` (or none: 0). Anything else is refused here,
+ * naming the variable: the Redis client would send `SELECT NaN` and fail outside any handler.
+ */
+export function redisDatabase(v: string): number {
+  const p = new URL(v).pathname;
+  if (p === '' || p === '/') return 0;
+  const m = /^\/(\d{1,9})$/.exec(p);
+  if (!m) throw new ConfigError(`REDIS_URL must have a database number as its path, /0 to /N (got '${p}')`);
+  return Number(m[1]);
+}
+
 /** A comma list of addresses or CIDRs, checked here so that a bad entry names its variable. */
 function cidrs(env: Env, name: string): string[] | undefined {
   const v = list(env, name);
@@ -117,6 +129,7 @@ export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(str(env, 'DATA_DIR') ?? './data');
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']) ?? null;
   const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']) ?? null;
+  if (redisUrl !== null) redisDatabase(redisUrl);
   const adminToken = str(env, 'ADMIN_TOKEN') ?? null;
   // Any length is accepted (main.ts warns below ADMIN_TOKEN_ADVISED_LENGTH); it must be sendable
   // as a bearer token: visible ASCII, no spaces.

@@ -231,3 +231,51 @@ test('an unreachable DATABASE_URL or REDIS_URL stops the start with a line namin
     });
   }
 });
+
+test('an exception no handler caught stops the process with exit 1, and leaves nothing running (embedded PostgreSQL, lock)', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-boom-'));
+  // Preloaded into the service: a request to /__boom throws outside every handler.
+  const boom = path.join(dir, 'boom.mjs');
+  await fs.writeFile(
+    boom,
+    `import http from 'node:http';
+const emit = http.Server.prototype.emit;
+http.Server.prototype.emit = function (event, req, ...rest) {
+  if (event === 'request' && req.url === '/__boom') setImmediate(() => { throw new Error('boom from the test'); });
+  return emit.call(this, event, req, ...rest);
+};
+`,
+  );
+  try {
+    const r = await start({ ADMIN_TOKEN: TOKEN, NODE_OPTIONS: `--import=${boom}` }, dir);
+    await fetch(`${r.base}/__boom`).catch(() => {});
+    assert.equal(await exited(r.child), 1);
+    assert.match(r.output(), /^fatal: Error: boom from the test/m);
+    const left = await fs.readdir(dir);
+    assert.ok(!left.includes('service.lock'), `the instance lock is released (${left.join(', ')})`);
+    const cluster = (await fs.readFile(path.join(dir, 'pg-location'), 'utf8').catch(() => dir)).trim();
+    await fs.access(path.join(cluster, 'pg', 'PG_VERSION'));
+    await assert.rejects(fs.access(path.join(cluster, 'pg', 'postmaster.pid')), 'the embedded PostgreSQL is stopped');
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('REDIS_URL: a database that is not a number is a wrong setting (exit 2); one the server does not have stops the start (exit 1)', async () => {
+  await assert.rejects(
+    start({ ADMIN_TOKEN: TOKEN, REDIS_URL: 'redis://127.0.0.1:6379/abc' }),
+    (err: Error & { code?: number; out?: string }) => {
+      assert.equal(err.code, 2);
+      assert.match(err.out ?? '', /^configuration error: REDIS_URL must have a database number as its path/m);
+      return true;
+    },
+  );
+  if (!process.env.TEST_REDIS_URL) return;
+  const url = new URL(process.env.TEST_REDIS_URL);
+  url.pathname = '/100000';
+  await assert.rejects(start({ ADMIN_TOKEN: TOKEN, REDIS_URL: url.toString() }), (err: Error & { code?: number; out?: string }) => {
+    assert.equal(err.code, 1);
+    assert.match(err.out ?? '', /^fatal: cannot connect to the Redis at REDIS_URL: ERR DB index is out of range/m);
+    return true;
+  });
+});

@@ -40,6 +40,8 @@ test('every wrong value names its variable', () => {
     ['SOURCE_IP_FAMILIES', 'ipv5'],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes'],
     ['REDIS_URL', 'http://x'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379/abc'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379/1/2'],
     ['AUTH_FAILURE_LIMIT', '0'],
     ['HOST', '999.1.1.1'],
     ['HOST', 'fe80::zz'],
