@@ -4,6 +4,8 @@ import { AdminError, ApiError } from '../domain/errors.ts';
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
 import { closeOrderById } from '../usecases/orders.ts';
+import { noFieldsSchema } from './admin-schemas.ts';
+import { optionalBodyOf } from './admin.ts';
 
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {
   const db = svc.db;
@@ -55,6 +57,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
 
   /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */
   scope.post<{ Params: { openOrderId: string } }>('/orders/:openOrderId/close', async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
     try {
       const r = await closeOrderById(svc, req.params.openOrderId, 'MERCHANT_CLOSED');
       return { closeState: r.closeState, openOrderId: r.order.id, status: r.order.status, closedReason: r.order.closedReason };
@@ -114,6 +117,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
 
   /** Redelivery of a dead or delivered event: it goes back to the queue with a fresh schedule. */
   scope.post<{ Params: { eventId: string } }>('/events/:eventId/redeliver', async (req, reply) => {
+    optionalBodyOf(req, noFieldsSchema);
     // The clock of the dispatcher (svc.clock), not the database's: the event is due for it now.
     // attempts restarts the schedule; the delivery log keeps numbering its rows from where it was.
     const r = await db.query(

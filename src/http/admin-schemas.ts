@@ -6,6 +6,13 @@ import { ratiosSchema } from '../domain/response-schemas.ts';
 const LINKS = ['ALIPAY_AGGREGATION_NATIVE', 'WECHAT_JSAPI'] as const;
 const ENTITY = { type: 'string', enum: ['INDIVIDUAL', 'CORPORATE'] } as const;
 
+/** An operation that takes no fields: no body, or `{}`; any field is unknown (400), as any non-object. */
+export const noFieldsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {},
+} as const satisfies ObjectSchema;
+
 export const createMerchantSchema = {
   type: 'object',
   additionalProperties: false,

@@ -8,7 +8,7 @@ import { AdminError } from '../domain/errors.ts';
 import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers/sandbox/sandbox.ts';
 import type { Services } from '../services.ts';
 import { attemptsOf, getOrder } from '../store/orders.ts';
-import { faultSchema, sandboxPaySchema } from './admin-schemas.ts';
+import { faultSchema, noFieldsSchema, sandboxPaySchema } from './admin-schemas.ts';
 import { bodyOf, installBackOffice, optionalBodyOf } from './admin.ts';
 
 export async function sandboxPlugin(
@@ -30,7 +30,8 @@ export async function sandboxPlugin(
       .send({ operation: b.operation, outcome: b.outcome, times, ...(b.delayMs !== undefined ? { delayMs: b.delayMs } : {}) });
   });
   scope.get('/faults', async () => ({ faults: await sandbox.listFaults() }));
-  scope.delete('/faults', async () => {
+  scope.delete('/faults', async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
     await sandbox.clearFaults();
     return { faults: [] };
   });
@@ -57,6 +58,7 @@ export async function sandboxPlugin(
 
   /** Ends the payment window now (the expiry worker then closes the order): for testing expiry. */
   scope.post<{ Params: { openOrderId: string } }>('/payments/:openOrderId/expire', async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
     // One statement (one now()): the attempts' material ends exactly when the order's window does.
     const r = await svc.db.query(
       `WITH o AS (

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { type TestApp, merchantKeyPair, startTestApp } from '../helpers/app.ts';
+import { type TestApp, call, merchantKeyPair, orderBody, provision, startTestApp } from '../helpers/app.ts';
 
 let t: TestApp;
 before(async () => {
@@ -175,4 +175,26 @@ test('a provider notification over 64 KB is 413 in the provider envelope {receiv
   });
   assert.equal(r.statusCode, 413, r.body);
   assert.deepEqual(r.json(), { received: false, error: 'the body is over 64 KB' });
+});
+
+test('operations that take no fields refuse any field and any non-object body (400), and do nothing; no body or {} is fine', async () => {
+  const m = await provision(t);
+  const o = await call(t, m, 'POST', '/api/open/v1/payments', orderBody());
+  assert.equal(o.statusCode, 201, o.body);
+  const id = o.json().openOrderId as string;
+  const status = async () => (await t.admin('GET', `/orders/${id}`)).json().status as string;
+  assert.equal((await t.sandbox('POST', '/faults', { operation: 'REFUND', outcome: 'REJECT', times: 1 })).statusCode, 201);
+  for (const body of [{ unknownField: 1 }, [1], 'null', '"x"', 7]) {
+    refused(await t.admin('POST', `/orders/${id}/close`, body), 400, 'ADMIN_VALIDATION_FAILED');
+    refused(await t.sandbox('POST', `/payments/${id}/expire`, body), 400, 'ADMIN_VALIDATION_FAILED');
+    refused(await t.sandbox('DELETE', '/faults', body), 400, 'ADMIN_VALIDATION_FAILED');
+    refused(await t.admin('POST', '/events/evt_none/redeliver', body), 400, 'ADMIN_VALIDATION_FAILED');
+  }
+  assert.equal(await status(), 'PAYING', 'neither closed nor expired');
+  assert.equal((await t.sandbox('GET', '/faults')).json().faults.length, 1, 'the fault is still programmed');
+  assert.equal((await t.sandbox('DELETE', '/faults', {})).statusCode, 200);
+  assert.equal((await t.sandbox('GET', '/faults')).json().faults.length, 0);
+  const closed = await t.admin('POST', `/orders/${id}/close`);
+  assert.equal(closed.statusCode, 200, closed.body);
+  assert.equal(closed.json().closedReason, 'MERCHANT_CLOSED');
 });
