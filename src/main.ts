@@ -3,6 +3,7 @@ import net from 'node:net';
 import v8 from 'node:v8';
 import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
+import { ensureDataDir } from './store/data-dir.ts';
 import { startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
 
@@ -62,6 +63,9 @@ async function main(): Promise<void> {
     });
     config = withListenPort(config, port);
   }
+  // DATA_DIR holds the embedded cluster and the generated platform keys: not needed when both
+  // are given from outside (DATABASE_URL, PLATFORM_KEY_FILE).
+  if (config.databaseUrl === null || config.platformKeyFile === null) await ensureDataDir(config.dataDir);
   let lock: { release(): Promise<void> } | null = null;
   let embedded: { connectionString: string; stop(): Promise<void> } | null = null;
   if (config.databaseUrl === null) {

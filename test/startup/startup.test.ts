@@ -279,3 +279,26 @@ test('REDIS_URL: a database that is not a number is a wrong setting (exit 2); on
     return true;
   });
 });
+
+test('a DATA_DIR that cannot be made or is a file stops the start with exit 1 and a line naming DATA_DIR (no endless retry)', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-dd-'));
+  try {
+    const file = path.join(dir, 'a-file');
+    await fs.writeFile(file, 'x');
+    const cases: [string, RegExp][] = [
+      [file, /^fatal: cannot use DATA_DIR .*a-file: .*a-file is not a directory$/m],
+      [path.join(file, 'sub'), /^fatal: cannot use DATA_DIR .*sub: .*a-file is not a directory$/m],
+    ];
+    // /proc takes no new directory; Node's recursive mkdir used to spin there forever.
+    if (process.platform === 'linux') cases.push(['/proc/mps-startup-test', /^fatal: cannot use DATA_DIR \/proc\/mps-startup-test: /m]);
+    for (const [d, re] of cases) {
+      await assert.rejects(start({ ADMIN_TOKEN: TOKEN }, d), (err: Error & { code?: number; out?: string }) => {
+        assert.equal(err.code, 1, err.out);
+        assert.match(err.out ?? '', re);
+        return true;
+      });
+    }
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
