@@ -65,7 +65,7 @@ function bool(env: Env, name: string, def: boolean): boolean {
   if (v === undefined) return def;
   if (v === 'true' || v === '1') return true;
   if (v === 'false' || v === '0') return false;
-  throw new ConfigError(`${name} must be true or false (got '${v}')`);
+  throw new ConfigError(`${name} must be true or false (or 1 or 0) (got '${v}')`);
 }
 
 function list(env: Env, name: string): string[] | undefined {
@@ -77,6 +77,11 @@ function list(env: Env, name: string): string[] | undefined {
     .filter((s) => s !== '');
 }
 
+/** A URL as it may be printed: the password of its user info replaced by `***`. */
+export function withoutPassword(v: string): string {
+  return v.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/?#@]*:)[^@/?#]*@/i, '$1***@');
+}
+
 function url(env: Env, name: string, protocols: string[]): string | undefined {
   const v = str(env, name);
   if (v === undefined) return undefined;
@@ -85,10 +90,10 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     // libpq's socket form has an empty host (postgresql://user@/db?host=/run/dir), which URL refuses.
     u = new URL(v.replace(/^([a-z]+:\/\/[^/?#]*@)\//i, '$1localhost/'));
   } catch {
-    throw new ConfigError(`${name} must be a URL (got '${v}')`);
+    throw new ConfigError(`${name} must be a URL (got '${withoutPassword(v)}')`);
   }
   if (!protocols.includes(u.protocol)) {
-    throw new ConfigError(`${name} must use ${protocols.join(' or ')} (got '${v}')`);
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')} (got '${withoutPassword(v)}')`);
   }
   return v;
 }

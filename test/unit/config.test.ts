@@ -55,3 +55,26 @@ test('every wrong value names its variable', () => {
     );
   }
 });
+
+test('a wrong URL is quoted without its password', () => {
+  for (const [k, v] of [
+    ['DATABASE_URL', 'postgres://postgres:S3CRET-pw@bad host/x'],
+    ['DATABASE_URL', 'mysql://app:S3CRET-pw@db/x'],
+    ['REDIS_URL', 'http://:S3CRET-pw@cache:6379'],
+  ] as const) {
+    assert.throws(
+      () => loadConfig({ [k]: v }),
+      (e: Error) =>
+        e instanceof ConfigError && e.message.startsWith(`${k} `) && !e.message.includes('S3CRET') && e.message.includes('***@'),
+    );
+  }
+});
+
+test('booleans: true / false / 1 / 0, and the message says so', () => {
+  assert.equal(loadConfig({ WORKERS_ENABLED: '0' }).workersEnabled, false);
+  assert.equal(loadConfig({ WORKERS_ENABLED: 'true' }).workersEnabled, true);
+  assert.throws(
+    () => loadConfig({ WORKERS_ENABLED: 'yes' }),
+    (e: Error) => e instanceof ConfigError && e.message === "WORKERS_ENABLED must be true or false (or 1 or 0) (got 'yes')",
+  );
+});
