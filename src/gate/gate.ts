@@ -81,10 +81,18 @@ export async function sendOpen(
   extra?: Record<string, string>,
 ): Promise<FastifyReply> {
   const g = req.gate;
+  let code: string | undefined;
   if (status >= 400) {
     // For metrics: the failure envelope starts with its code (replays included).
     const m = /^\{"code":"([A-Z_]{1,64})"/.exec(payload);
-    if (m) (req as { openFailureCode?: string }).openFailureCode = m[1];
+    if (m) (req as { openFailureCode?: string }).openFailureCode = code = m[1];
+  }
+  const log = req.log as typeof req.log & { isLevelEnabled(l: string): boolean; setBindings(b: Record<string, string>): void };
+  if (log.isLevelEnabled('info')) {
+    // The request's log lines ("request completed") name the request as the merchant sees it: its
+    // X-SVC-Request-Id (or the gw_ id of an early rejection) and the failure code.
+    const id = g.headers?.requestId ?? /"requestId":"(gw_[A-Za-z0-9]{1,64})"/.exec(payload)?.[1];
+    log.setBindings({ ...(id !== undefined ? { requestId: id } : {}), ...(code !== undefined ? { code } : {}) });
   }
   reply.code(status).header('content-type', 'application/json; charset=utf-8').header('cache-control', 'no-store');
   if (extra) for (const [k, v] of Object.entries(extra)) reply.header(k, v);

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { requestSigningString } from '../../packages/sdk/src/signing.ts';
-import { type BuiltApp, buildApp } from '../../src/app.ts';
+import { type AppOverrides, type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import type { Clock } from '../../src/services.ts';
 import { createTestDatabase } from './db.ts';
@@ -37,7 +37,7 @@ export interface TestApp extends BuiltApp {
 
 export async function startTestApp(
   env: Record<string, string> = {},
-  opts: { clock?: Clock; connectionIdleTimeoutMs?: number } = {},
+  opts: { clock?: Clock; connectionIdleTimeoutMs?: number; logger?: AppOverrides['logger'] } = {},
 ): Promise<TestApp> {
   const db = await createTestDatabase();
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-test-'));
@@ -49,7 +49,7 @@ export async function startTestApp(
     PUBLIC_BASE_URL: 'https://pay.example.test',
     ...env,
   });
-  const built = await buildApp(config, { clock: opts.clock, connectionIdleTimeoutMs: opts.connectionIdleTimeoutMs });
+  const built = await buildApp(config, { clock: opts.clock, connectionIdleTimeoutMs: opts.connectionIdleTimeoutMs, logger: opts.logger });
   const privileged = (prefix: string) => (method: string, url: string, body?: unknown) =>
     built.server.inject({
       method: method as 'GET',
