@@ -124,6 +124,12 @@ function need(name: string, v: string | undefined): string {
   return v;
 }
 
+/** A positional argument, named as the usage names it (`merchant get MERCHANT_ID`). */
+function needArg(name: string, v: string | undefined): string {
+  if (v === undefined || v === '') throw new UsageError(`${name} is required (see help)`);
+  return v;
+}
+
 function json(): Record<string, unknown> {
   if (opt.json === undefined) return {};
   try {
@@ -135,7 +141,7 @@ function json(): Record<string, unknown> {
 
 function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v)) throw new CliError(`--${name} must be an integer`);
+  if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be an integer`);
   return Number(v);
 }
 
@@ -205,22 +211,22 @@ async function run(): Promise<unknown> {
     case 'merchant create':
       return api('POST', '/merchants', { name: need('name', opt.name), entityType: need('entity-type', opt['entity-type']) });
     case 'merchant get':
-      return api('GET', `/merchants/${need('merchant id', arg)}`);
+      return api('GET', `/merchants/${needArg('MERCHANT_ID', arg)}`);
     case 'merchant list':
       return api('GET', '/merchants');
     case 'app create':
       return api('POST', `/merchants/${need('merchant', opt.merchant)}/apps`, json());
     case 'app get':
-      return api('GET', `/apps/${need('app id', arg)}`);
+      return api('GET', `/apps/${needArg('APP_ID', arg)}`);
     case 'app update':
-      return api('PATCH', `/apps/${need('app id', arg)}`, json());
+      return api('PATCH', `/apps/${needArg('APP_ID', arg)}`, json());
     case 'key add':
       return api('POST', `/apps/${need('app', opt.app)}/keys`, {
         keyId: need('key-id', opt['key-id']),
         publicKeyPem: await fs.readFile(need('public-key', opt['public-key']), 'utf8'),
       });
     case 'key list':
-      return api('GET', `/apps/${need('app id', arg)}/keys`);
+      return api('GET', `/apps/${needArg('APP_ID', arg)}/keys`);
     case 'account add':
       return api('POST', `/merchants/${need('merchant', opt.merchant)}/settlement-accounts`, {
         entityType: need('entity-type', opt['entity-type']),
@@ -244,7 +250,7 @@ async function run(): Promise<unknown> {
     case 'platform-keys rotate':
       return api('POST', '/platform-keys/rotate', opt.json === undefined ? undefined : json());
     case 'order get':
-      return api('GET', `/orders/${need('open order id', arg)}`);
+      return api('GET', `/orders/${needArg('OPEN_ORDER_ID', arg)}`);
     case 'events': {
       const q = new URLSearchParams();
       if (opt.status) q.set('status', opt.status);
@@ -253,9 +259,9 @@ async function run(): Promise<unknown> {
       return api('GET', `/events${q.size > 0 ? `?${q}` : ''}`);
     }
     case 'event get':
-      return api('GET', `/events/${need('event id', arg)}`);
+      return api('GET', `/events/${needArg('EVENT_ID', arg)}`);
     case 'event redeliver':
-      return api('POST', `/events/${need('event id', arg)}/redeliver`);
+      return api('POST', `/events/${needArg('EVENT_ID', arg)}/redeliver`);
     case 'request GET':
     case 'request POST':
     case 'request PUT':

@@ -21,7 +21,27 @@ test('a command line the CLI does not understand: exit 2, one error line and the
   for (const [args, re] of [
     [['merchant', 'create', '--nme', 'X'], /Unknown option '--nme'/],
     [['bogus', 'cmd'], /unknown command 'bogus cmd'/],
-    [['merchant', 'get'], /is required/],
+    [['merchant', 'get'], /^error: MERCHANT_ID is required/],
+    [['event', 'redeliver'], /^error: EVENT_ID is required/],
+    [
+      [
+        'account',
+        'add',
+        '--merchant',
+        'm',
+        '--entity-type',
+        'INDIVIDUAL',
+        '--entity-name',
+        'N',
+        '--merchant-no',
+        'M1',
+        '--card-number',
+        '6222000011112222',
+        '--agreed-ceiling-fen',
+        'abc',
+      ],
+      /--agreed-ceiling-fen must be an integer/,
+    ],
     [['app', 'update', 'app_1', '--json', '{not json'], /--json must be a JSON object/],
   ] as const) {
     const r = ops(...args);
