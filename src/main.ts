@@ -25,6 +25,9 @@ if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.st
  */
 let cleanup: (() => Promise<void>) | null = null;
 
+/** How long a graceful stop waits for requests in flight before it cuts them off (exit 1). */
+const STOP_DEADLINE_MS = 25_000;
+
 process.on('uncaughtException', (err) => {
   process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   const exit = () => process.exit(1);
@@ -35,6 +38,29 @@ process.on('uncaughtException', (err) => {
     .catch(() => {})
     .finally(exit);
 });
+
+/**
+ * SIGTERM / SIGINT: a graceful stop once the service is up (`onStop`); during the start they are
+ * noted and honoured at the next step of the start (after the lock, the embedded PostgreSQL, the
+ * app), which then undoes what was taken and exits 0 (a supervisor may stop a slow first start).
+ */
+let onStop: ((signal: string) => void) | null = null;
+let stopRequested: string | null = null;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (onStop) onStop(signal);
+    else stopRequested ??= signal;
+  });
+}
+
+async function stopIfRequested(): Promise<void> {
+  if (stopRequested === null) return;
+  process.stderr.write(`${stopRequested} received while starting: stopped\n`);
+  const run = cleanup;
+  cleanup = null;
+  await run?.().catch(() => {});
+  process.exit(0);
+}
 
 async function main(): Promise<void> {
   let config;
@@ -79,12 +105,14 @@ async function main(): Promise<void> {
       throw err;
     }
     cleanup = () => lock!.release();
+    await stopIfRequested();
     say(`starting embedded PostgreSQL in ${config.dataDir}`);
     embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say });
     cleanup = async () => {
       await embedded?.stop();
       await lock?.release();
     };
+    await stopIfRequested();
     config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
   }
   const built = await buildApp(config).catch(async (err) => {
@@ -97,6 +125,7 @@ async function main(): Promise<void> {
     await built.close().catch(() => {});
     await stopEmbedded?.();
   };
+  await stopIfRequested();
   if (built.adminTokenGenerated) {
     process.stdout.write(`\nADMIN_TOKEN=${built.adminToken}\n(generated for this run; set ADMIN_TOKEN to choose a fixed one)\n\n`);
   }
@@ -118,10 +147,19 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     built.server.log.info(`${signal} received: stopping (finishing in-flight requests)`);
+    // Requests still running after 25 s are cut off (their request ids stay held until their
+    // lease ends, then the reconciler settles what they left uncertain); the embedded PostgreSQL
+    // is still stopped and the lock released, within 10 s more.
     const force = setTimeout(() => {
       process.stderr.write('graceful stop took over 25 s; exiting\n');
-      process.exit(1);
-    }, 25_000);
+      setTimeout(() => process.exit(1), 10_000).unref();
+      void (async () => {
+        await embedded?.stop();
+        await lock?.release();
+      })()
+        .catch(() => {})
+        .finally(() => process.exit(1));
+    }, STOP_DEADLINE_MS);
     force.unref();
     try {
       await built.close();
@@ -132,8 +170,8 @@ async function main(): Promise<void> {
     }
     process.exit(0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  onStop = (signal) => void stop(signal);
+  if (stopRequested !== null) onStop(stopRequested);
 }
 
 function freePort(host: string): Promise<number> {

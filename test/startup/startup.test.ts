@@ -302,3 +302,40 @@ test('a DATA_DIR that cannot be made or is a file stops the start with exit 1 an
     await fs.rm(dir, { recursive: true, force: true });
   }
 });
+
+test('SIGTERM while starting (the embedded PostgreSQL coming up): exit 0, and nothing left running', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-term-'));
+  try {
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DATA_DIR: dir,
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        ADMIN_TOKEN: TOKEN,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    for (let i = 0; i < 600 && !out.includes('starting embedded PostgreSQL'); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.match(out, /starting embedded PostgreSQL/);
+    child.kill('SIGTERM');
+    assert.equal(await exited(child), 0, out);
+    assert.match(out, /SIGTERM received while starting: stopped/);
+    assert.doesNotMatch(out, /Server listening/);
+    const left = await fs.readdir(dir);
+    assert.ok(!left.includes('service.lock'), `the instance lock is released (${left.join(', ')})`);
+    const cluster = (await fs.readFile(path.join(dir, 'pg-location'), 'utf8').catch(() => dir)).trim();
+    await assert.rejects(fs.access(path.join(cluster, 'pg', 'postmaster.pid')), 'the embedded PostgreSQL is stopped');
+    // And the next start is clean.
+    const r = await start({ ADMIN_TOKEN: TOKEN }, dir);
+    r.child.kill('SIGTERM');
+    assert.equal(await exited(r.child), 0);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
