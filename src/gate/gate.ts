@@ -87,8 +87,9 @@ export async function sendOpen(
     const m = /^\{"code":"([A-Z_]{1,64})"/.exec(payload);
     if (m) (req as { openFailureCode?: string }).openFailureCode = code = m[1];
   }
-  const log = req.log as typeof req.log & { isLevelEnabled(l: string): boolean; setBindings(b: Record<string, string>): void };
-  if (log.isLevelEnabled('info')) {
+  // (pino's logger; with logging off, Fastify's stand-in has neither method.)
+  const log = req.log as typeof req.log & { isLevelEnabled?(l: string): boolean; setBindings?(b: Record<string, string>): void };
+  if (log.setBindings !== undefined && log.isLevelEnabled?.('info') === true) {
     // The request's log lines ("request completed") name the request as the merchant sees it: its
     // X-SVC-Request-Id (or the gw_ id of an early rejection) and the failure code.
     const id = g.headers?.requestId ?? /"requestId":"(gw_[A-Za-z0-9]{1,64})"/.exec(payload)?.[1];
