@@ -167,6 +167,8 @@ export function loadConfig(env: Env = process.env): Config {
   for (const f of families) {
     if (f !== 'ipv4' && f !== 'ipv6') throw new ConfigError(`SOURCE_IP_FAMILIES must list ipv4 and/or ipv6 (got '${f}')`);
   }
+  // No family at all would refuse every source: a mistake, not a policy.
+  if (families.length === 0) throw new ConfigError(`SOURCE_IP_FAMILIES must list ipv4 and/or ipv6 (got '${env.SOURCE_IP_FAMILIES}')`);
   return {
     port,
     host,

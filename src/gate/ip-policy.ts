@@ -1,4 +1,5 @@
 /** The platform source-IP policy in force: environment defaults, overridable from the back office. */
+import { AdminError } from '../domain/errors.ts';
 import { CidrList } from '../net/ip.ts';
 import type { SourceIpPolicy } from '../net/source-ip.ts';
 import { type Db, withTx } from '../store/db.ts';
@@ -74,7 +75,11 @@ export class IpPolicyHolder {
       const r = await tx.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy' FOR UPDATE`);
       const next: Partial<IpPolicyView> = { ...(r.rows[0]?.value ?? {}) };
       for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
-      compile({ ...this.#defaults, ...next });
+      const merged = { ...this.#defaults, ...next };
+      if (!merged.allowIpv4 && !merged.allowIpv6) {
+        throw new AdminError('ADMIN_VALIDATION_FAILED', 'allowIpv4 and allowIpv6 cannot both be false: every source would be refused');
+      }
+      compile(merged);
       await tx.query(`UPDATE platform_settings SET value = $1, updated_at = now() WHERE name = 'ip_policy'`, [JSON.stringify(next)]);
     });
     await this.refresh();

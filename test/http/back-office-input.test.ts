@@ -92,6 +92,23 @@ test('an IP-policy change that does not compile changes nothing, even on a datab
   assert.equal(rows.rowCount, 0);
 });
 
+test('an IP policy that would refuse every source (both families off) is 400 and changes nothing, in one change or in two', async () => {
+  const reset = { trustedProxies: [], allowlist: null, denylist: [], allowIpv4: true, allowIpv6: true };
+  assert.equal((await t.admin('PUT', '/platform/ip-policy', reset)).statusCode, 200);
+  refused(
+    await t.admin('PUT', '/platform/ip-policy', { allowIpv4: false, allowIpv6: false }),
+    400,
+    'ADMIN_VALIDATION_FAILED',
+    /both be false/,
+  );
+  assert.equal((await t.admin('PUT', '/platform/ip-policy', { allowIpv6: false })).statusCode, 200);
+  refused(await t.admin('PUT', '/platform/ip-policy', { allowIpv4: false }), 400, 'ADMIN_VALIDATION_FAILED', /both be false/);
+  const got = (await t.admin('GET', '/platform/ip-policy')).json();
+  assert.equal(got.allowIpv4, true);
+  assert.equal(got.allowIpv6, false);
+  assert.equal((await t.admin('PUT', '/platform/ip-policy', reset)).statusCode, 200);
+});
+
 test('a correctly signed provider notification that is not an object, or names an id with U+0000: 400, not 503', async () => {
   const url = '/api/provider/v1/notifications/sandbox';
   const post = (body: string, sig: string) =>

@@ -38,6 +38,7 @@ test('every wrong value names its variable', () => {
     ['PORT', '70000'],
     ['LOG_LEVEL', 'loud'],
     ['SOURCE_IP_FAMILIES', 'ipv5'],
+    ['SOURCE_IP_FAMILIES', ','],
     ['WEBHOOK_ALLOW_PRIVATE_TARGETS', 'yes'],
     ['REDIS_URL', 'http://x'],
     ['REDIS_URL', 'redis://127.0.0.1:6379/abc'],
