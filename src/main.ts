@@ -4,7 +4,7 @@ import v8 from 'node:v8';
 import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
 import { ensureDataDir } from './store/data-dir.ts';
-import { startEmbeddedPostgres } from './store/embedded.ts';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
 
 /**
@@ -45,6 +45,8 @@ process.on('uncaughtException', (err) => {
  * app), which then undoes what was taken and exits 0 (a supervisor may stop a slow first start).
  */
 let onStop: ((signal: string) => void) | null = null;
+/** A graceful stop is under way. */
+let stopping = false;
 let stopRequested: string | null = null;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
@@ -93,7 +95,7 @@ async function main(): Promise<void> {
   // are given from outside (DATABASE_URL, PLATFORM_KEY_FILE).
   if (config.databaseUrl === null || config.platformKeyFile === null) await ensureDataDir(config.dataDir);
   let lock: { release(): Promise<void> } | null = null;
-  let embedded: { connectionString: string; stop(): Promise<void> } | null = null;
+  let embedded: EmbeddedPostgres | null = null;
   if (config.databaseUrl === null) {
     try {
       lock = await acquireInstanceLock(config.dataDir, say);
@@ -141,8 +143,8 @@ async function main(): Promise<void> {
     });
   }
   if (config.workersEnabled) built.workers.start();
+  if (embedded !== null) watchEmbedded(embedded);
 
-  let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
@@ -172,6 +174,34 @@ async function main(): Promise<void> {
   };
   onStop = (signal) => void stop(signal);
   if (stopRequested !== null) onStop(stopRequested);
+}
+
+/** How often the embedded PostgreSQL is checked for being alive. */
+const EMBEDDED_CHECK_MS = 2000;
+
+/**
+ * The embedded PostgreSQL is this process's own: if it dies (killed, out of memory), the service
+ * cannot serve and would answer 503 for ever. It stops instead, exit 1 with a line saying why, so
+ * that a supervisor restarts it (a start recovers the cluster).
+ */
+function watchEmbedded(embedded: EmbeddedPostgres): void {
+  const timer = setInterval(() => {
+    embedded
+      .running()
+      .then((alive) => {
+        if (alive !== false || stopping) return;
+        clearInterval(timer);
+        process.stderr.write('fatal: the embedded PostgreSQL has stopped; stopping the service (a restart recovers it)\n');
+        setTimeout(() => process.exit(1), 10_000).unref();
+        const run = cleanup;
+        cleanup = null;
+        void (run ?? (async () => {}))()
+          .catch(() => {})
+          .finally(() => process.exit(1));
+      })
+      .catch(() => {});
+  }, EMBEDDED_CHECK_MS);
+  timer.unref();
 }
 
 function freePort(host: string): Promise<number> {

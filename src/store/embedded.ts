@@ -20,6 +20,11 @@ export interface EmbeddedPostgres {
   /** socket directory */
   host: string;
   stop(): Promise<void>;
+  /**
+   * Whether the server this start made is still running (false once it has died, or its pid now
+   * names another process); 'unknown' when /proc cannot tell.
+   */
+  running(): Promise<boolean | 'unknown'>;
 }
 
 interface Binaries {
@@ -146,6 +151,11 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log })
     // port explicit: otherwise a PGPORT in the environment would make pg look for another socket file
     connectionString: `postgresql://postgres@/postgres?host=${encodeURIComponent(sockDir)}&port=${PORT}`,
     host: sockDir,
+    async running(): Promise<boolean | 'unknown'> {
+      if (serverPid === undefined) return 'unknown';
+      const holder = await classify(serverPid, pgDirReal);
+      return holder === 'unknown' ? 'unknown' : holder === 'ours';
+    },
     stop(): Promise<void> {
       stopping ??= doStop().catch((err: unknown) => {
         stopping = undefined; // allow another attempt

@@ -339,3 +339,23 @@ test('SIGTERM while starting (the embedded PostgreSQL coming up): exit 0, and no
     await fs.rm(dir, { recursive: true, force: true });
   }
 });
+
+test('the embedded PostgreSQL killed under a running service: the service stops (exit 1, a line saying why, lock released); a restart recovers', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-pgdie-'));
+  try {
+    const r = await start({ ADMIN_TOKEN: TOKEN }, dir);
+    const cluster = (await fs.readFile(path.join(dir, 'pg-location'), 'utf8').catch(() => dir)).trim();
+    const pid = Number((await fs.readFile(path.join(cluster, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGKILL');
+    assert.equal(await exited(r.child), 1, r.output());
+    assert.match(r.output(), /^fatal: the embedded PostgreSQL has stopped/m);
+    assert.ok(!(await fs.readdir(dir)).includes('service.lock'), 'the instance lock is released');
+    const again = await start({ ADMIN_TOKEN: TOKEN }, dir);
+    assert.equal((await fetch(`${again.base}/api/admin/v1/merchants`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200);
+    again.child.kill('SIGTERM');
+    assert.equal(await exited(again.child), 0);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+});
