@@ -149,13 +149,15 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     built.server.log.info(`${signal} received: stopping (finishing in-flight requests)`);
-    // Requests still running after 25 s are cut off (their request ids stay held until their
-    // lease ends, then the reconciler settles what they left uncertain); the embedded PostgreSQL
-    // is still stopped and the lock released, within 10 s more.
+    // Requests still running after 25 s are cut off: their request ids are freed for a retry at
+    // once (the reconciler settles what they left uncertain); the embedded PostgreSQL is still
+    // stopped and the lock released, within 10 s more.
     const force = setTimeout(() => {
       process.stderr.write('graceful stop took over 25 s; exiting\n');
       setTimeout(() => process.exit(1), 10_000).unref();
       void (async () => {
+        const ended = await built.svc.replays.endLeasesHeldHere().catch(() => 0);
+        if (ended > 0) process.stderr.write(`${ended} request id(s) cut off: free for a retry at once\n`);
         await embedded?.stop();
         await lock?.release();
       })()

@@ -38,7 +38,7 @@ export class ReplayStore {
    * recorded (or abandoned): a duplicate arriving meanwhile waits on it instead of polling.
    * Ids held by another instance are polled.
    */
-  readonly #inflight = new Map<string, { settled: Promise<void>; settle: () => void }>();
+  readonly #inflight = new Map<string, { key: ReplayKey; settled: Promise<void>; settle: () => void }>();
   constructor(db: Db) {
     this.#db = db;
   }
@@ -53,9 +53,28 @@ export class ReplayStore {
     if (!this.#inflight.has(id)) {
       let settle!: () => void;
       const settled = new Promise<void>((res) => (settle = res));
-      this.#inflight.set(id, { settled, settle });
+      this.#inflight.set(id, { key: k, settled, settle });
     }
     return { kind: 'execute' };
+  }
+
+  /**
+   * For a stop that cuts requests off: the leases of every request id still executing here end
+   * now, so that a retry (on another instance, or after a restart) takes the id over at once
+   * instead of waiting up to LEASE_SECONDS for a holder that is gone. What such an execution left
+   * is protected as after any expired lease: by the order and refund numbers, and by the
+   * reconciler for an attempt whose provider call had not answered. Answers how many.
+   */
+  async endLeasesHeldHere(): Promise<number> {
+    const keys = [...this.#inflight.values()].map((e) => e.key);
+    if (keys.length === 0) return 0;
+    const r = await this.#db.query(
+      `UPDATE request_replays r SET lease_until = now() - interval '1 millisecond'
+         FROM unnest($1::text[], $2::text[]) AS k(app_id, request_id)
+        WHERE r.app_id = k.app_id AND r.request_id = k.request_id AND r.state = 'IN_PROGRESS'`,
+      [keys.map((k) => k.appId), keys.map((k) => k.requestId)],
+    );
+    return r.rowCount ?? 0;
   }
 
   /** The request id's execution on this instance is over (its answer is recorded, or it was abandoned). */

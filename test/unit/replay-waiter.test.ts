@@ -54,6 +54,22 @@ describe('request-id replay: waiting for an execution in flight', () => {
     assert.equal(c.count() - before - 1, 4, 'the waiting duplicate issued 4 statements (plus the complete)');
   });
 
+  test('a stop that cuts requests off ends the leases held here: another instance takes the ids over at once', async () => {
+    const dying = new ReplayStore(db);
+    const other = new ReplayStore(db);
+    const held = [key('req_cut_off_1'), key('req_cut_off_2')];
+    for (const k of held) assert.deepEqual(await dying.begin(k), { kind: 'execute' });
+    const done = key('req_cut_off_done');
+    assert.deepEqual(await dying.begin(done), { kind: 'execute' });
+    await dying.complete(done, 201, '{"kept":true}');
+    assert.equal(await dying.endLeasesHeldHere(), 2, 'only the ids still executing');
+    const started = Date.now();
+    for (const k of held) assert.deepEqual(await other.begin(k), { kind: 'execute' });
+    assert.ok(Date.now() - started < 2000, 'taken over without waiting for the lease');
+    assert.deepEqual(await other.begin(done), { kind: 'replay', status: 201, body: '{"kept":true}' });
+    assert.equal(await new ReplayStore(db).endLeasesHeldHere(), 0);
+  });
+
   test('an abandoned execution wakes the duplicate, which then executes itself', async () => {
     const store = new ReplayStore(db);
     const k = key('req_waiter_abandon');
