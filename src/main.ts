@@ -3,6 +3,7 @@ import net from 'node:net';
 import v8 from 'node:v8';
 import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
+import { batchThreadPool } from './platform/thread-pool.ts';
 import { ensureDataDir } from './store/data-dir.ts';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
@@ -94,6 +95,7 @@ async function main(): Promise<void> {
   // DATA_DIR holds the embedded cluster and the generated platform keys: not needed when both
   // are given from outside (DATABASE_URL, PLATFORM_KEY_FILE).
   if (config.databaseUrl === null || config.platformKeyFile === null) await ensureDataDir(config.dataDir);
+  if (config.threadPoolSchedBatch) say(await batchThreadPool());
   let lock: { release(): Promise<void> } | null = null;
   let embedded: EmbeddedPostgres | null = null;
   if (config.databaseUrl === null) {

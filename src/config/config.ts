@@ -42,6 +42,8 @@ export interface Config {
   webhookAllowPrivateTargets: boolean;
   /** Background workers (expiry, reconciler, outbox delivery) on/off. */
   workersEnabled: boolean;
+  /** libuv's worker threads as SCHED_BATCH (Linux; src/platform/thread-pool.ts). */
+  threadPoolSchedBatch: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -192,6 +194,7 @@ export function loadConfig(env: Env = process.env): Config {
     devMode: provider === 'sandbox' && env.NODE_ENV !== 'production',
     webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
     workersEnabled: bool(env, 'WORKERS_ENABLED', true),
+    threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),
   };
 }
 

@@ -359,3 +359,39 @@ test('the embedded PostgreSQL killed under a running service: the service stops 
     await fs.rm(dir, { recursive: true, force: true });
   }
 });
+
+/** Scheduling policy of each libuv worker thread of a process (Linux: 0 SCHED_OTHER, 3 SCHED_BATCH). */
+async function poolPolicies(pid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const tid of await fs.readdir(`/proc/${pid}/task`)) {
+    const comm = (await fs.readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8')).trim();
+    if (comm !== 'libuv-worker') continue;
+    const stat = await fs.readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    out.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38])); // field 41, policy
+  }
+  return out;
+}
+
+test(
+  'libuv worker threads run as SCHED_BATCH (Linux), unless THREADPOOL_SCHED_BATCH=false',
+  { skip: process.platform !== 'linux' },
+  async () => {
+    for (const [env, policy] of [
+      [{}, 3],
+      [{ THREADPOOL_SCHED_BATCH: 'false' }, 0],
+    ] as const) {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-sched-'));
+      try {
+        const r = await start({ ADMIN_TOKEN: TOKEN, ...env }, dir);
+        const policies = await poolPolicies(r.child.pid!);
+        assert.ok(policies.length >= 1, 'the pool has started its threads');
+        assert.deepEqual(new Set(policies), new Set([policy]), `${JSON.stringify(env)}: ${policies.join(',')}`);
+        if (policy === 3) assert.match(r.output(), /libuv threads set to SCHED_BATCH/);
+        r.child.kill('SIGTERM');
+        assert.equal(await exited(r.child), 0);
+      } finally {
+        await fs.rm(dir, { recursive: true, force: true });
+      }
+    }
+  },
+);
