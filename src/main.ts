@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     cleanup = () => lock!.release();
     await stopIfRequested();
     say(`starting embedded PostgreSQL in ${config.dataDir}`);
-    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say });
+    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say, schedBatch: config.embeddedPgSchedBatch });
     cleanup = async () => {
       await embedded?.stop();
       await lock?.release();

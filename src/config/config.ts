@@ -44,6 +44,8 @@ export interface Config {
   workersEnabled: boolean;
   /** libuv's worker threads as SCHED_BATCH (Linux; src/platform/thread-pool.ts). */
   threadPoolSchedBatch: boolean;
+  /** The embedded PostgreSQL's processes as SCHED_BATCH (Linux; src/store/embedded.ts). */
+  embeddedPgSchedBatch: boolean;
 }
 
 type Env = Record<string, string | undefined>;
@@ -195,6 +197,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
     workersEnabled: bool(env, 'WORKERS_ENABLED', true),
     threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),
+    embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
   };
 }
 

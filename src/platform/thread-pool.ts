@@ -1,21 +1,14 @@
 /**
  * libuv's worker threads (response and notification signing, file and DNS work) run under Linux's
- * SCHED_BATCH policy: the same share of the CPU as before, but a worker that wakes (a signature
- * handed to the pool) no longer preempts the main thread in the middle of its turn. On two cores
- * the main thread is the one serial stage of every request, and such preemptions were most of its
- * wait (docs/performance.md, "Tenth session": create +6-32% at peak and the half-load create p99
- * 37-42 ms against 52-54 ms, alternating A/B).
- *
- * Linux offers this per thread, and Node has no call for it: `chrt -b -p 0 TID` (util-linux) sets
- * it from outside, which needs no privilege. Where that is not possible (another OS, no chrt) the
- * threads are left as they are and the reason is answered.
+ * SCHED_BATCH policy (src/platform/sched.ts): a worker that wakes (a signature handed to the pool)
+ * no longer preempts the main thread in the middle of its turn (docs/performance.md, "Tenth
+ * session": create +6-32% at peak and the half-load create p99 37-42 ms against 52-54 ms,
+ * alternating A/B). Where that is not possible (another OS, no chrt) the threads are left as they
+ * are and the reason is answered.
  */
-import { execFile } from 'node:child_process';
 import { pbkdf2 } from 'node:crypto';
 import fs from 'node:fs/promises';
-import { promisify } from 'node:util';
-
-const run = promisify(execFile);
+import { setSchedBatch } from './sched.ts';
 
 /** The thread ids of libuv's pool in this process (it starts all its threads at its first job). */
 export async function threadPoolTids(): Promise<string[]> {
@@ -39,9 +32,9 @@ export async function batchThreadPool(): Promise<string> {
   }
   if (tids.length === 0) return 'thread pool left as is: no libuv-worker thread found';
   try {
-    for (const tid of tids) await run('chrt', ['-b', '-p', '0', tid], { timeout: 5000 });
+    await setSchedBatch(tids);
   } catch (err) {
-    return `thread pool left as is: chrt failed (${(err as Error).message.split('\n')[0]})`;
+    return `thread pool left as is: chrt failed (${(err as Error).message})`;
   }
   return `thread pool: ${tids.length} libuv threads set to SCHED_BATCH`;
 }

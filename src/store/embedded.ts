@@ -14,6 +14,7 @@ import type { Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { childPids, setSchedBatch } from '../platform/sched.ts';
 
 export interface EmbeddedPostgres {
   connectionString: string;
@@ -53,7 +54,12 @@ const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
 const PG_CTL_WAIT_S = 60;
 const RUN_TIMEOUT_MS = (PG_CTL_WAIT_S + 30) * 1000;
 
-export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log }): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(opts: {
+  dataDir: string;
+  log: Log;
+  /** Set the server's processes to SCHED_BATCH once started (Linux; src/platform/sched.ts). */
+  schedBatch?: boolean;
+}): Promise<EmbeddedPostgres> {
   const { log } = opts;
   const t0 = performance.now();
   const dataDir = path.resolve(opts.dataDir);
@@ -127,6 +133,7 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; log: Log })
       (initialized ? `initdb ${fmtS(initMs)}, ` : '') +
       `server start ${fmtS(startMs)}, total ${fmtS(performance.now() - t0)})`,
   );
+  if (opts.schedBatch && serverPid !== undefined) log(await batchServer(serverPid));
 
   let stopping: Promise<void> | undefined;
   const doStop = async (): Promise<void> => {
@@ -288,6 +295,22 @@ async function ensureTraversable(dataDir: string, runAs: RunAs, log: Log): Promi
 }
 
 // ---------------------------------------------------------------------------------------------------
+/**
+ * The postmaster and its processes as SCHED_BATCH: a backend that wakes with a query's answer no
+ * longer preempts the service's main thread mid-turn (docs/performance.md, "Eleventh session").
+ * Backends forked later inherit the policy from the postmaster. Answers what was done, for the log.
+ */
+async function batchServer(pid: number): Promise<string> {
+  if (process.platform !== 'linux') return 'PostgreSQL processes left as is: SCHED_BATCH is Linux only';
+  try {
+    const children = await childPids(pid);
+    await setSchedBatch([pid, ...children]);
+    return `PostgreSQL processes set to SCHED_BATCH (the server and ${children.length} processes; later ones inherit it)`;
+  } catch (err) {
+    return `PostgreSQL processes left as is: ${(err as Error).message}`;
+  }
+}
+
 // Cluster, socket directory, log file
 
 async function ensureCluster(bins: Binaries, dataDir: string, pgDir: string, runAs: RunAs | undefined, log: Log): Promise<boolean> {

@@ -372,21 +372,78 @@ async function poolPolicies(pid: number): Promise<number[]> {
   return out;
 }
 
+/** Scheduling policy of a process (Linux: 0 SCHED_OTHER, 3 SCHED_BATCH). */
+async function processPolicy(pid: number): Promise<number> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
+}
+
+/** The embedded PostgreSQL server's pid and its children's (the backends the service holds open). */
+async function embeddedServerPids(output: string): Promise<number[]> {
+  const pid = Number(/PostgreSQL ready on socket \S+ \(pid (\d+)/.exec(output)?.[1]);
+  assert.ok(pid > 0, 'the start-up log names the PostgreSQL server pid');
+  const out = [pid];
+  for (const name of await fs.readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await fs.readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name));
+  }
+  return out;
+}
+
 test(
-  'libuv worker threads run as SCHED_BATCH (Linux), unless THREADPOOL_SCHED_BATCH=false',
+  'where chrt fails, the threads and PostgreSQL are left as they are, a start-up line says why, and the service runs',
   { skip: process.platform !== 'linux' },
   async () => {
-    for (const [env, policy] of [
-      [{}, 3],
-      [{ THREADPOOL_SCHED_BATCH: 'false' }, 0],
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-nochrt-'));
+    try {
+      // A chrt that refuses, as under a seccomp policy that denies sched_setscheduler.
+      const bin = path.join(dir, 'bin');
+      await fs.mkdir(bin);
+      await fs.writeFile(
+        path.join(bin, 'chrt'),
+        '#!/bin/sh\necho "chrt: failed to set pid $4\'s policy: Operation not permitted" >&2\nexit 1\n',
+        {
+          mode: 0o755,
+        },
+      );
+      const r = await start({ ADMIN_TOKEN: TOKEN, PATH: `${bin}:${process.env.PATH ?? ''}` }, path.join(dir, 'data'));
+      assert.match(r.output(), /thread pool left as is: chrt failed \(chrt: failed to set pid \d+'s policy: Operation not permitted\)/);
+      assert.match(r.output(), /PostgreSQL processes left as is: chrt: failed to set pid \d+'s policy: Operation not permitted/);
+      assert.deepEqual(new Set(await poolPolicies(r.child.pid!)), new Set([0]));
+      assert.deepEqual(new Set(await Promise.all((await embeddedServerPids(r.output())).map(processPolicy))), new Set([0]));
+      assert.equal((await fetch(`${r.base}/api/admin/v1/merchants`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200);
+      r.child.kill('SIGTERM');
+      assert.equal(await exited(r.child), 0);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test(
+  'libuv worker threads and the embedded PostgreSQL run as SCHED_BATCH (Linux), unless THREADPOOL_SCHED_BATCH / EMBEDDED_PG_SCHED_BATCH=false',
+  { skip: process.platform !== 'linux' },
+  async () => {
+    for (const [env, pool, pg] of [
+      [{}, 3, 3],
+      [{ THREADPOOL_SCHED_BATCH: 'false' }, 0, 3],
+      [{ EMBEDDED_PG_SCHED_BATCH: 'false' }, 3, 0],
     ] as const) {
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-startup-sched-'));
       try {
         const r = await start({ ADMIN_TOKEN: TOKEN, ...env }, dir);
         const policies = await poolPolicies(r.child.pid!);
         assert.ok(policies.length >= 1, 'the pool has started its threads');
-        assert.deepEqual(new Set(policies), new Set([policy]), `${JSON.stringify(env)}: ${policies.join(',')}`);
-        if (policy === 3) assert.match(r.output(), /libuv threads set to SCHED_BATCH/);
+        assert.deepEqual(new Set(policies), new Set([pool]), `${JSON.stringify(env)}: ${policies.join(',')}`);
+        if (pool === 3) assert.match(r.output(), /libuv threads set to SCHED_BATCH/);
+        // The server, its auxiliary processes and the backends opened since (the pool's connections).
+        const pids = await embeddedServerPids(r.output());
+        assert.ok(pids.length >= 3, `the server and its processes: ${pids.join(',')}`);
+        const pgPolicies = await Promise.all(pids.map(processPolicy));
+        assert.deepEqual(new Set(pgPolicies), new Set([pg]), `${JSON.stringify(env)}: ${pgPolicies.join(',')}`);
+        if (pg === 3) assert.match(r.output(), /PostgreSQL processes set to SCHED_BATCH/);
+        else assert.doesNotMatch(r.output(), /PostgreSQL processes/);
         r.child.kill('SIGTERM');
         assert.equal(await exited(r.child), 0);
       } finally {
