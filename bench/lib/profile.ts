@@ -56,7 +56,8 @@ function area(cf: CallFrame): string {
     // Wall-clock samples: on 2 busy cores the main thread is often preempted right where it wakes
     // another thread (a PostgreSQL backend through a socket write, a pool thread for a crypto job).
     if (/^(writev|writeBuffer|writeUtf8String|writeLatin1String)$/.test(name)) return 'native: socket writes (incl. preemption)';
-    if (name === 'run' || name === 'SignJob') return 'native: crypto jobs, sync verify + sign hand-off (incl. preemption)';
+    if (name === 'run' || name === 'SignJob' || name === 'VerifyJob')
+      return 'native: crypto jobs, verify + sign hand-offs to the pool (incl. preemption)';
     return `native: ${name || '(anonymous)'}`;
   }
   if (u.includes('/src/') && !u.includes('node_modules')) return `service: ${shortUrl(u).replace(/^src\//, '')}`;
