@@ -107,10 +107,10 @@ export const LOOKUP_TTL_MS = 30_000;
 /**
  * The system's resolver (getaddrinfo: /etc/hosts, then DNS). getaddrinfo blocks a thread of libuv's
  * pool for as long as the answer takes (seconds when a name server does not answer), and that
- * pool also signs every response: at most two lookups at a time, so slow names can hold at most
- * two of its four threads and never stall the open API. A name being looked up is looked up once
- * for all its callers; answers are reused for 30 s and failures for 10 s, so a dead name server
- * costs one slot per 10 s, not one per delivery (docs/events.md).
+ * pool also verifies every request and signs every response: at most two lookups at a time, so
+ * slow names can hold at most two of its four threads and never stall the open API. A name being
+ * looked up is looked up once for all its callers; answers are reused for 30 s and failures for
+ * 10 s, so a dead name server costs one slot per 10 s, not one per delivery (docs/events.md).
  */
 export const systemResolver: Resolver = cacheResolver(
   limitResolver((host) => dns.lookup(host, { all: true, order: 'verbatim' }), LOOKUP_CONCURRENCY),
