@@ -294,7 +294,6 @@ async function ensureTraversable(dataDir: string, runAs: RunAs, log: Log): Promi
   }
 }
 
-// ---------------------------------------------------------------------------------------------------
 /**
  * The postmaster and its processes as SCHED_BATCH: a backend that wakes with a query's answer no
  * longer preempts the service's main thread mid-turn (docs/performance.md, "Eleventh session").
@@ -311,6 +310,7 @@ async function batchServer(pid: number): Promise<string> {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
 // Cluster, socket directory, log file
 
 async function ensureCluster(bins: Binaries, dataDir: string, pgDir: string, runAs: RunAs | undefined, log: Log): Promise<boolean> {
