@@ -29,15 +29,22 @@ let cleanup: (() => Promise<void>) | null = null;
 /** How long a graceful stop waits for requests in flight before it cuts them off (exit 1). */
 const STOP_DEADLINE_MS = 25_000;
 
-process.on('uncaughtException', (err) => {
-  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  const exit = () => process.exit(1);
-  setTimeout(exit, 15_000).unref();
+/**
+ * Runs `cleanup` (once: it is taken) and exits with `code`; with a deadline, exits then even if
+ * the cleanup hangs.
+ */
+function cleanUpAndExit(code: number, deadlineMs?: number): void {
+  if (deadlineMs !== undefined) setTimeout(() => process.exit(code), deadlineMs).unref();
   const run = cleanup ?? (async () => {});
   cleanup = null;
-  run()
+  void run()
     .catch(() => {})
-    .finally(exit);
+    .finally(() => process.exit(code));
+}
+
+process.on('uncaughtException', (err) => {
+  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  cleanUpAndExit(1, 15_000);
 });
 
 /**
@@ -59,10 +66,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
 async function stopIfRequested(): Promise<void> {
   if (stopRequested === null) return;
   process.stderr.write(`${stopRequested} received while starting: stopped\n`);
-  const run = cleanup;
-  cleanup = null;
-  await run?.().catch(() => {});
-  process.exit(0);
+  cleanUpAndExit(0);
+  await new Promise(() => {}); // the start goes no further
 }
 
 async function main(): Promise<void> {
@@ -196,12 +201,7 @@ function watchEmbedded(embedded: EmbeddedPostgres): void {
         if (alive !== false || stopping) return;
         clearInterval(timer);
         process.stderr.write('fatal: the embedded PostgreSQL has stopped; stopping the service (a restart recovers it)\n');
-        setTimeout(() => process.exit(1), 10_000).unref();
-        const run = cleanup;
-        cleanup = null;
-        void (run ?? (async () => {}))()
-          .catch(() => {})
-          .finally(() => process.exit(1));
+        cleanUpAndExit(1, 10_000);
       })
       .catch(() => {});
   }, EMBEDDED_CHECK_MS);

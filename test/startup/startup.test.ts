@@ -365,17 +365,23 @@ async function poolPolicies(pid: number): Promise<number[]> {
   const out: number[] = [];
   for (const tid of await fs.readdir(`/proc/${pid}/task`)) {
     const comm = (await fs.readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8')).trim();
-    if (comm !== 'libuv-worker') continue;
-    const stat = await fs.readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    out.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38])); // field 41, policy
+    if (comm === 'libuv-worker') out.push(await policyOf(`/proc/${pid}/task/${tid}`));
   }
   return out;
 }
 
-/** Scheduling policy of a process (Linux: 0 SCHED_OTHER, 3 SCHED_BATCH). */
-async function processPolicy(pid: number): Promise<number> {
-  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
+/**
+ * The fields of /proc/<id>/stat after the command (which may hold spaces and parentheses):
+ * [0] state, [1] ppid, ... [38] policy (Linux: 0 SCHED_OTHER, 3 SCHED_BATCH). Empty once gone.
+ */
+async function statFields(dir: string): Promise<string[]> {
+  const stat = await fs.readFile(`${dir}/stat`, 'utf8').catch(() => '');
+  return stat === '' ? [] : stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** Scheduling policy of a process or thread (Linux: 0 SCHED_OTHER, 3 SCHED_BATCH). */
+async function policyOf(dir: string): Promise<number> {
+  return Number((await statFields(dir))[38]);
 }
 
 /** The embedded PostgreSQL server's pid and its children's (the backends the service holds open). */
@@ -384,11 +390,14 @@ async function embeddedServerPids(output: string): Promise<number[]> {
   assert.ok(pid > 0, 'the start-up log names the PostgreSQL server pid');
   const out = [pid];
   for (const name of await fs.readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = await fs.readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
-    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) out.push(Number(name));
+    if (/^\d+$/.test(name) && Number((await statFields(`/proc/${name}`))[1]) === pid) out.push(Number(name));
   }
   return out;
+}
+
+/** Scheduling policies of the embedded PostgreSQL's processes. */
+async function embeddedPolicies(output: string): Promise<number[]> {
+  return Promise.all((await embeddedServerPids(output)).map((pid) => policyOf(`/proc/${pid}`)));
 }
 
 test(
@@ -411,7 +420,7 @@ test(
       assert.match(r.output(), /thread pool left as is: chrt failed \(chrt: failed to set pid \d+'s policy: Operation not permitted\)/);
       assert.match(r.output(), /PostgreSQL processes left as is: chrt: failed to set pid \d+'s policy: Operation not permitted/);
       assert.deepEqual(new Set(await poolPolicies(r.child.pid!)), new Set([0]));
-      assert.deepEqual(new Set(await Promise.all((await embeddedServerPids(r.output())).map(processPolicy))), new Set([0]));
+      assert.deepEqual(new Set(await embeddedPolicies(r.output())), new Set([0]));
       assert.equal((await fetch(`${r.base}/api/admin/v1/merchants`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200);
       r.child.kill('SIGTERM');
       assert.equal(await exited(r.child), 0);
@@ -438,9 +447,8 @@ test(
         assert.deepEqual(new Set(policies), new Set([pool]), `${JSON.stringify(env)}: ${policies.join(',')}`);
         if (pool === 3) assert.match(r.output(), /libuv threads set to SCHED_BATCH/);
         // The server, its auxiliary processes and the backends opened since (the pool's connections).
-        const pids = await embeddedServerPids(r.output());
-        assert.ok(pids.length >= 3, `the server and its processes: ${pids.join(',')}`);
-        const pgPolicies = await Promise.all(pids.map(processPolicy));
+        const pgPolicies = await embeddedPolicies(r.output());
+        assert.ok(pgPolicies.length >= 3, `the server and its processes: ${pgPolicies.length}`);
         assert.deepEqual(new Set(pgPolicies), new Set([pg]), `${JSON.stringify(env)}: ${pgPolicies.join(',')}`);
         if (pg === 3) assert.match(r.output(), /PostgreSQL processes set to SCHED_BATCH/);
         else assert.doesNotMatch(r.output(), /PostgreSQL processes/);
