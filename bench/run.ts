@@ -17,7 +17,17 @@ import { type CryptoCeiling, measureCryptoCeiling } from './lib/crypto-ceiling.t
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { runPaced } from './lib/paced.ts';
 import { runWrk, wrkAvailable } from './lib/wrk.ts';
-import { MemoryPoller, cpuOf, groupDelta, groupDeltaByKind, memoryOf, selfCpu, systemBusySeconds } from './lib/proc.ts';
+import {
+  MemoryPoller,
+  cpuOf,
+  groupDelta,
+  groupDeltaByKind,
+  memoryOf,
+  schedOf,
+  selfCpu,
+  systemBusySeconds,
+  systemIdleSeconds,
+} from './lib/proc.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, markdown, profileTable, resultsTable, targetsTable } from './lib/report.ts';
 import { type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
@@ -335,6 +345,8 @@ async function main(): Promise<boolean> {
     replayFirst.clear();
     replayMismatches = 0;
     const sys0 = systemBusySeconds();
+    const idle0 = systemIdleSeconds();
+    const main0 = schedOf(svc.pid);
     const pg0: PgStats | null = await svc.pgStats();
     const lsn0 = await svc.walLsn();
     const cpu0 = cpuOf(svc.pid)!;
@@ -357,6 +369,8 @@ async function main(): Promise<boolean> {
     const pgc1 = svc.pgSnapshot();
     const cpu1 = cpuOf(svc.pid)!;
     const sys1 = systemBusySeconds();
+    const idle1 = systemIdleSeconds();
+    const main1 = schedOf(svc.pid);
     const walBytes = await svc.walBytesSince(lsn0).catch(() => null);
     const pg1: PgStats | null = await svc.pgStats();
     const memAfter: MemoryBreakdown | null = await svc.memory();
@@ -369,6 +383,17 @@ async function main(): Promise<boolean> {
     const pgByKind = pgc0 && pgc1 ? groupDeltaByKind(pgc0, pgc1) : null;
     const benchSec = b1.user + b1.sys + b1.children - (b0.user + b0.sys + b0.children);
     const otherCores = Math.max(0, (sys1 - sys0 - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
+    // The service's main thread over the phase: on a core, runnable but waiting for one, or asleep
+    // (waiting for PostgreSQL, the pool or the network), as shares of the phase's time.
+    const mainThread =
+      main0 && main1
+        ? (() => {
+            const onCpu = (main1.onCpuSec - main0.onCpuSec) / r.seconds;
+            const runQueue = (main1.runQueueSec - main0.runQueueSec) / r.seconds;
+            return { onCpu, runQueue, asleep: Math.max(0, 1 - onCpu - runQueue) };
+          })()
+        : null;
+    const idleCores = (idle1 - idle0) / r.seconds;
     let statementsPerReq: number | null = null;
     let commitsPerReq: number | null = null;
     let topSql: ScenarioResult['db']['topSql'] = [];
@@ -429,6 +454,8 @@ async function main(): Promise<boolean> {
         benchSec,
         benchPer1k: per1k(benchSec),
         otherCores,
+        mainThread,
+        idleCores,
       },
       memory: { ...m, after: memAfter },
       db: { statementsPerReq, commitsPerReq, walBytesPerReq: walBytes === null || n === 0 ? null : walBytes / n, topSql },
@@ -608,6 +635,24 @@ async function main(): Promise<boolean> {
           : 'n/a',
         r.cpu.benchPer1k.toFixed(2),
       ]),
+    ),
+    '',
+  );
+  lines.push('### Where the time went: the service main thread, and idle cores', '');
+  lines.push(
+    markdown(
+      [
+        'scenario',
+        'main thread on a core',
+        'main thread waiting for a core',
+        'main thread asleep',
+        'idle cores (of ' + os.availableParallelism() + ')',
+      ],
+      results.map((r) => {
+        const t = r.cpu.mainThread;
+        const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+        return [r.name, t ? pct(t.onCpu) : 'n/a', t ? pct(t.runQueue) : 'n/a', t ? pct(t.asleep) : 'n/a', r.cpu.idleCores.toFixed(2)];
+      }),
     ),
     '',
   );

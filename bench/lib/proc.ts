@@ -197,3 +197,29 @@ export function systemBusySeconds(): number {
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = v;
   return (user + nice + system + irq + softirq + steal) / CLK_TCK;
 }
+
+/**
+ * A thread's scheduler times since it started (/proc/PID/task/TID/schedstat, in ns): on a CPU, and
+ * runnable but waiting in a run queue for one. Null where the kernel does not keep them.
+ */
+export interface SchedTimes {
+  onCpuSec: number;
+  runQueueSec: number;
+}
+
+export function schedOf(pid: number, tid = pid): SchedTimes | null {
+  try {
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    if (!Number.isFinite(run) || !Number.isFinite(wait)) return null;
+    return { onCpuSec: run! / 1e9, runQueueSec: wait! / 1e9 };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds all cores of the machine spent idle (idle + iowait) since boot. */
+export function systemIdleSeconds(): number {
+  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  const [, , , idle = 0, iowait = 0] = line.trim().split(/\s+/).slice(1).map(Number);
+  return (idle + iowait) / CLK_TCK;
+}

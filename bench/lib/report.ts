@@ -42,6 +42,10 @@ export interface ScenarioResult {
     benchPer1k: number;
     /** cores other processes of the machine used meanwhile (noise: other engineers' builds and tests) */
     otherCores: number;
+    /** the service's main thread: shares of the phase on a core, waiting in a run queue, asleep (null: no schedstat) */
+    mainThread: { onCpu: number; runQueue: number; asleep: number } | null;
+    /** cores of the machine left idle on average over the phase */
+    idleCores: number;
   };
   memory: { peakRssMB: number; hwmMB: number; after: MemoryBreakdown | null };
   db: {
