@@ -273,7 +273,7 @@ async function main(): Promise<boolean> {
       await svc
         .sql<{ name: string; setting: string }>(
           `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'shared_buffers',
-             'max_connections', 'debug_assertions', 'wal_level', 'full_page_writes', 'commit_delay', 'jit')`,
+             'max_connections', 'debug_assertions', 'wal_level', 'full_page_writes', 'commit_delay', 'jit', 'wal_init_zero')`,
         )
         .catch(() => [])
     ).map((r) => [r.name, r.setting]),

@@ -108,7 +108,13 @@ export async function startEmbeddedPostgres(opts: {
     logPath,
     '-o',
     `-c listen_addresses='' -c unix_socket_directories='${sockDir}' -c unix_socket_permissions=0700 ` +
-      `-p ${PORT} -c max_connections=60 -c shared_buffers=64MB`,
+      // wal_init_zero=off: a new WAL segment is created at its size (its last byte written) instead
+      // of being filled with 16 MB of zeros while the backend that needs it holds the WAL write
+      // lock, which stalled every commit for tens of milliseconds each time the WAL grew into a new
+      // segment (docs/performance.md, "Twelfth session"). Records are still checksummed and
+      // flushed as before; the difference is that a full disk shows at a WAL write, not at the
+      // segment's creation.
+      `-p ${PORT} -c max_connections=60 -c shared_buffers=64MB -c wal_init_zero=off`,
   ];
   for (let attempt = 1; ; attempt++) {
     const logOffset = await fileSize(logPath);

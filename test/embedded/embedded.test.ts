@@ -96,6 +96,8 @@ describe('embedded PostgreSQL', () => {
       await query(a, `INSERT INTO kept VALUES (1, 'survives a restart')`);
       const [s] = await query<{ la: string }>(a, `SELECT current_setting('listen_addresses') AS la`);
       assert.equal(s?.la, '', 'no TCP listener');
+      const [z] = await query<{ z: string }>(a, `SELECT current_setting('wal_init_zero') AS z`);
+      assert.equal(z?.z, 'off', 'new WAL segments are not zero-filled (docs/performance.md, twelfth session)');
       await a.stop();
       await a.stop(); // idempotent
       assert.equal(await postmasterPid(dir), undefined);
