@@ -24,9 +24,10 @@ import {
   groupDeltaByKind,
   memoryOf,
   schedOf,
+  schedShares,
   selfCpu,
   systemBusySeconds,
-  systemIdleSeconds,
+  systemCpuSeconds,
 } from './lib/proc.ts';
 import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, markdown, profileTable, resultsTable, targetsTable } from './lib/report.ts';
@@ -344,8 +345,7 @@ async function main(): Promise<boolean> {
     );
     replayFirst.clear();
     replayMismatches = 0;
-    const sys0 = systemBusySeconds();
-    const idle0 = systemIdleSeconds();
+    const sys0 = systemCpuSeconds();
     const main0 = schedOf(svc.pid);
     const pg0: PgStats | null = await svc.pgStats();
     const lsn0 = await svc.walLsn();
@@ -368,8 +368,7 @@ async function main(): Promise<boolean> {
     const b1 = selfCpu();
     const pgc1 = svc.pgSnapshot();
     const cpu1 = cpuOf(svc.pid)!;
-    const sys1 = systemBusySeconds();
-    const idle1 = systemIdleSeconds();
+    const sys1 = systemCpuSeconds();
     const main1 = schedOf(svc.pid);
     const walBytes = await svc.walBytesSince(lsn0).catch(() => null);
     const pg1: PgStats | null = await svc.pgStats();
@@ -382,18 +381,11 @@ async function main(): Promise<boolean> {
     const pgSec = pgc0 && pgc1 ? groupDelta(pgc0, pgc1) : null;
     const pgByKind = pgc0 && pgc1 ? groupDeltaByKind(pgc0, pgc1) : null;
     const benchSec = b1.user + b1.sys + b1.children - (b0.user + b0.sys + b0.children);
-    const otherCores = Math.max(0, (sys1 - sys0 - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
+    const otherCores = Math.max(0, (sys1.busy - sys0.busy - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
     // The service's main thread over the phase: on a core, runnable but waiting for one, or asleep
-    // (waiting for PostgreSQL, the pool or the network), as shares of the phase's time.
-    const mainThread =
-      main0 && main1
-        ? (() => {
-            const onCpu = (main1.onCpuSec - main0.onCpuSec) / r.seconds;
-            const runQueue = (main1.runQueueSec - main0.runQueueSec) / r.seconds;
-            return { onCpu, runQueue, asleep: Math.max(0, 1 - onCpu - runQueue) };
-          })()
-        : null;
-    const idleCores = (idle1 - idle0) / r.seconds;
+    // (waiting for PostgreSQL, the pool or the network).
+    const mainThread = main0 && main1 ? schedShares(main0, main1, r.seconds) : null;
+    const idleCores = (sys1.idle - sys0.idle) / r.seconds;
     let statementsPerReq: number | null = null;
     let commitsPerReq: number | null = null;
     let topSql: ScenarioResult['db']['topSql'] = [];

@@ -190,26 +190,34 @@ export class MemoryPoller {
   }
 }
 
-/** CPU seconds all processes of the machine spent busy (user, nice, system, irq, softirq, steal) since boot. */
-export function systemBusySeconds(): number {
+/**
+ * CPU seconds of all cores of the machine since boot, from one read of /proc/stat: busy (user,
+ * nice, system, irq, softirq, steal) and idle (idle, iowait).
+ */
+export function systemCpuSeconds(): { busy: number; idle: number } {
   const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
   const v = line.trim().split(/\s+/).slice(1).map(Number);
-  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = v;
-  return (user + nice + system + irq + softirq + steal) / CLK_TCK;
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = v;
+  return { busy: (user + nice + system + irq + softirq + steal) / CLK_TCK, idle: (idle + iowait) / CLK_TCK };
+}
+
+/** CPU seconds all processes of the machine spent busy since boot. */
+export function systemBusySeconds(): number {
+  return systemCpuSeconds().busy;
 }
 
 /**
- * A thread's scheduler times since it started (/proc/PID/task/TID/schedstat, in ns): on a CPU, and
- * runnable but waiting in a run queue for one. Null where the kernel does not keep them.
+ * A process's main thread's scheduler times since it started (/proc/PID/schedstat, in ns): on a
+ * CPU, and runnable but waiting in a run queue for one. Null where the kernel does not keep them.
  */
 export interface SchedTimes {
   onCpuSec: number;
   runQueueSec: number;
 }
 
-export function schedOf(pid: number, tid = pid): SchedTimes | null {
+export function schedOf(pid: number): SchedTimes | null {
   try {
-    const [run, wait] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    const [run, wait] = fs.readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
     if (!Number.isFinite(run) || !Number.isFinite(wait)) return null;
     return { onCpuSec: run! / 1e9, runQueueSec: wait! / 1e9 };
   } catch {
@@ -217,9 +225,9 @@ export function schedOf(pid: number, tid = pid): SchedTimes | null {
   }
 }
 
-/** CPU seconds all cores of the machine spent idle (idle + iowait) since boot. */
-export function systemIdleSeconds(): number {
-  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-  const [, , , idle = 0, iowait = 0] = line.trim().split(/\s+/).slice(1).map(Number);
-  return (idle + iowait) / CLK_TCK;
+/** Between two readings over `seconds`: the shares of that time on a core, waiting for one, and asleep (the rest). */
+export function schedShares(a: SchedTimes, b: SchedTimes, seconds: number): { onCpu: number; runQueue: number; asleep: number } {
+  const onCpu = (b.onCpuSec - a.onCpuSec) / seconds;
+  const runQueue = (b.runQueueSec - a.runQueueSec) / seconds;
+  return { onCpu, runQueue, asleep: Math.max(0, 1 - onCpu - runQueue) };
 }
