@@ -36,7 +36,7 @@ import { type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Servic
 const HELP = `Usage: npm run bench -- [options]
 
   --duration <s>          measured seconds per scenario (default 20; --quick: 3)
-  --connections <n>       concurrent connections of the closed-loop phases (default 64; --quick: 8)
+  --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,query,mixed,replay,half (half = half-query,half-create);
                           default: all
@@ -106,7 +106,7 @@ function num(v: string | undefined, def: number, name: string, min = 1): number 
 const quick = a.quick;
 const opts = {
   duration: num(a.duration, quick ? 3 : 20, 'duration'),
-  connections: Math.floor(num(a.connections, quick ? 8 : 64, 'connections')),
+  connections: Math.floor(num(a.connections, quick ? 8 : 128, 'connections')),
   warmup: num(a.warmup, quick ? 1 : 3, 'warmup', 0),
   repeats: Math.floor(num(a.repeats, 10, 'repeats', 2)),
   quietWait: Math.min(600, num(a['quiet-wait'], quick ? 3 : 30, 'quiet-wait', 0)),
