@@ -13,6 +13,7 @@
  * new socket, up to `maxSockets`), and its wait counts in its latency.
  */
 import net from 'node:net';
+import { Worker } from 'node:worker_threads';
 import type { Item } from './corpus.ts';
 import { type LoadResult, latencyStats } from './load.ts';
 import { rawRequest } from './wrk.ts';
@@ -80,6 +81,27 @@ export function parseAnswer(buf: Buffer): Parsed | null {
   return { status: Number(m[1]), signed, body: buf.subarray(start, start + length), used: start + length, close };
 }
 
+/** One paced run as the worker thread receives it: the raw requests back to back, and what each expects. */
+export interface PacedJob {
+  hostname: string;
+  port: number;
+  /** the raw requests, back to back; request i is raw[offsets[i], offsets[i + 1]) */
+  raw: Uint8Array;
+  offsets: number[];
+  expect: number[];
+  kinds: string[];
+  rate: number;
+  maxSockets: number;
+  deadlineMs: number;
+}
+
+/**
+ * Runs a paced phase in a worker thread of its own, so that the latencies it measures never include
+ * a pause of this process: its main thread holds the whole signed corpus, and its major garbage
+ * collections (6-15 ms, every second or two under load) delayed the requests due meanwhile, which
+ * counted as the service's latency (docs/performance.md, "Thirteenth session"). Answers come back
+ * in batches for `onAnswer`, in the order they arrived, all of them before the result.
+ */
 export function runPaced(o: {
   url: string;
   items: Item[];
@@ -88,12 +110,53 @@ export function runPaced(o: {
   deadlineMs: number;
   onAnswer?: (item: Item, status: number, body: string, signed: boolean) => void;
 }): Promise<LoadResult> {
-  const { items, rate } = o;
   const u = new URL(o.url);
-  const port = Number(u.port);
-  const raws = items.map((it) => rawRequest(it, u.host));
-  const latencies = new Float64Array(items.length);
-  const dueAt = new Float64Array(items.length);
+  const raws = o.items.map((it) => rawRequest(it, u.host));
+  const offsets = [0];
+  for (const r of raws) offsets.push(offsets[offsets.length - 1]! + r.length);
+  const raw = new Uint8Array(new ArrayBuffer(offsets[offsets.length - 1]!));
+  raws.forEach((r, i) => raw.set(r, offsets[i]!));
+  const job: PacedJob = {
+    hostname: u.hostname,
+    port: Number(u.port),
+    raw,
+    offsets,
+    expect: o.items.map((it) => it.expect),
+    kinds: o.items.map((it) => it.kind),
+    rate: o.rate,
+    maxSockets: o.maxSockets,
+    deadlineMs: o.deadlineMs,
+  };
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL('./paced-worker.ts', import.meta.url), {
+      workerData: { job, wantAnswers: o.onAnswer !== undefined },
+      transferList: [raw.buffer],
+    });
+    let result: LoadResult | null = null;
+    w.on('message', (m: PacedMessage) => {
+      if ('answers' in m) for (const [i, status, body, signed] of m.answers) o.onAnswer?.(o.items[i]!, status, body, signed);
+      else result = m.result;
+    });
+    w.once('error', reject);
+    w.once('exit', (code) =>
+      result ? resolve(result) : reject(new Error(`the paced load worker exited (code ${code}) without a result`)),
+    );
+  });
+}
+
+/** What the worker sends: answers (index, status, body, signed), then the result. */
+export type PacedMessage = { answers: [number, number, string, boolean][] } | { result: LoadResult };
+
+/** The paced load itself (in the worker thread). */
+export function pacedLoop(
+  job: PacedJob,
+  onAnswer?: (i: number, status: number, body: Buffer, signed: boolean) => void,
+): Promise<LoadResult> {
+  const { rate } = job;
+  const n = job.expect.length;
+  const raws = Array.from({ length: n }, (_, i) => job.raw.subarray(job.offsets[i]!, job.offsets[i + 1]!));
+  const latencies = new Float64Array(n);
+  const dueAt = new Float64Array(n);
   const statuses: Record<string, number> = {};
   const unexpected: Record<string, number> = {};
   const socketErrors: Record<string, number> = {};
@@ -133,7 +196,7 @@ export function runPaced(o: {
       });
     };
     const maybeDone = () => {
-      if (finished === released && (released === items.length || truncated)) done();
+      if (finished === released && (released === n || truncated)) done();
     };
     const finish = () => {
       finished++;
@@ -147,11 +210,10 @@ export function runPaced(o: {
       const now = performance.now();
       last = now;
       latencies[nLat++] = now - dueAt[i]!;
-      const it = items[i]!;
       statuses[p.status] = (statuses[p.status] ?? 0) + 1;
-      if (p.status !== it.expect) unexpected[`${it.kind} ${p.status}`] = (unexpected[`${it.kind} ${p.status}`] ?? 0) + 1;
+      if (p.status !== job.expect[i]) unexpected[`${job.kinds[i]} ${p.status}`] = (unexpected[`${job.kinds[i]} ${p.status}`] ?? 0) + 1;
       if (p.status >= 200 && p.status < 300 && !p.signed) unsigned2xx++;
-      o.onAnswer?.(it, p.status, p.body.toString('utf8'), p.signed);
+      onAnswer?.(i, p.status, p.body, p.signed);
       finish();
     };
     const dispatch = (c: Conn) => {
@@ -170,7 +232,7 @@ export function runPaced(o: {
     };
     const open = () => {
       const c: Conn = {
-        socket: net.connect({ host: u.hostname, port, noDelay: true }),
+        socket: net.connect({ host: job.hostname, port: job.port, noDelay: true }),
         current: -1,
         buf: Buffer.alloc(0),
         connected: false,
@@ -229,7 +291,7 @@ export function runPaced(o: {
           failed((c.socket.errored as (Error & { code?: string }) | null)?.code ?? 'ECONNRESET');
         }
         // requests still waiting get a new socket
-        if (!resolved && waitingAt < waiting.length && conns.size < o.maxSockets) open();
+        if (!resolved && waitingAt < waiting.length && conns.size < job.maxSockets) open();
       });
     };
     const release = (i: number) => {
@@ -237,7 +299,7 @@ export function runPaced(o: {
       waiting.push(i);
       const c = idle.pop();
       if (c) dispatch(c);
-      else if (conns.size < o.maxSockets) open();
+      else if (conns.size < job.maxSockets) open();
     };
     const stop = () => {
       truncated = true;
@@ -251,18 +313,18 @@ export function runPaced(o: {
     // last one was released (answers still outstanding then end by their sockets' 30 s timeout).
     const deadline = setTimeout(
       () => {
-        if (!resolved && (released < items.length || waitingAt < waiting.length)) stop();
+        if (!resolved && (released < n || waitingAt < waiting.length)) stop();
       },
-      Math.max(0, o.deadlineMs - Date.now()),
+      Math.max(0, job.deadlineMs - Date.now()),
     );
     deadline.unref();
     const tick = () => {
       if (resolved || truncated) return; // the deadline timer stopped the run
-      const due = Math.min(items.length, Math.floor(((performance.now() - t0) * rate) / 1000) + 1);
+      const due = Math.min(n, Math.floor(((performance.now() - t0) * rate) / 1000) + 1);
       while (released < due) release(released++);
-      if (released < items.length) setTimeout(tick, 1);
+      if (released < n) setTimeout(tick, 1);
     };
-    if (items.length === 0) done();
+    if (n === 0) done();
     else tick();
   });
 }
