@@ -220,16 +220,16 @@ export async function reconcileAttempts(svc: Services): Promise<number> {
 }
 
 export async function reconcileRefunds(svc: Services): Promise<number> {
-  const r = await svc.db.query<{ id: string; check_count: number }>(
+  const r = await svc.db.query<{ id: string; check_count: number; paid_attempt_id: string }>(
     `UPDATE refunds SET next_check_at = now() + interval '30 seconds', check_count = check_count + 1
       WHERE id IN (SELECT id FROM refunds WHERE state IN ('REQUESTED', 'PENDING', 'UNKNOWN') AND next_check_at <= now()
                     ORDER BY next_check_at LIMIT ${BATCH} FOR UPDATE SKIP LOCKED)
-      RETURNING id, check_count`,
+      RETURNING id, check_count, (SELECT paid_attempt_id FROM orders WHERE orders.id = refunds.order_id) AS paid_attempt_id`,
   );
-  for (const { id, check_count } of r.rows) {
+  for (const { id, check_count, paid_attempt_id } of r.rows) {
     let state;
     try {
-      state = await svc.provider.queryRefund(id);
+      state = (await svc.provider.queryRefund({ refundId: id, paidAttemptId: paid_attempt_id })).state;
     } catch (err) {
       svc.log.warn({ err, refundId: id }, 'provider refund query failed; will retry');
       continue;
@@ -258,14 +258,14 @@ export async function reconcileRefunds(svc: Services): Promise<number> {
 }
 
 export async function reconcileDuplicates(svc: Services): Promise<number> {
-  const r = await svc.db.query<{ id: string; refund_state: string }>(
+  const r = await svc.db.query<{ id: string; refund_state: string; attempt_id: string }>(
     `UPDATE duplicate_payments SET updated_at = now()
       WHERE id IN (SELECT id FROM duplicate_payments WHERE refund_state IN ('PENDING', 'UNKNOWN') AND updated_at < now() - interval '3 seconds'
-                    LIMIT ${BATCH} FOR UPDATE SKIP LOCKED) RETURNING id, refund_state`,
+                    LIMIT ${BATCH} FOR UPDATE SKIP LOCKED) RETURNING id, refund_state, attempt_id`,
   );
   for (const d of r.rows) {
     try {
-      const state = await svc.provider.queryRefund(d.id);
+      const state = (await svc.provider.queryRefund({ refundId: d.id, paidAttemptId: d.attempt_id })).state;
       if (state === 'SUCCEEDED') await svc.db.query(`UPDATE duplicate_payments SET refund_state = 'REFUNDED' WHERE id = $1`, [d.id]);
       else if (state === 'NOT_FOUND' || state === 'FAILED') svc.tasks.refundDuplicate(d.id);
     } catch (err) {

@@ -1,9 +1,14 @@
 /**
- * The payment provider behind the service. Every call is identified by our own ids (attempt id,
+ * The payment provider behind a channel. Every call is identified by our own ids (attempt id,
  * refund id), so a repeated call is idempotent at the provider. A call either returns an outcome,
  * throws ProviderRejectedError (the provider said no: nothing happened), or throws
- * ProviderUncertainError (transport failure or timeout: it may or may not have happened; the
- * caller records UNKNOWN and the reconciler asks again later).
+ * ProviderUncertainError (transport failure, timeout, or an answer that does not say: it may or may
+ * not have happened; the caller records UNKNOWN and the reconciler asks again later).
+ *
+ * Amounts are integer fen on both sides of this interface; an adapter converts to its provider's
+ * unit exactly (never through a float). Answers carry the amount and currency the provider holds
+ * where its protocol gives them, so the service can refuse an answer that does not match its own
+ * record (docs/providers.md).
  */
 import type { Channel } from '../domain/open-schemas.ts';
 
@@ -25,19 +30,30 @@ export class ProviderNotificationError extends Error {
 }
 
 export interface CreateAttemptInput {
+  /** Our attempt id: the provider's merchant order number (out_trade_no). */
   attemptId: string;
   openOrderId: string;
   channel: Channel;
   amountFen: number;
+  currency: 'CNY';
   subject: string;
+  /** The payment must be made before this (the order's expireAt). */
   expireAt: Date;
+  /** The buyer's public IP, passed on by the merchant (WeChat Pay's H5 needs it). */
   payerClientIp: string;
+  /** Where the provider's page sends the buyer back to (the merchant's returnUrl, or the cashier). */
+  returnUrl: string | null;
 }
 
-/** Channel material: the official collection code for ALIPAY_H5, the JSAPI prepay id for WECHAT_H5. */
+/**
+ * Channel material handed to the buyer through the cashier: the official collection code
+ * (`qrCode`, ALIPAY_H5 only) and the provider's own payment page the cashier sends the buyer to
+ * (`redirectUrl`: Alipay's mobile-web payment page, WeChat Pay's `h5_url`; null for the sandbox,
+ * whose buyer acts on the cashier page itself).
+ */
 export interface PaymentMaterial {
   qrCode: string | null;
-  prepayId: string | null;
+  redirectUrl: string | null;
 }
 
 export type CreateAttemptResult =
@@ -49,22 +65,66 @@ export interface PaymentQueryResult {
   state: ProviderPaymentState;
   providerRef: string | null;
   material: PaymentMaterial | null;
+  /** The amount the provider holds for this payment, in fen (null when NOT_FOUND or not given). */
+  amountFen: number | null;
 }
 
 export type CloseResult = { outcome: 'CLOSED' } | { outcome: 'PAID' };
 
 export interface RefundInput {
+  /** Our refund id: the provider's refund request number (a retried refund is one refund). */
   refundId: string;
+  /** The attempt that was paid (its id is the provider's out_trade_no). */
   paidAttemptId: string;
   amountFen: number;
+  /** The whole payment's amount (WeChat Pay asks for it with every refund). */
+  paymentAmountFen: number;
+  reason: string | null;
 }
 
 export type RefundResult = { outcome: 'PENDING' | 'SUCCEEDED'; providerRef: string };
 export type ProviderRefundState = 'NOT_FOUND' | 'PENDING' | 'SUCCEEDED' | 'FAILED';
 
+export interface RefundQuery {
+  refundId: string;
+  paidAttemptId: string;
+}
+
+export interface RefundQueryResult {
+  state: ProviderRefundState;
+  /** The refund's amount at the provider, in fen (null when NOT_FOUND or not given). */
+  amountFen: number | null;
+}
+
+/**
+ * A verified notice. `amountFen` / `currency` / `providerRef`, when the provider's notice carries
+ * them, are checked against our record before anything is applied.
+ */
 export type ProviderNotification =
-  | { kind: 'PAYMENT'; attemptId: string; state: 'PAID' | 'FAILED' | 'CLOSED'; reason: string | null }
-  | { kind: 'REFUND'; refundId: string; state: 'SUCCEEDED' | 'FAILED'; reason: string | null };
+  | {
+      kind: 'PAYMENT';
+      attemptId: string;
+      state: 'PAID' | 'FAILED' | 'CLOSED';
+      reason: string | null;
+      amountFen?: number | null;
+      currency?: string | null;
+      providerRef?: string | null;
+    }
+  | {
+      kind: 'REFUND';
+      refundId: string;
+      state: 'SUCCEEDED' | 'FAILED';
+      reason: string | null;
+      amountFen?: number | null;
+      providerRef?: string | null;
+    };
+
+/** The HTTP answer a provider expects to a notification it sent (its own format). */
+export interface NotificationAck {
+  status: number;
+  contentType: string;
+  body: string;
+}
 
 /**
  * Who makes a call. `background`: the service's own background work (expiry, reconciliation,
@@ -77,13 +137,21 @@ export interface CallOptions {
 }
 
 export interface PaymentProvider {
+  /** Stable name, recorded with every attempt and refund it holds, and the notification path's last segment. */
   readonly name: string;
+  /** The channels it can serve. */
+  readonly channels: readonly Channel[];
   createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult>;
   queryPayment(attemptId: string): Promise<PaymentQueryResult>;
   /** Closes the payment if unpaid; NOT_FOUND counts as closed. Reports PAID when it was paid. */
   closePayment(attemptId: string, opts?: CallOptions): Promise<CloseResult>;
   refund(input: RefundInput, opts?: CallOptions): Promise<RefundResult>;
-  queryRefund(refundId: string): Promise<ProviderRefundState>;
+  queryRefund(q: RefundQuery): Promise<RefundQueryResult>;
   /** Verifies and parses a notification the provider sent; throws ProviderNotificationError. */
   parseNotification(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification>;
+  /**
+   * The answer to a notification: `ok` when it was verified and applied (or is safely ignored),
+   * so the provider stops sending it; otherwise the provider's failure answer, so it sends it again.
+   */
+  notificationAck(ok: boolean, message?: string): NotificationAck;
 }

@@ -128,7 +128,13 @@ export class BackgroundTasks {
       let ref: string | null = null;
       try {
         const out = await svc.provider.refund(
-          { refundId: duplicateId, paidAttemptId: d.attempt_id, amountFen: d.amount_fen },
+          {
+            refundId: duplicateId,
+            paidAttemptId: d.attempt_id,
+            amountFen: d.amount_fen,
+            paymentAmountFen: d.amount_fen,
+            reason: 'DUPLICATE_PAYMENT',
+          },
           { background: true },
         );
         ref = out.providerRef;

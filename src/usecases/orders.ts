@@ -225,9 +225,11 @@ async function runAttempt(
       openOrderId: order.id,
       channel: order.channel,
       amountFen: order.amountFen,
+      currency: 'CNY',
       subject: order.subject,
       expireAt: order.expireAt,
       payerClientIp: order.payerClientIp,
+      returnUrl: order.returnUrl,
     });
   } catch (err) {
     if (err instanceof ProviderRejectedError) result = 'REJECTED';

@@ -119,6 +119,8 @@ async function submitRefund(svc: Services, caller: Caller, flow: string, order: 
       refundId: reserved.id,
       paidAttemptId: order.paidAttemptId!,
       amountFen: reserved.amountFen,
+      paymentAmountFen: order.amountFen,
+      reason: reserved.reason,
     });
   } catch (err) {
     if (err instanceof ProviderRejectedError) {

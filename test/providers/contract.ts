@@ -15,6 +15,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { newId } from '../../src/domain/ids.ts';
 import type { Channel } from '../../src/domain/open-schemas.ts';
 import {
+  type CallOptions,
   type CreateAttemptInput,
   type PaymentProvider,
   ProviderNotificationError,
@@ -82,11 +83,24 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         openOrderId: newId.order(),
         channel: 'ALIPAY_H5',
         amountFen: 1000,
+        currency: 'CNY',
         subject: 'Contract test',
         expireAt: new Date(Date.now() + 15 * 60_000),
         payerClientIp: '8.8.8.8',
+        returnUrl: null,
         ...o,
       };
+    }
+
+    /** Amounts of the payments created, and the payment of each refund asked for (the adapters' refund query names both). */
+    const paymentAmounts = new Map<string, number>();
+    const refundPayments = new Map<string, string>();
+    function refund(r: { refundId: string; paidAttemptId: string; amountFen: number }, opts?: CallOptions) {
+      refundPayments.set(r.refundId, r.paidAttemptId);
+      return p.refund({ ...r, paymentAmountFen: paymentAmounts.get(r.paidAttemptId) ?? r.amountFen, reason: null }, opts);
+    }
+    async function queryRefund(refundId: string): Promise<ProviderRefundState> {
+      return (await p.queryRefund({ refundId, paidAttemptId: refundPayments.get(refundId) ?? newId.attempt() })).state;
     }
 
     /** Skips the test unless the harness offers every named control. */
@@ -98,6 +112,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
 
     async function openPayment(o: Partial<CreateAttemptInput> = {}): Promise<CreateAttemptInput & { providerRef: string }> {
       const i = input(o);
+      paymentAmounts.set(i.attemptId, i.amountFen);
       const r = await p.createAttempt(i);
       assert.equal(r.outcome, 'ACCEPTED');
       return { ...i, providerRef: r.providerRef };
@@ -112,10 +127,10 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
 
     async function settled(refundId: string): Promise<ProviderRefundState> {
       const end = Date.now() + (c.refundSettleMs ?? 10_000) + 2000;
-      let s = await p.queryRefund(refundId);
+      let s = await queryRefund(refundId);
       while (s === 'PENDING' && Date.now() < end) {
         await sleep(100);
-        s = await p.queryRefund(refundId);
+        s = await queryRefund(refundId);
       }
       return s;
     }
@@ -144,13 +159,13 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         assert.ok(r.material.qrCode!.length > 0);
       });
 
-      test('WECHAT_H5: ACCEPTED with a prepay id and no collection code', async () => {
+      test('WECHAT_H5: ACCEPTED with a provider reference and no collection code', async () => {
         const r = await p.createAttempt(input({ channel: 'WECHAT_H5' }));
         assert.equal(r.outcome, 'ACCEPTED');
         if (r.outcome !== 'ACCEPTED') return;
+        assert.ok(r.providerRef.length > 0);
         assert.equal(r.material.qrCode, null, 'qrCode is for ALIPAY_H5 only');
-        assert.equal(typeof r.material.prepayId, 'string');
-        assert.ok(r.material.prepayId!.length > 0);
+        assert.ok(r.material.redirectUrl === null || /^https?:\/\//.test(r.material.redirectUrl), 'a payment page, if any, is a URL');
       });
 
       test('idempotent on the attempt id: the same payment, not a second one', async () => {
@@ -175,7 +190,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
     describe('queryPayment', () => {
       test('NOT_FOUND for an attempt the provider never saw', async () => {
         const q = await p.queryPayment(newId.attempt());
-        assert.deepEqual(q, { state: 'NOT_FOUND', providerRef: null, material: null });
+        assert.deepEqual(q, { state: 'NOT_FOUND', providerRef: null, material: null, amountFen: null });
       });
 
       test('OPEN with the same reference and material as the creation', async () => {
@@ -238,7 +253,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
 
     describe('refund and queryRefund', () => {
       test('queryRefund: NOT_FOUND for a refund the provider never saw', async () => {
-        assert.equal(await p.queryRefund(newId.refund()), 'NOT_FOUND');
+        assert.equal(await queryRefund(newId.refund()), 'NOT_FOUND');
       });
 
       test('only a paid payment can be refunded (open, closed and unknown are rejected, nothing recorded)', async () => {
@@ -247,8 +262,8 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         await p.closePayment(closed.attemptId);
         for (const attemptId of [open.attemptId, closed.attemptId, newId.attempt()]) {
           const refundId = newId.refund();
-          await rejects(() => p.refund({ refundId, paidAttemptId: attemptId, amountFen: 1 }), 'refund of an unpaid payment');
-          assert.equal(await p.queryRefund(refundId), 'NOT_FOUND');
+          await rejects(() => refund({ refundId, paidAttemptId: attemptId, amountFen: 1 }), 'refund of an unpaid payment');
+          assert.equal(await queryRefund(refundId), 'NOT_FOUND');
         }
       });
 
@@ -256,10 +271,10 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         if (!needs(t, 'pay')) return;
         const i = await paidPayment(1000);
         const refundId = newId.refund();
-        const r = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 400 });
+        const r = await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 400 });
         assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED', r.outcome);
         assert.ok(r.providerRef.length > 0);
-        assert.ok(['PENDING', 'SUCCEEDED'].includes(await p.queryRefund(refundId)));
+        assert.ok(['PENDING', 'SUCCEEDED'].includes(await queryRefund(refundId)));
         assert.equal(await settled(refundId), 'SUCCEEDED');
       });
 
@@ -267,16 +282,16 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         if (!needs(t, 'pay')) return;
         const i = await paidPayment(1000);
         const over = newId.refund();
-        await rejects(() => p.refund({ refundId: over, paidAttemptId: i.attemptId, amountFen: 1001 }), 'a refund above the payment');
-        assert.equal(await p.queryRefund(over), 'NOT_FOUND');
-        await p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 600 });
+        await rejects(() => refund({ refundId: over, paidAttemptId: i.attemptId, amountFen: 1001 }), 'a refund above the payment');
+        assert.equal(await queryRefund(over), 'NOT_FOUND');
+        await refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 600 });
         const tooMuch = newId.refund();
         await rejects(
-          () => p.refund({ refundId: tooMuch, paidAttemptId: i.attemptId, amountFen: 401 }),
+          () => refund({ refundId: tooMuch, paidAttemptId: i.attemptId, amountFen: 401 }),
           'cumulative refunds above the payment',
         );
-        assert.equal(await p.queryRefund(tooMuch), 'NOT_FOUND');
-        const rest = await p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 400 });
+        assert.equal(await queryRefund(tooMuch), 'NOT_FOUND');
+        const rest = await refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 400 });
         assert.ok(rest.outcome === 'PENDING' || rest.outcome === 'SUCCEEDED');
       });
 
@@ -284,15 +299,15 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         if (!needs(t, 'pay')) return;
         const i = await paidPayment(1000);
         const refundId = newId.refund();
-        const a = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
-        const b = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        const a = await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        const b = await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
         assert.equal(b.providerRef, a.providerRef);
         assert.equal(await settled(refundId), 'SUCCEEDED');
-        const c2 = await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
+        const c2 = await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1000 });
         assert.equal(c2.providerRef, a.providerRef);
         assert.equal(c2.outcome, 'SUCCEEDED', 'a repeat after settlement reports the settled refund');
         // The whole amount is used once, not three times: nothing more fits.
-        await rejects(() => p.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 1 }), 'nothing left to refund');
+        await rejects(() => refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 1 }), 'nothing left to refund');
       });
     });
 
@@ -349,7 +364,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         if (!needs(t, 'pay', 'sentNotifications')) return;
         const i = await paidPayment(500);
         const refundId = newId.refund();
-        await p.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 500 });
+        await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 500 });
         const end = Date.now() + (c.refundSettleMs ?? 10_000) + 3000;
         let found = null;
         while (!found && Date.now() < end) {
@@ -500,12 +515,12 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
           for (let k = 0; k < TIMES; k++) {
             const refundId = newId.refund();
             ids.push(refundId);
-            await rejects(() => p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 1000 }), `call ${k + 1}`);
-            assert.equal(await p.queryRefund(refundId), 'NOT_FOUND');
+            await rejects(() => refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 1000 }), `call ${k + 1}`);
+            assert.equal(await queryRefund(refundId), 'NOT_FOUND');
           }
-          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 1000 });
+          const r = await refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 1000 });
           assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
-          const full = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 1000 });
+          const full = await refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 1000 });
           assert.ok(full.outcome === 'PENDING' || full.outcome === 'SUCCEEDED', 'the rejected amount was not used up');
         });
 
@@ -517,15 +532,15 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
           for (let k = 0; k < TIMES; k++) {
             const refundId = newId.refund();
             ids.push(refundId);
-            await uncertain(() => p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 600 }), `call ${k + 1}`);
-            assert.notEqual(await p.queryRefund(refundId), 'NOT_FOUND', 'the provider did the work');
+            await uncertain(() => refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 600 }), `call ${k + 1}`);
+            assert.notEqual(await queryRefund(refundId), 'NOT_FOUND', 'the provider did the work');
           }
-          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 600 });
+          const r = await refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 600 });
           assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
-          const retry = await p.refund({ refundId: ids[0]!, paidAttemptId: ps[0]!.attemptId, amountFen: 600 });
+          const retry = await refund({ refundId: ids[0]!, paidAttemptId: ps[0]!.attemptId, amountFen: 600 });
           assert.ok(retry.outcome === 'PENDING' || retry.outcome === 'SUCCEEDED');
-          await rejects(() => p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 401 }), '600 + 401 > 1000');
-          const rest = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 400 });
+          await rejects(() => refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 401 }), '600 + 401 > 1000');
+          const rest = await refund({ refundId: newId.refund(), paidAttemptId: ps[0]!.attemptId, amountFen: 400 });
           assert.ok(rest.outcome === 'PENDING' || rest.outcome === 'SUCCEEDED', 'the retry did not count twice');
           for (const id of ids) assert.equal(await settled(id), 'SUCCEEDED');
         });
@@ -536,11 +551,11 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
           await c.programFault!('REFUND', 'PAID', TIMES);
           for (let k = 0; k < TIMES; k++) {
             const refundId = newId.refund();
-            const r = await p.refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
+            const r = await refund({ refundId, paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
             assert.equal(r.outcome, 'SUCCEEDED', `call ${k + 1}`);
-            assert.equal(await p.queryRefund(refundId), 'SUCCEEDED');
+            assert.equal(await queryRefund(refundId), 'SUCCEEDED');
           }
-          const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
+          const r = await refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
           assert.equal(r.outcome, 'PENDING', 'the third refund is accepted normally, not settled at once');
         });
 
@@ -550,12 +565,12 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
           await c.programFault!('REFUND', 'DELAY_MS', TIMES, 250);
           for (let k = 0; k < TIMES; k++) {
             const t0 = Date.now();
-            const r = await p.refund({ refundId: newId.refund(), paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
+            const r = await refund({ refundId: newId.refund(), paidAttemptId: ps[k]!.attemptId, amountFen: 300 });
             assert.ok(r.outcome === 'PENDING' || r.outcome === 'SUCCEEDED');
             assert.ok(Date.now() - t0 >= 240, `call ${k + 1} was delayed`);
           }
           const t0 = Date.now();
-          await p.refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
+          await refund({ refundId: newId.refund(), paidAttemptId: ps[TIMES]!.attemptId, amountFen: 300 });
           assert.ok(Date.now() - t0 < 240);
         });
       });

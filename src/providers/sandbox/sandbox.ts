@@ -14,12 +14,15 @@ import {
   type CreateAttemptResult,
   type PaymentProvider,
   type PaymentQueryResult,
+  type NotificationAck,
   type ProviderNotification,
   ProviderNotificationError,
   type ProviderRefundState,
   ProviderRejectedError,
   ProviderUncertainError,
   type RefundInput,
+  type RefundQuery,
+  type RefundQueryResult,
   type RefundResult,
 } from '../provider.ts';
 
@@ -54,6 +57,7 @@ export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>
 
 export class SandboxProvider implements PaymentProvider {
   readonly name = 'sandbox';
+  readonly channels = ['ALIPAY_H5', 'WECHAT_H5'] as const;
   readonly #db: Db;
   #secret: Buffer | null = null;
   #sink: NotificationSink | null = null;
@@ -212,23 +216,27 @@ export class SandboxProvider implements PaymentProvider {
     return r.rows[0]!.state;
   }
 
-  #material(channel: string, ref: string): { qrCode: string | null; prepayId: string | null } {
+  /** The sandbox's buyer acts on the cashier page itself: no provider page to send the buyer to. */
+  #material(channel: string, ref: string): { qrCode: string | null; redirectUrl: string | null } {
     return channel === 'ALIPAY_H5'
-      ? { qrCode: `https://qr.sandbox.invalid/alipay/${ref}`, prepayId: null }
-      : { qrCode: null, prepayId: `wx_prepay_${ref.slice(8)}` };
+      ? { qrCode: `https://qr.sandbox.invalid/alipay/${ref}`, redirectUrl: null }
+      : { qrCode: null, redirectUrl: null };
   }
 
   async queryPayment(attemptId: string): Promise<PaymentQueryResult> {
-    const r = await this.#db.query<{ provider_ref: string; channel: string; state: 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED' }>(
-      'SELECT provider_ref, channel, state FROM sandbox_payments WHERE attempt_id = $1',
-      [attemptId],
-    );
+    const r = await this.#db.query<{
+      provider_ref: string;
+      channel: string;
+      state: 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED';
+      amount_fen: number;
+    }>('SELECT provider_ref, channel, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1', [attemptId]);
     const row = r.rows[0];
-    if (!row) return { state: 'NOT_FOUND', providerRef: null, material: null };
+    if (!row) return { state: 'NOT_FOUND', providerRef: null, material: null, amountFen: null };
     return {
       state: row.state,
       providerRef: row.provider_ref,
       material: row.state === 'OPEN' ? this.#material(row.channel, row.provider_ref) : null,
+      amountFen: row.amount_fen,
     };
   }
 
@@ -294,22 +302,29 @@ export class SandboxProvider implements PaymentProvider {
   #scheduleRefundSettlement(refundId: string): void {
     const t = setTimeout(() => {
       this.#timers.delete(t);
-      void this.queryRefund(refundId)
-        .then((state) => (state === 'SUCCEEDED' ? this.#notify({ kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null }) : undefined))
+      void this.#refundState(refundId)
+        .then(({ state }) =>
+          state === 'SUCCEEDED' ? this.#notify({ kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null }) : undefined,
+        )
         .catch((err) => this.#log('sandbox refund settlement notice failed; the reconciler will converge it', err));
     }, REFUND_SETTLE_MS + 50);
     t.unref();
     this.#timers.add(t);
   }
 
-  async queryRefund(refundId: string): Promise<ProviderRefundState> {
+  queryRefund(q: RefundQuery): Promise<RefundQueryResult> {
+    return this.#refundState(q.refundId);
+  }
+
+  async #refundState(refundId: string): Promise<RefundQueryResult> {
     // Settlement is a function of time: a pending refund is settled once settle_at has passed.
-    const r = await this.#db.query<{ state: ProviderRefundState }>(
+    const r = await this.#db.query<{ state: ProviderRefundState; amount_fen: number }>(
       `UPDATE sandbox_refunds SET state = CASE WHEN state = 'PENDING' AND settle_at <= now() THEN 'SUCCEEDED' ELSE state END
-        WHERE refund_key = $1 RETURNING state`,
+        WHERE refund_key = $1 RETURNING state, amount_fen`,
       [refundId],
     );
-    return r.rows[0]?.state ?? 'NOT_FOUND';
+    const row = r.rows[0];
+    return row ? { state: row.state, amountFen: row.amount_fen } : { state: 'NOT_FOUND', amountFen: null };
   }
 
   /**
@@ -412,6 +427,16 @@ export class SandboxProvider implements PaymentProvider {
       return { kind: 'REFUND', refundId: o.refundId, state: o.state, reason: typeof o.reason === 'string' ? o.reason : null };
     }
     throw new ProviderNotificationError('unknown notification');
+  }
+
+  notificationAck(ok: boolean, message?: string): NotificationAck {
+    return ok
+      ? { status: 200, contentType: 'application/json; charset=utf-8', body: JSON.stringify({ received: true }) }
+      : {
+          status: 400,
+          contentType: 'application/json; charset=utf-8',
+          body: JSON.stringify({ received: false, error: message ?? 'refused' }),
+        };
   }
 
   close(): void {
