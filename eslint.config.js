@@ -15,4 +15,20 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  {
+    // SQL lives in the repositories of src/store (docs/architecture.md): nowhere else in the service
+    // is a statement issued or the driver imported.
+    files: ['src/**/*.ts'],
+    ignores: ['src/store/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "CallExpression[callee.property.name='query']",
+          message: 'SQL belongs in a repository of src/store/: call one of its named functions.',
+        },
+      ],
+      'no-restricted-imports': ['error', { paths: [{ name: 'pg', message: 'The database driver is used only in src/store/.' }] }],
+    },
+  },
 );

@@ -20,7 +20,8 @@ import { cashierPlugin } from './cashier/cashier.ts';
 import { requestTarget } from './gate/gate.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
-import { type Clock, type Services, createServices } from './services.ts';
+import type { Clock } from './domain/clock.ts';
+import { type Services, createServices } from './services.ts';
 import { type Db, createPool, migrate } from './store/db.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
@@ -43,6 +44,11 @@ export interface AppOverrides {
   logger?: FastifyBaseLogger | boolean;
   /** CONNECTION_IDLE_TIMEOUT_MS (tests shorten it). */
   connectionIdleTimeoutMs?: number;
+  /**
+   * This instance owns its database (the embedded PostgreSQL behind its DATA_DIR lock): every
+   * other instance registered there is a crashed predecessor, whose requests are taken over at once.
+   */
+  aloneOnDatabase?: boolean;
 }
 
 function platformEnvelope(status: number, error: string, message: string) {
@@ -196,7 +202,11 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     const adminTokenGenerated = config.adminToken === null;
     const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
 
-    svc.sandbox?.setNotificationSink((raw, headers) => handleProviderNotification(svc, raw, headers));
+    const sandbox = svc.sandbox;
+    sandbox?.setNotificationSink(async (raw, headers) => {
+      await handleProviderNotification(svc, sandbox, raw, headers);
+    });
+    await svc.units.start({ alone: o.aloneOnDatabase === true });
 
     // While stopping, new requests get a 503 in their surface's envelope (the open API's is the contract's).
     let closing = false;
@@ -238,11 +248,11 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.ready();
 
     const dispatcher = createDispatcher(svc);
-    const sandbox = svc.sandbox;
     const workers = new Workers(svc, [
       dispatcher,
       ...(sandbox ? [{ name: 'sandbox notices', run: () => sandbox.redeliverNotices() }] : []),
     ]);
+    svc.wakeWorkers = () => workers.wake();
     let closed = false;
     return {
       server,
@@ -257,7 +267,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         await workers.stop();
         await dispatcher.idle();
         await server.close();
-        await svc.tasks.drainBackground();
+        await svc.units.stop();
         svc.sandbox?.close();
         svc.keys.close();
         await svc.redis?.quit().catch(() => {});

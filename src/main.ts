@@ -124,7 +124,7 @@ async function main(): Promise<void> {
     await stopIfRequested();
     config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
   }
-  const built = await buildApp(config).catch(async (err) => {
+  const built = await buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true }).catch(async (err) => {
     await embedded?.stop();
     await lock?.release();
     throw err;
@@ -163,7 +163,7 @@ async function main(): Promise<void> {
       process.stderr.write('graceful stop took over 25 s; exiting\n');
       setTimeout(() => process.exit(1), 10_000).unref();
       void (async () => {
-        const ended = await built.svc.replays.endLeasesHeldHere().catch(() => 0);
+        const ended = await built.svc.units.endLeasesHeldHere().catch(() => 0);
         if (ended > 0) process.stderr.write(`${ended} request id(s) cut off: free for a retry at once\n`);
         await embedded?.stop();
         await lock?.release();

@@ -1,55 +1,58 @@
-/** The wiring of one service instance: stores, caches, provider, background tasks. */
+/**
+ * The wiring of one service instance (the composition root, with app.ts): the pool, Redis, the
+ * gate's stores and caches, the providers, the request-id units, and the batching queues of the
+ * hot statements. The object satisfies what each layer asks for (GateDeps, UseCaseDeps,
+ * BackOfficeDeps, DispatcherDeps, WorkerDeps); no layer imports this module but the surfaces that
+ * receive it.
+ */
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type Config, redisDatabase } from './config/config.ts';
+import { type Clock, systemClock } from './domain/clock.ts';
+import type { NotifyUrlPolicy } from './events/notify-url.ts';
 import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
 import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
-import { type NonceStore, PgNonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
+import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
-import { ReplayStore } from './gate/replay.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
+import { ProviderRouter } from './providers/router.ts';
 import { SandboxProvider } from './providers/sandbox/sandbox.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
+import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor, OrderInserter, OrderReader } from './store/orders.ts';
-import { BackgroundTasks } from './usecases/background.ts';
+import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
+import type { BackOfficeDeps } from './usecases/back-office.ts';
+import { RequestUnits } from './usecases/request-units.ts';
 
-export interface Clock {
-  /** Milliseconds since the epoch. */
-  now(): number;
-}
+export type { Clock } from './domain/clock.ts';
+export { systemClock } from './domain/clock.ts';
 
-export const systemClock: Clock = { now: () => Date.now() };
-
-export interface Services {
+export interface Services extends BackOfficeDeps {
   config: Config;
-  db: Db;
   redis: Redis | null;
   keys: PlatformKeyRing;
-  provider: PaymentProvider;
+  providers: ProviderRouter;
+  /** The sandbox provider when it serves the channels (its test levers exist only then). */
   sandbox: SandboxProvider | null;
   log: FastifyBaseLogger;
-  clock: Clock;
   authCache: AuthCache;
   authFailures: AuthFailureTracker;
   ipPolicy: IpPolicyHolder;
   nonces: NonceStore;
   rateLimiter: AppRateLimiter;
-  replays: ReplayStore;
   allowlists: AllowlistCache;
-  tasks: BackgroundTasks;
-  merchantConfig: MerchantConfigCache;
-  /** New orders of concurrent creates, one statement per event-loop turn. */
-  orderInserts: OrderInserter;
-  /** The query-order reads of concurrent requests, one statement per event-loop turn. */
-  orderReads: OrderReader;
-  /** Accepted outcomes of concurrent creates, one transaction per event-loop turn. */
-  acceptor: AttemptAcceptor;
-  /** Asks the background workers to look for due work now (set by the worker runner). */
-  wakeWorkers?: () => void;
+  /** Request-id units of the POST operations, and this instance's heartbeat. */
+  units: RequestUnits;
+  /** The back-office use cases' dependencies (this object itself). */
+  backOffice: BackOfficeDeps;
+  /** Drops expired nonces and request-id answers. */
+  purge(): Promise<number>;
+  /** Asks the workers for a pass now: set by app.ts to the worker runner's wake-up. */
+  wakeWorkers: () => void;
 }
 
 export interface ServiceDeps {
@@ -58,61 +61,66 @@ export interface ServiceDeps {
   keys: PlatformKeyRing;
   log: FastifyBaseLogger;
   clock?: Clock;
+  /** A provider for both channels instead of the configured ones (tests). */
   provider?: PaymentProvider;
 }
 
 /** How long a Redis command may take before the request it serves is answered 503. */
 export const REDIS_COMMAND_TIMEOUT_MS = 1000;
 
+async function connectRedis(config: Config, log: FastifyBaseLogger): Promise<Redis | null> {
+  if (config.redisUrl === null) return null;
+  // A Redis that is down or hung answers every guarded request 503 OPEN_API_GUARD_UNAVAILABLE
+  // at once or within REDIS_COMMAND_TIMEOUT_MS, instead of holding it: no offline queue (a
+  // command while disconnected fails), a timeout on every command, no retries of a command.
+  const redis = new Redis(config.redisUrl, {
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: 5000,
+    lazyConnect: true,
+  });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  // The client selects the URL's database while connecting, but a refused SELECT (an index
+  // the server does not have) only emits an error and leaves the connection on database 0:
+  // selected again here, where a refusal stops the start.
+  const database = redisDatabase(config.redisUrl);
+  await (async () => {
+    await redis.connect();
+    if (database !== 0) await redis.select(database);
+  })().catch((err: unknown) => {
+    redis.disconnect();
+    throw new Error(`cannot connect to the Redis at REDIS_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  });
+  return redis;
+}
+
+async function redisNonceStore(redis: Redis, log: FastifyBaseLogger): Promise<RedisNonceStore> {
+  const nonces = new RedisNonceStore(redis);
+  for (const risk of await redisNonceRisks(redis)) log.warn(`REDIS_URL: ${risk}`);
+  const check = () =>
+    nonces
+      .checkMarker((since) =>
+        log.error(
+          { since },
+          'REDIS_URL: Redis has lost its data (its marker key is new): the nonces it held are forgotten, so a request signed before this and captured could be replayed within its 300 s window (docs/authentication.md, "Nonces on Redis")',
+        ),
+      )
+      .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'redis marker check failed'));
+  await check();
+  redis.on('ready', () => void check());
+  return nonces;
+}
+
 export async function createServices(d: ServiceDeps): Promise<Services> {
-  const { config, db } = d;
-  let redis: Redis | null = null;
-  if (config.redisUrl !== null) {
-    // A Redis that is down or hung answers every guarded request 503 OPEN_API_GUARD_UNAVAILABLE
-    // at once or within REDIS_COMMAND_TIMEOUT_MS, instead of holding it: no offline queue (a
-    // command while disconnected fails), a timeout on every command, no retries of a command.
-    redis = new Redis(config.redisUrl, {
-      maxRetriesPerRequest: 0,
-      enableOfflineQueue: false,
-      commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
-      connectTimeout: 5000,
-      lazyConnect: true,
-    });
-    redis.on('error', (err) => d.log.warn({ err: err.message }, 'redis error'));
-    // The client selects the URL's database while connecting, but a refused SELECT (an index
-    // the server does not have) only emits an error and leaves the connection on database 0:
-    // selected again here, where a refusal stops the start.
-    const database = redisDatabase(config.redisUrl);
-    const client = redis;
-    await (async () => {
-      await client.connect();
-      if (database !== 0) await client.select(database);
-    })().catch((err: unknown) => {
-      client.disconnect();
-      throw new Error(`cannot connect to the Redis at REDIS_URL: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    });
-  }
-  let redisNonces: RedisNonceStore | null = null;
-  if (redis !== null) {
-    const r = redis;
-    const nonces = new RedisNonceStore(r);
-    redisNonces = nonces;
-    for (const risk of await redisNonceRisks(r)) d.log.warn(`REDIS_URL: ${risk}`);
-    const check = () =>
-      nonces
-        .checkMarker((since) =>
-          d.log.error(
-            { since },
-            'REDIS_URL: Redis has lost its data (its marker key is new): the nonces it held are forgotten, so a request signed before this and captured could be replayed within its 300 s window (docs/authentication.md, "Nonces on Redis")',
-          ),
-        )
-        .catch((err: unknown) => d.log.warn({ err: (err as Error).message }, 'redis marker check failed'));
-    await check();
-    r.on('ready', () => void check());
-  }
-  const sandbox = d.provider ? null : new SandboxProvider(db, (msg, err) => d.log.warn({ err }, msg));
+  const { config, db, log } = d;
+  const clock = d.clock ?? systemClock;
+  const redis = await connectRedis(config, log);
+  const redisNonces = redis ? await redisNonceStore(redis, log) : null;
+  const sandbox = d.provider ? null : new SandboxProvider(db, { log: (msg, err) => log.warn({ err }, msg), clock });
   const provider = d.provider ?? sandbox!;
-  const ipPolicy = new IpPolicyHolder(db, {
+  const providers = new ProviderRouter({ ALIPAY_H5: provider, WECHAT_H5: provider });
+  const ipPolicy = new IpPolicyHolder(db, clock, {
     trustedProxies: config.trustedProxies,
     allowlist: config.platformIpAllowlist,
     denylist: config.platformIpDenylist,
@@ -120,16 +128,21 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     allowIpv6: config.allowIpv6,
   });
   await ipPolicy.refresh();
+  const authCache = new AuthCache(db);
+  const merchantConfig = new MerchantConfigCache(db);
+  const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
+  const units = new RequestUnits(db, clock, log);
+  const notifyUrlPolicy: NotifyUrlPolicy = { devMode: config.devMode, allowPrivateTargets: config.webhookAllowPrivateTargets };
   const svc: Services = {
     config,
     db,
     redis,
     keys: d.keys,
-    provider,
+    providers,
     sandbox,
-    log: d.log,
-    clock: d.clock ?? systemClock,
-    authCache: new AuthCache(db),
+    log,
+    clock,
+    authCache,
     authFailures: new AuthFailureTracker({
       maxFailures: config.authFailureLimit,
       windowMs: config.authFailureWindowSeconds * 1000,
@@ -137,16 +150,23 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       maxTrackedAddresses: 100_000,
     }),
     ipPolicy,
-    nonces: redisNonces ?? new PgNonceStore(db),
+    nonces,
     rateLimiter: new AppRateLimiter(redis),
-    replays: new ReplayStore(db),
     allowlists: new AllowlistCache(),
-    tasks: new BackgroundTasks(),
-    merchantConfig: new MerchantConfigCache(db),
+    units,
+    merchantConfig,
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
-    acceptor: new AttemptAcceptor(db),
+    acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    notifyUrlPolicy,
+    appChanged: (appId) => authCache.invalidateApp(appId),
+    merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),
+    get backOffice() {
+      return svc;
+    },
+    purge: async () => (await nonces.purge()) + (await units.purge()),
+    // Replaced by the worker runner's wake-up once the workers exist (app.ts).
+    wakeWorkers: () => {},
   };
-  svc.tasks.bind(svc);
   return svc;
 }

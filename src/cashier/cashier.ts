@@ -15,8 +15,8 @@ import path from 'node:path';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import QRCode from 'qrcode';
 import type { Services } from '../services.ts';
-import { getMerchant } from '../store/merchants.ts';
-import { ATTEMPT_COLS, type AttemptRow, type OrderRow, getOrder } from '../store/orders.ts';
+import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import { cashierAttempt, merchantName } from '../usecases/cashier.ts';
 import { type CashierView, type PageAssets, renderCashierPage, renderNotFoundPage, renderUnavailablePage } from './page.ts';
 import { type CashierState, type CashierStatus, cashierState, cashierStatus } from './state.ts';
 
@@ -66,17 +66,11 @@ interface Loaded {
 
 async function load(svc: Services, token: string): Promise<Loaded | null> {
   if (!TOKEN_RE.test(token)) return null;
-  const r = await svc.db.query<AttemptRow & { latestSeq: number }>(
-    `SELECT ${ATTEMPT_COLS}, (SELECT max(l.seq) FROM attempts l WHERE l.order_id = attempts.order_id) AS "latestSeq"
-       FROM attempts WHERE cashier_token = $1`,
-    [token],
-  );
-  const attempt = r.rows[0];
-  if (!attempt) return null;
-  const order = await getOrder(svc.db, attempt.orderId);
-  if (!order) return null;
+  const found = await cashierAttempt(svc, token);
+  if (!found) return null;
+  const { order, attempt, latestSeq } = found;
   const nowMs = svc.clock.now();
-  return { order, attempt, state: cashierState(order, attempt, attempt.latestSeq, nowMs), nowMs };
+  return { order, attempt, state: cashierState(order, attempt, latestSeq, nowMs), nowMs };
 }
 
 /**
@@ -134,7 +128,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     const c = await load(svc, req.params.token);
     if (!c) return notFoundPage(reply);
     const { order, attempt, state } = c;
-    const merchant = await getMerchant(svc.db, order.merchantId);
+    const merchant = { name: await merchantName(svc, order.merchantId) };
     // Material only while payable: an ended, replaced or paid attempt never shows its old code.
     const qrCode = state === 'PAYABLE' && order.channel === 'ALIPAY_H5' ? attempt.qrCode : null;
     const view: CashierView = {

@@ -4,7 +4,7 @@
  * sandbox actions always agree.
  */
 import type { AttemptRow, OrderRow } from '../store/orders.ts';
-import { validAttempt } from '../usecases/projection.ts';
+import { validAttempt } from '../domain/payability.ts';
 
 export const CASHIER_STATES = ['PAYABLE', 'PROCESSING', 'PAID', 'EXPIRED', 'CLOSED', 'SUPERSEDED', 'FAILED'] as const;
 export type CashierState = (typeof CASHIER_STATES)[number];

@@ -1,12 +1,12 @@
 /** Parsing of the strict open-API bodies into typed inputs, and the business digests. */
 import { createHash } from 'node:crypto';
 import { isPublicIp } from '../net/ip.ts';
-import { ApiError } from './errors.ts';
+import { DomainError } from './errors.ts';
 import { type CreateOrderInput, type CreateRefundInput, createOrderSchema, createRefundSchema } from './open-schemas.ts';
 import { type ObjectSchema, codePointLength, validate } from './schema.ts';
 
-function bodyInvalid(field: string, message: string): ApiError {
-  return new ApiError('OPEN_API_BODY_INVALID', message, field ? { field } : undefined);
+function bodyInvalid(field: string, message: string): DomainError {
+  return new DomainError('VALIDATION_FAILED', message, field ? { details: { field } } : {});
 }
 
 function check(schema: ObjectSchema, body: unknown, decimalLiterals: ReadonlySet<string>): Record<string, unknown> {

@@ -74,5 +74,21 @@ export function assertTransition<K extends keyof Tables>(entity: K, flow: string
   }
 }
 
+export type Entity = keyof Tables;
+export type StateOf<K extends Entity> = Tables[K][0];
+
+/** A change of state the tables allow, checked when it is made (named by the flow that needs it). */
+export interface Transition<K extends Entity> {
+  readonly entity: K;
+  readonly from: StateOf<K>;
+  readonly to: StateOf<K>;
+}
+
+/** A transition checked against the tables: throws TransitionError when they do not allow it. */
+export function transition<K extends Entity>(entity: K, flow: string, from: StateOf<K>, to: StateOf<K>): Transition<K> {
+  assertTransition(entity, flow, from, to);
+  return { entity, from, to };
+}
+
 /** Refund states that hold refundable amount (decisions.md section 6). */
 export const REFUND_COUNTING_STATES: readonly RefundState[] = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'UNKNOWN'];

@@ -3,22 +3,27 @@
  *  1 body guard  2 platform source IP  3 the six headers  4 timestamp/app/key/signature
  *  5 nonce  6 app IP allowlist  7 Content-Type on POST  8 rate limit  9 (route) replay, schema, business.
  * Every open response leaves through sendOpen(), which applies the X-SVC-Request-Id and
- * response-signature rules of how far the request got (decisions.md section 3).
+ * response-signature rules of how far the request got (decisions.md section 3). Step 9 is the open
+ * surface's (src/http/open.ts).
  */
 import { type KeyObject, createPublicKey, verify } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '../../packages/sdk/src/signing.ts';
-import { ApiError, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import { responseSigningString, normalizeContentType, requestSigningString } from '../../packages/sdk/src/signing.ts';
+import type { Clock } from '../domain/clock.ts';
+import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { CidrList } from '../net/ip.ts';
 import { resolveSource } from '../net/source-ip.ts';
-import { SigningKeyUnavailableError } from '../platform/keys.ts';
-import type { Services } from '../services.ts';
+import { type PlatformKeyRing, SigningKeyUnavailableError } from '../platform/keys.ts';
 import type { AppRow } from '../store/merchants.ts';
-import { BodyError, type ParsedBody, parseJsonBody } from '../http/common.ts';
+import type { AuthCache } from './auth-cache.ts';
+import type { AuthFailureTracker } from './auth-failures.ts';
+import { BodyError, type ParsedBody, parseJsonBody } from './body.ts';
 import { type SignedHeaders, checkSignedHeaders, isStrictBase64 } from './headers.ts';
-import { type ReplayBegin, ReplayDecided, type ReplayTicket, replayTicket } from './replay.ts';
+import type { IpPolicyHolder } from './ip-policy.ts';
+import type { NonceStore } from './nonce-store.ts';
+import type { AppRateLimiter } from './rate-limit.ts';
 
 export const BODY_LIMIT_BYTES = 65_536;
 export const TIMESTAMP_WINDOW_SECONDS = 300;
@@ -33,7 +38,7 @@ export interface GateContext {
   app: AppRow | null;
   merchantEntityType: 'INDIVIDUAL' | 'CORPORATE' | null;
   clientKey: string | null;
-  /** Date.now() when the request arrived (before the gate). */
+  /** The service's clock when the request arrived (before the gate). */
   receivedAtMs: number;
 }
 
@@ -43,14 +48,26 @@ declare module 'fastify' {
   }
 }
 
-export interface OpenResult {
+/** What the gate works with (the service's wiring provides it). */
+export interface GateDeps {
+  clock: Clock;
+  keys: PlatformKeyRing;
+  ipPolicy: IpPolicyHolder;
+  authFailures: AuthFailureTracker;
+  authCache: AuthCache;
+  nonces: NonceStore;
+  allowlists: AllowlistCache;
+  rateLimiter: AppRateLimiter;
+}
+
+export interface GateAnswer {
   status: number;
   body: Record<string, unknown>;
   headers?: Record<string, string>;
 }
 
-/** The failure envelope {code, message, requestId[, details]}. */
-export function failure(req: FastifyRequest, code: OpenApiCode, message?: string, details?: Record<string, unknown>): OpenResult {
+/** The failure envelope {code, message, requestId[, details]} of a request at the gate. */
+export function failure(req: FastifyRequest, code: OpenApiCode, message?: string, details?: Record<string, unknown>): GateAnswer {
   const body: Record<string, unknown> = {
     code,
     message: message ?? OPEN_API_ERRORS[code].message,
@@ -65,15 +82,9 @@ function keyUnavailableBody(): Record<string, unknown> {
   return { code: 'OPEN_API_GUARD_UNAVAILABLE', message: OPEN_API_ERRORS.OPEN_API_GUARD_UNAVAILABLE.message, requestId: '' };
 }
 
-export function fromApiError(req: FastifyRequest, err: ApiError): OpenResult {
-  const r = failure(req, err.code, err.message, err.details);
-  if (err.headers) r.headers = err.headers;
-  return r;
-}
-
 /** Serializes and sends an open-API response with the header and signature rules of section 3. */
 export async function sendOpen(
-  svc: Services,
+  svc: GateDeps,
   req: FastifyRequest,
   reply: FastifyReply,
   status: number,
@@ -120,7 +131,7 @@ export async function sendOpen(
   return reply.send(payload);
 }
 
-export function sendResult(svc: Services, req: FastifyRequest, reply: FastifyReply, r: OpenResult): Promise<FastifyReply> {
+export function sendResult(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: GateAnswer): Promise<FastifyReply> {
   return sendOpen(svc, req, reply, r.status, JSON.stringify(r.body), r.headers);
 }
 
@@ -219,7 +230,7 @@ export function requestTarget(req: FastifyRequest): string {
 }
 
 /** Installs the gate on the open scope: body guard (preParsing) and steps 2-8 (preValidation). */
-export function installGate(scope: FastifyInstance, svc: Services): void {
+export function installGate(scope: FastifyInstance, svc: GateDeps): void {
   scope.decorateRequest('gate', null as unknown as GateContext);
 
   scope.addHook('onRequest', async (req) => {
@@ -231,7 +242,7 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
       app: null,
       merchantEntityType: null,
       clientKey: null,
-      receivedAtMs: Date.now(),
+      receivedAtMs: svc.clock.now(),
     };
   });
 
@@ -266,7 +277,6 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
         failure(req, err.kind === 'TOO_LARGE' ? 'OPEN_API_BODY_TOO_LARGE' : 'OPEN_API_BODY_INVALID', err.message),
       );
     }
-    if (err instanceof ApiError) return sendResult(svc, req, reply, fromApiError(req, err));
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendResult(svc, req, reply, failure(req, 'OPEN_API_BODY_TOO_LARGE'));
     // Client aborts and framework faults end here too: never a 500 (seed "Common rules").
     if (req.raw.aborted || err.code === 'ECONNRESET') req.log.info({ err: err.message }, 'client aborted the request');
@@ -275,7 +285,7 @@ export function installGate(scope: FastifyInstance, svc: Services): void {
   });
 }
 
-async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult | null> {
+async function runGate(svc: GateDeps, req: FastifyRequest): Promise<GateAnswer | null> {
   const g = req.gate;
   const raw = req.raw.rawHeaders;
 
@@ -317,7 +327,7 @@ async function runGate(svc: Services, req: FastifyRequest): Promise<OpenResult |
     body: g.body?.raw ?? Buffer.alloc(0),
   });
   // On libuv's pool, not the event loop: the main thread is the serial stage of every request
-  // (docs/performance.md, "Eleventh session": query +4-16% at peak, create p99 lower, A/B).
+  // (docs/performance.md, "Levers": query +4-16% at peak, create p99 lower, in A/B runs).
   const good = await verifyOnPool(signingString, key ?? decoyKey(), h.sign);
   if (!good || !known || !authApp) return authFailed();
   svc.authFailures.recordSuccess(src.key);
@@ -402,80 +412,4 @@ export class AllowlistCache {
     }
     return l;
   }
-}
-
-/**
- * Step 9 for the POST operations: X-SVC-Request-Id replay around the operation. The operation's
- * answer (success or contract failure) is kept and replayed; 429/503 and faults are not kept.
- */
-export async function runWithReplay(
-  svc: Services,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  op: (replay: ReplayTicket) => Promise<OpenResult>,
-  opts: { inlineClaim?: boolean } = {},
-): Promise<FastifyReply> {
-  const g = req.gate;
-  const key = {
-    appId: g.app!.id,
-    requestId: g.headers!.requestId,
-    method: req.method,
-    target: requestTarget(req),
-    bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
-  };
-  const decided = (b: Exclude<ReplayBegin, { kind: 'execute' }>) => {
-    if (b.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
-    if (b.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
-    return sendOpen(svc, req, reply, b.status, b.body);
-  };
-  if (!opts.inlineClaim) {
-    const begin = await svc.replays.begin(key);
-    if (begin.kind !== 'execute') return decided(begin);
-  }
-  const ticket = replayTicket(svc.replays, key, !opts.inlineClaim);
-  let result: OpenResult;
-  try {
-    result = await op(ticket);
-  } catch (err) {
-    if (err instanceof ReplayDecided) return decided(err.outcome);
-    if (err instanceof ApiError) {
-      result = fromApiError(req, err);
-    } else {
-      if (ticket.held) await svc.replays.abandon(key).catch(() => {});
-      throw err;
-    }
-  }
-  if (!ticket.held) {
-    // The operation answered without writing: the id is claimed now; the first claim's answer wins.
-    const begin = await svc.replays.begin(key);
-    if (begin.kind !== 'execute') return decided(begin);
-  }
-  if (ticket.storedPayload !== null) {
-    svc.replays.release(key);
-    return sendOpen(svc, req, reply, result.status, ticket.storedPayload, result.headers);
-  }
-  const payload = JSON.stringify(result.body);
-  try {
-    await svc.replays.complete(key, result.status, payload);
-  } catch (err) {
-    req.log.error({ err }, 'could not record the response for request-id replay');
-  }
-  return sendOpen(svc, req, reply, result.status, payload, result.headers);
-}
-
-/** Step 9 for the GET operations: answered from current state, contract failures mapped. */
-export async function runRead(
-  svc: Services,
-  req: FastifyRequest,
-  reply: FastifyReply,
-  op: () => Promise<OpenResult>,
-): Promise<FastifyReply> {
-  let result: OpenResult;
-  try {
-    result = await op();
-  } catch (err) {
-    if (err instanceof ApiError) result = fromApiError(req, err);
-    else throw err;
-  }
-  return sendResult(svc, req, reply, result);
 }

@@ -1,8 +1,10 @@
 /** The platform source-IP policy in force: environment defaults, overridable from the back office. */
-import { AdminError } from '../domain/errors.ts';
+import type { Clock } from '../domain/clock.ts';
+import { DomainError } from '../domain/errors.ts';
 import { CidrList } from '../net/ip.ts';
 import type { SourceIpPolicy } from '../net/source-ip.ts';
-import { type Db, withTx } from '../store/db.ts';
+import type { Db } from '../store/db.ts';
+import { getSetting, updateSetting } from '../store/settings.ts';
 
 export interface IpPolicyView {
   trustedProxies: string[];
@@ -26,6 +28,7 @@ const REFRESH_MS = 5000;
 
 export class IpPolicyHolder {
   readonly #db: Db;
+  readonly #clock: Clock;
   #view: IpPolicyView;
   #policy: SourceIpPolicy;
   readonly #defaults: IpPolicyView;
@@ -33,8 +36,9 @@ export class IpPolicyHolder {
   /** The refresh in flight, shared by every request that finds the policy due (one query, not one per request). */
   #refreshing: Promise<void> | null = null;
 
-  constructor(db: Db, defaults: IpPolicyView) {
+  constructor(db: Db, clock: Clock, defaults: IpPolicyView) {
     this.#db = db;
+    this.#clock = clock;
     this.#defaults = defaults;
     this.#view = defaults;
     this.#policy = compile(defaults);
@@ -52,8 +56,7 @@ export class IpPolicyHolder {
   }
 
   async refresh(): Promise<void> {
-    const r = await this.#db.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy'`);
-    const stored = r.rows[0]?.value ?? {};
+    const stored = (await getSetting<Partial<IpPolicyView>>(this.#db, 'ip_policy')) ?? {};
     const view = { ...this.#defaults, ...stored };
     this.#policy = compile(view);
     this.#view = view;
@@ -70,17 +73,15 @@ export class IpPolicyHolder {
    * with the value it read before). A merged policy that does not compile changes nothing.
    */
   async update(patch: { [K in keyof IpPolicyView]?: IpPolicyView[K] | undefined }): Promise<void> {
-    await withTx(this.#db, async (tx) => {
-      await tx.query(`INSERT INTO platform_settings(name, value) VALUES ('ip_policy', '{}'::jsonb) ON CONFLICT (name) DO NOTHING`);
-      const r = await tx.query<{ value: Partial<IpPolicyView> }>(`SELECT value FROM platform_settings WHERE name = 'ip_policy' FOR UPDATE`);
-      const next: Partial<IpPolicyView> = { ...(r.rows[0]?.value ?? {}) };
+    await updateSetting<Partial<IpPolicyView>>(this.#db, 'ip_policy', new Date(this.#clock.now()), (stored) => {
+      const next: Partial<IpPolicyView> = { ...(stored ?? {}) };
       for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
       const merged = { ...this.#defaults, ...next };
       if (!merged.allowIpv4 && !merged.allowIpv6) {
-        throw new AdminError('ADMIN_VALIDATION_FAILED', 'allowIpv4 and allowIpv6 cannot both be false: every source would be refused');
+        throw new DomainError('VALIDATION_FAILED', 'allowIpv4 and allowIpv6 cannot both be false: every source would be refused');
       }
       compile(merged);
-      await tx.query(`UPDATE platform_settings SET value = $1, updated_at = now() WHERE name = 'ip_policy'`, [JSON.stringify(next)]);
+      return next;
     });
     await this.refresh();
   }

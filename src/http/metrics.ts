@@ -4,7 +4,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Services } from '../services.ts';
+import type { Db } from '../store/db.ts';
+import { countEventsByStatus } from '../store/events.ts';
 import { hasAdminToken } from './common.ts';
 
 export interface Metrics {
@@ -14,7 +15,7 @@ export interface Metrics {
   failures: Counter<'code'>;
 }
 
-export function createMetrics(svc: Services): Metrics {
+export function createMetrics(svc: { db: Db }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'mps_' });
   const m: Metrics = {
@@ -45,9 +46,9 @@ export function createMetrics(svc: Services): Metrics {
     labelNames: ['status'],
     registers: [registry],
     async collect() {
-      const r = await svc.db.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM events GROUP BY status`);
+      const rows = await countEventsByStatus(svc.db);
       this.reset();
-      for (const row of r.rows) this.set({ status: row.status }, row.n);
+      for (const row of rows) this.set({ status: row.status }, row.n);
     },
   });
   return m;

@@ -1,14 +1,24 @@
 /**
- * The open API under /api/open/v1: one scope with the gate; thin handlers, one use case each.
- * Paths and methods not mounted here answer with the platform envelope (see app.ts).
+ * The open API under /api/open/v1: one scope with the gate (steps 1-8, src/gate/gate.ts), then
+ * step 9 here: the request-id unit of the POST operations, and one use case per route, whose
+ * result or refusal is rendered by src/http/open-answers.ts. Paths and methods not mounted here
+ * answer with the platform envelope (see app.ts).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ApiError } from '../domain/errors.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sha256Hex } from '../../packages/sdk/src/signing.ts';
+import { DomainError } from '../domain/errors.ts';
 import { parseCreateOrder, parseCreateRefund } from '../domain/order-input.ts';
-import { installGate, runRead, runWithReplay } from '../gate/gate.ts';
+import { failure, installGate, requestTarget, sendOpen, sendResult } from '../gate/gate.ts';
 import type { Services } from '../services.ts';
-import { type Caller, closeOrder, createOrder, queryOrder, recreateAttempt } from '../usecases/orders.ts';
-import { createRefund, queryRefund, readSettlement } from '../usecases/refunds.ts';
+import { closeOrder } from '../usecases/close-order.ts';
+import { createOrder } from '../usecases/create-order.ts';
+import type { Caller } from '../usecases/deps.ts';
+import { queryOrder, queryRefund, readSettlement } from '../usecases/queries.ts';
+import { recreateAttempt } from '../usecases/recreate-attempt.ts';
+import { createRefund } from '../usecases/refunds.ts';
+import { type Decided, RequestDecided, type RequestUnit } from '../usecases/request-units.ts';
+import type { OpenResult } from '../usecases/results.ts';
+import { type OpenAnswer, type RenderContext, renderRefusal, renderResult } from './open-answers.ts';
 
 export const OPEN_ROUTES = [
   { method: 'POST', url: '/payments', operationId: 'createOrder' },
@@ -25,10 +35,11 @@ function caller(req: FastifyRequest): Caller {
   return { app: g.app!, merchantEntityType: g.merchantEntityType!, requestId: g.headers!.requestId, receivedAtMs: g.receivedAtMs };
 }
 
+/** The strict body of a create operation (parsed at step 1, judged here at step 9). */
 function body(req: FastifyRequest): { value: unknown; decimals: ReadonlySet<string> } {
   const b = req.gate.body;
-  if (b?.schemaRefusal !== undefined) throw new ApiError('OPEN_API_BODY_INVALID', b.schemaRefusal);
-  if (!b || b.value === undefined) throw new ApiError('OPEN_API_BODY_INVALID', 'A JSON body is required.');
+  if (b?.schemaRefusal !== undefined) throw new DomainError('VALIDATION_FAILED', b.schemaRefusal);
+  if (!b || b.value === undefined) throw new DomainError('VALIDATION_FAILED', 'A JSON body is required.');
   return { value: b.value, decimals: b.decimalLiterals };
 }
 
@@ -38,39 +49,99 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   const { svc } = opts;
   installGate(scope, svc);
 
-  // The two strict endpoints read their body; every other one ignores a valid body (http/common.ts).
+  const context = (req: FastifyRequest): RenderContext => ({
+    requestId: req.gate.headers!.requestId,
+    nowMs: svc.clock.now(),
+    publicBaseUrl: svc.config.publicBaseUrl,
+    voidedLinks: req.gate.app!.voidedLinks,
+  });
+
+  /** The use case's result or refusal as an answer; anything else is a fault (the scope's 503). */
+  async function answerOf(req: FastifyRequest, op: () => Promise<OpenResult>): Promise<OpenAnswer> {
+    try {
+      return renderResult(await op(), context(req));
+    } catch (err) {
+      if (err instanceof DomainError) return renderRefusal(err, req.gate.headers!.requestId);
+      throw err;
+    }
+  }
+
+  function decided(req: FastifyRequest, reply: FastifyReply, d: Decided): Promise<FastifyReply> {
+    if (d.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
+    if (d.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
+    return sendOpen(svc, req, reply, d.status, d.body);
+  }
+
+  /**
+   * Step 9 of a POST: the request id's unit around the operation. The id is claimed first, or,
+   * with `joined`, by the operation's first write. The operation's answer (a result or a contract
+   * refusal) is kept and replayed byte for byte; 429/503 and faults are not kept.
+   */
+  async function runPost(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    op: (unit: RequestUnit) => Promise<OpenResult>,
+    o: { joined?: boolean } = {},
+  ): Promise<FastifyReply> {
+    const g = req.gate;
+    const unit = svc.units.open(
+      {
+        appId: g.app!.id,
+        requestId: g.headers!.requestId,
+        method: req.method,
+        target: requestTarget(req),
+        bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
+      },
+      (result) => {
+        const a = renderResult(result as OpenResult, context(req));
+        return { status: a.status, body: JSON.stringify(a.body) };
+      },
+    );
+    try {
+      if (!o.joined) await unit.claim();
+      const answer = await answerOf(req, () => op(unit));
+      const sent = await unit.finish({ status: answer.status, body: JSON.stringify(answer.body) });
+      return await sendOpen(svc, req, reply, sent.status, sent.body, answer.headers);
+    } catch (err) {
+      if (err instanceof RequestDecided) return decided(req, reply, err.outcome);
+      await unit.abandon().catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Step 9 of a GET: answered from current state. */
+  async function runRead(req: FastifyRequest, reply: FastifyReply, op: () => Promise<OpenResult>): Promise<FastifyReply> {
+    return sendResult(svc, req, reply, await answerOf(req, op));
+  }
+
+  // The two strict endpoints read their body; every other one ignores a valid body (gate/body.ts).
   const readsBody = { config: { readsBody: true } };
   scope.post('/payments', readsBody, (req, reply) =>
-    runWithReplay(
-      svc,
+    runPost(
       req,
       reply,
-      async (replay) => {
+      (unit) => {
         const b = body(req);
-        return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals), replay);
+        return createOrder(svc, caller(req), parseCreateOrder(b.value, b.decimals), unit);
       },
-      { inlineClaim: true },
+      { joined: true },
     ),
   );
   scope.post<P>('/payments/:outTradeNo/attempts', (req, reply) =>
-    runWithReplay(svc, req, reply, () => recreateAttempt(svc, caller(req), req.params.outTradeNo!)),
+    runPost(req, reply, () => recreateAttempt(svc, caller(req), req.params.outTradeNo!)),
   );
-  scope.get<P>('/payments/:outTradeNo', (req, reply) =>
-    runRead(svc, req, reply, () => queryOrder(svc, caller(req), req.params.outTradeNo!)),
-  );
+  scope.get<P>('/payments/:outTradeNo', (req, reply) => runRead(req, reply, () => queryOrder(svc, caller(req), req.params.outTradeNo!)));
   scope.post<P>('/payments/:outTradeNo/close', (req, reply) =>
-    runWithReplay(svc, req, reply, () => closeOrder(svc, caller(req), req.params.outTradeNo!)),
+    runPost(req, reply, () => closeOrder(svc, caller(req), req.params.outTradeNo!)),
   );
   scope.post('/refunds', readsBody, (req, reply) =>
-    runWithReplay(svc, req, reply, async () => {
+    runPost(req, reply, async () => {
       const b = body(req);
       return createRefund(svc, caller(req), parseCreateRefund(b.value, b.decimals));
     }),
   );
-  scope.get<P>('/refunds/:outRefundNo', (req, reply) =>
-    runRead(svc, req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)),
-  );
-  scope.get('/settlement/accounts', (req, reply) => runRead(svc, req, reply, () => readSettlement(svc, caller(req))));
+  scope.get<P>('/refunds/:outRefundNo', (req, reply) => runRead(req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)));
+  scope.get('/settlement/accounts', (req, reply) => runRead(req, reply, () => readSettlement(svc, caller(req))));
 }
 
 /** 405 METHOD_NOT_ALLOWED (platform envelope) for the other methods of the mounted open paths. */

@@ -7,9 +7,9 @@ import type { FastifyInstance } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
 import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers/sandbox/sandbox.ts';
 import type { Services } from '../services.ts';
-import { attemptsOf, getOrder } from '../store/orders.ts';
+import { sandboxBuyerAction, sandboxEndPaymentWindow } from '../usecases/sandbox-helpers.ts';
 import { faultSchema, noFieldsSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { bodyOf, installBackOffice, optionalBodyOf } from './admin.ts';
+import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
 
 export async function sandboxPlugin(
   scope: FastifyInstance,
@@ -38,20 +38,8 @@ export async function sandboxPlugin(
 
   const buyer = (action: 'PAY' | 'FAIL') => async (req: import('fastify').FastifyRequest<{ Params: { openOrderId: string } }>) => {
     const b = optionalBodyOf(req, sandboxPaySchema);
-    const order = await getOrder(svc.db, req.params.openOrderId);
-    if (!order) throw new AdminError('ADMIN_NOT_FOUND', 'order not found');
-    const attempts = await attemptsOf(svc.db, order.id);
-    const target =
-      typeof b.attemptId === 'string'
-        ? attempts.find((a) => a.id === b.attemptId)
-        : [...attempts].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
-    if (!target) throw new AdminError('ADMIN_STATE_INVALID', 'the order has no attempt the buyer can pay');
-    const r = await sandbox.buyerAction(target.id, action);
-    if (r === 'NOT_FOUND') throw new AdminError('ADMIN_STATE_INVALID', 'the provider has no payment for this attempt');
-    if (r === 'NOT_OPEN') throw new AdminError('ADMIN_STATE_INVALID', 'the payment is no longer open at the provider');
-    if (r === 'EXPIRED') throw new AdminError('ADMIN_STATE_INVALID', 'the payment window has ended: the buyer can no longer pay');
-    const fresh = (await getOrder(svc.db, order.id))!;
-    return { openOrderId: fresh.id, attemptId: target.id, status: fresh.status };
+    const r = await sandboxBuyerAction(svc, sandbox, req.params.openOrderId, action, b.attemptId as string | undefined);
+    return { openOrderId: r.orderId, attemptId: r.attemptId, status: r.status };
   };
   scope.post('/payments/:openOrderId/pay', buyer('PAY'));
   scope.post('/payments/:openOrderId/fail', buyer('FAIL'));
@@ -59,22 +47,7 @@ export async function sandboxPlugin(
   /** Ends the payment window now (the expiry worker then closes the order): for testing expiry. */
   scope.post<{ Params: { openOrderId: string } }>('/payments/:openOrderId/expire', async (req) => {
     optionalBodyOf(req, noFieldsSchema);
-    // One statement (one now()): the attempts' material ends exactly when the order's window does.
-    const r = await svc.db.query(
-      `WITH o AS (
-         UPDATE orders SET expire_at = now() - interval '1 millisecond', updated_at = now()
-          WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id, expire_at),
-       a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id
-              RETURNING attempts.id, o.expire_at),
-       p AS (UPDATE sandbox_payments SET expire_at = a.expire_at, updated_at = now() FROM a WHERE sandbox_payments.attempt_id = a.id)
-       SELECT id FROM o`,
-      [req.params.openOrderId],
-    );
-    if (r.rowCount === 0) {
-      if (!(await getOrder(svc.db, req.params.openOrderId))) throw new AdminError('ADMIN_NOT_FOUND', 'order not found');
-      throw new AdminError('ADMIN_STATE_INVALID', 'the order is not open');
-    }
-    svc.wakeWorkers?.();
+    await sandboxEndPaymentWindow(svc, sandbox, req.params.openOrderId);
     return { openOrderId: req.params.openOrderId, expired: true };
   });
 }

@@ -103,3 +103,163 @@ export async function getFeeRule(db: Queryable, merchantId: string): Promise<Fee
   );
   return r.rows[0] ?? null;
 }
+
+// --- back-office writes ------------------------------------------------------------------------
+
+export async function insertMerchant(
+  db: Queryable,
+  m: { id: string; name: string; entityType: EntityType },
+  now: Date,
+): Promise<MerchantRow> {
+  const r = await db.query<MerchantRow>(
+    'INSERT INTO merchants(id, name, entity_type, created_at) VALUES ($1, $2, $3, $4) RETURNING id, name, entity_type AS "entityType", created_at AS "createdAt"',
+    [m.id, m.name, m.entityType, now],
+  );
+  return r.rows[0]!;
+}
+
+export async function listMerchants(db: Queryable, limit: number): Promise<MerchantRow[]> {
+  const r = await db.query<MerchantRow>(
+    'SELECT id, name, entity_type AS "entityType", created_at AS "createdAt" FROM merchants ORDER BY created_at DESC LIMIT $1',
+    [limit],
+  );
+  return r.rows;
+}
+
+export interface NewApp {
+  id: string;
+  merchantId: string;
+  notifyUrl: string | null;
+  channels: string[];
+  tradeScopes: string[];
+  voidedLinks: string[];
+  ipAllowlist: string[];
+  paymentWindowSeconds: number;
+  dailyAmountCeilingFen: number | null;
+  rateLimitPerSecond: number;
+}
+
+export async function insertApp(db: Queryable, a: NewApp, now: Date): Promise<AppRow> {
+  const r = await db.query<AppRow>(
+    `INSERT INTO apps(id, merchant_id, notify_url, channels, trade_scopes, voided_links, ip_allowlist, payment_window_seconds,
+                      daily_amount_ceiling_fen, rate_limit_per_second, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING ${APP_COLS}`,
+    [
+      a.id,
+      a.merchantId,
+      a.notifyUrl,
+      a.channels,
+      a.tradeScopes,
+      a.voidedLinks,
+      a.ipAllowlist,
+      a.paymentWindowSeconds,
+      a.dailyAmountCeilingFen,
+      a.rateLimitPerSecond,
+      now,
+    ],
+  );
+  return r.rows[0]!;
+}
+
+/** The app fields the back office may change, by their row names. */
+export type AppPatch = Partial<Omit<NewApp, 'id' | 'merchantId'> & { status: 'ACTIVE' | 'DISABLED' }>;
+
+const APP_PATCH_COLUMNS: Record<keyof AppPatch, string> = {
+  notifyUrl: 'notify_url',
+  channels: 'channels',
+  tradeScopes: 'trade_scopes',
+  voidedLinks: 'voided_links',
+  ipAllowlist: 'ip_allowlist',
+  paymentWindowSeconds: 'payment_window_seconds',
+  dailyAmountCeilingFen: 'daily_amount_ceiling_fen',
+  rateLimitPerSecond: 'rate_limit_per_second',
+  status: 'status',
+};
+
+/** Changes the given fields; answers the fresh row, or null when the app does not exist. */
+export async function updateApp(db: Queryable, appId: string, patch: AppPatch, now: Date): Promise<AppRow | null> {
+  const names = (Object.keys(patch) as (keyof AppPatch)[]).filter((k) => patch[k] !== undefined);
+  const sets = names.map((n, i) => `${APP_PATCH_COLUMNS[n]} = $${i + 3}`);
+  const r = await db.query<AppRow>(`UPDATE apps SET ${[...sets, 'updated_at = $2'].join(', ')} WHERE id = $1 RETURNING ${APP_COLS}`, [
+    appId,
+    now,
+    ...names.map((n) => patch[n]),
+  ]);
+  return r.rows[0] ?? null;
+}
+
+/** Registers a key; answers null when the app already has one with this id. */
+export async function insertAppKey(
+  db: Queryable,
+  k: { appId: string; keyId: string; publicKeyPem: string },
+  now: Date,
+): Promise<AppKeyRow | null> {
+  const r = await db.query<AppKeyRow>(
+    `INSERT INTO app_keys(app_id, key_id, public_key_pem, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+     RETURNING app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"`,
+    [k.appId, k.keyId, k.publicKeyPem, now],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function listAppKeys(db: Queryable, appId: string): Promise<AppKeyRow[]> {
+  const r = await db.query<AppKeyRow>(
+    `SELECT app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"
+       FROM app_keys WHERE app_id = $1 ORDER BY created_at`,
+    [appId],
+  );
+  return r.rows;
+}
+
+/** Answers the fresh row, or null when there is no such key. */
+export async function setAppKeyStatus(
+  db: Queryable,
+  appId: string,
+  keyId: string,
+  status: 'ACTIVE' | 'DISABLED',
+): Promise<AppKeyRow | null> {
+  const r = await db.query<AppKeyRow>(
+    `UPDATE app_keys SET status = $3 WHERE app_id = $1 AND key_id = $2
+     RETURNING app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"`,
+    [appId, keyId, status],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function insertAccount(
+  db: Queryable,
+  a: {
+    id: string;
+    merchantId: string;
+    entityType: EntityType;
+    entityName: string;
+    merchantNo: string;
+    cardLast4: string;
+    agreedCeilingFen: number | null;
+  },
+  now: Date,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO settlement_accounts(id, merchant_id, entity_type, entity_name, merchant_no, card_last4, agreed_ceiling_fen, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [a.id, a.merchantId, a.entityType, a.entityName, a.merchantNo, a.cardLast4, a.agreedCeilingFen, now],
+  );
+}
+
+export async function upsertAllocation(db: Queryable, merchantId: string, a: Allocation, now: Date): Promise<void> {
+  await db.query(
+    `INSERT INTO allocations(merchant_id, mode, participants, ratios, unavailable_policy, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (merchant_id) DO UPDATE SET mode = $2, participants = $3, ratios = $4, unavailable_policy = $5, updated_at = $6`,
+    [merchantId, a.mode, a.participants, a.ratios === null ? null : JSON.stringify(a.ratios), a.unavailablePolicy, now],
+  );
+}
+
+export async function upsertFeeRule(db: Queryable, merchantId: string, f: FeeRule, now: Date): Promise<void> {
+  await db.query(
+    `INSERT INTO fee_rules(merchant_id, rule_version, standard_rate_bps, large_rate_bps, threshold_fen, merchant_rate_bps, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (merchant_id) DO UPDATE SET rule_version = $2, standard_rate_bps = $3, large_rate_bps = $4,
+       threshold_fen = $5, merchant_rate_bps = $6, updated_at = $7`,
+    [merchantId, f.ruleVersion, f.standardRateBps, f.largeRateBps, f.thresholdFen, f.merchantRateBps, now],
+  );
+}

@@ -1,11 +1,15 @@
 /**
- * Repository: orders, attempts and refunds rows. The hot lookups are named prepared statements
- * (parsed and planned once per connection; docs/performance.md).
+ * Repository: orders and their attempts (and the re-create requests and daily amounts that belong
+ * to them). Every state change takes a Transition checked against the tables of
+ * src/domain/states.ts and applies it only from its source state; time is the caller's clock,
+ * passed in. The hot lookups are named prepared statements (parsed and planned once per
+ * connection), and the hot writes are batched per event-loop turn (src/store/batcher.ts).
  */
-import type { AttemptState, ClosedReason, OrderStatus, RefundState } from '../domain/states.ts';
+import { orderEventType } from '../domain/events.ts';
+import type { AttemptState, ClosedReason, OrderStatus, Transition } from '../domain/states.ts';
 import type { FeeProjection } from '../domain/money.ts';
 import { TurnBatcher } from './batcher.ts';
-import type { Db, Queryable } from './db.ts';
+import type { Db, Queryable, Tx } from './db.ts';
 
 export interface OrderRow {
   id: string;
@@ -36,7 +40,7 @@ export interface OrderRow {
   updatedAt: Date;
 }
 
-export const ORDER_COLS = `id, app_id AS "appId", merchant_id AS "merchantId", out_trade_no AS "outTradeNo", channel,
+const ORDER_COLS = `id, app_id AS "appId", merchant_id AS "merchantId", out_trade_no AS "outTradeNo", channel,
   trade_scope AS "tradeScope", amount_fen AS "amountFen", currency, subject, description, attach, return_url AS "returnUrl",
   payer_client_ip AS "payerClientIp", digest, links, status, closed_reason AS "closedReason", failure_reason AS "failureReason",
   expire_at AS "expireAt", fee_projection AS "feeProjection", state_version AS "stateVersion", paid_attempt_id AS "paidAttemptId",
@@ -50,31 +54,20 @@ export interface AttemptRow {
   cashierToken: string;
   qrCode: string | null;
   providerRef: string | null;
+  /** The provider that holds the payment (src/providers/router.ts). */
+  provider: string;
   expireAt: Date;
+  /** When the request that created it recorded its outcome; null while being made or if the reconciler settled it. */
+  madeAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
 
-export const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode",
-  provider_ref AS "providerRef", expire_at AS "expireAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode",
+  provider_ref AS "providerRef", provider, expire_at AS "expireAt", made_at AS "madeAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-export interface RefundRow {
-  id: string;
-  orderId: string;
-  appId: string;
-  outRefundNo: string;
-  amountFen: number;
-  reason: string | null;
-  digest: string;
-  state: RefundState;
-  failureReason: string | null;
-  providerRef: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
-
-export const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
-  reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", created_at AS "createdAt", updated_at AS "updatedAt"`;
+/** When the provider is asked again about an attempt still PENDING (its creation never finished). */
+export const PENDING_RECHECK_MS = 150_000;
 
 export async function findOrder(db: Queryable, appId: string, outTradeNo: string, lock = false): Promise<OrderRow | null> {
   const r = await db.query<OrderRow>({
@@ -94,8 +87,17 @@ export async function getOrder(db: Queryable, id: string, lock = false): Promise
   return r.rows[0] ?? null;
 }
 
+/** Takes the order's row lock (the lock every change of the order, its attempts and its refunds is made under). */
+export async function lockOrder(tx: Tx, id: string): Promise<void> {
+  await tx.query({ name: 'order_lock', text: 'SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', values: [id] });
+}
+
 export async function attemptsOf(db: Queryable, orderId: string): Promise<AttemptRow[]> {
-  const r = await db.query<AttemptRow>(`SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq`, [orderId]);
+  const r = await db.query<AttemptRow>({
+    name: 'attempts_of_order',
+    text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE order_id = $1 ORDER BY seq`,
+    values: [orderId],
+  });
   return r.rows;
 }
 
@@ -108,10 +110,29 @@ export async function latestAttempt(db: Queryable, orderId: string): Promise<Att
   return r.rows[0] ?? null;
 }
 
+export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
+  const r = await db.query<AttemptRow>({ name: 'attempt_by_id', text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, values: [id] });
+  return r.rows[0] ?? null;
+}
+
+/** The attempt behind a cashier token, with the highest attempt number of its order. */
+export async function findAttemptByCashierToken(db: Queryable, token: string): Promise<{ attempt: AttemptRow; latestSeq: number } | null> {
+  const r = await db.query<AttemptRow & { latestSeq: number }>({
+    name: 'attempt_by_cashier_token',
+    text: `SELECT ${ATTEMPT_COLS}, (SELECT max(l.seq) FROM attempts l WHERE l.order_id = attempts.order_id) AS "latestSeq"
+       FROM attempts WHERE cashier_token = $1`,
+    values: [token],
+  });
+  const row = r.rows[0];
+  if (!row) return null;
+  const { latestSeq, ...attempt } = row;
+  return { attempt, latestSeq };
+}
+
 /** The attempt columns of a joined row, prefixed `la_`, with the mapping back to an AttemptRow. */
 const LATEST_COLS = `la.id AS la_id, la.order_id AS la_order_id, la.seq AS la_seq, la.state AS la_state,
-  la.cashier_token AS la_cashier_token, la.qr_code AS la_qr_code, la.provider_ref AS la_provider_ref,
-  la.expire_at AS la_expire_at, la.created_at AS la_created_at, la.updated_at AS la_updated_at`;
+  la.cashier_token AS la_cashier_token, la.qr_code AS la_qr_code, la.provider_ref AS la_provider_ref, la.provider AS la_provider,
+  la.expire_at AS la_expire_at, la.made_at AS la_made_at, la.created_at AS la_created_at, la.updated_at AS la_updated_at`;
 
 interface LatestCols {
   la_id: string | null;
@@ -121,12 +142,19 @@ interface LatestCols {
   la_cashier_token: string;
   la_qr_code: string | null;
   la_provider_ref: string | null;
+  la_provider: string;
   la_expire_at: Date;
+  la_made_at: Date | null;
   la_created_at: Date;
   la_updated_at: Date;
 }
 
-function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: AttemptRow | null } {
+export interface OrderWithLatest {
+  order: OrderRow;
+  attempt: AttemptRow | null;
+}
+
+function splitLatest(row: OrderRow & LatestCols): OrderWithLatest {
   const {
     la_id,
     la_order_id,
@@ -135,7 +163,9 @@ function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: At
     la_cashier_token,
     la_qr_code,
     la_provider_ref,
+    la_provider,
     la_expire_at,
+    la_made_at,
     la_created_at,
     la_updated_at,
     ...order
@@ -151,7 +181,9 @@ function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: At
           cashierToken: la_cashier_token,
           qrCode: la_qr_code,
           providerRef: la_provider_ref,
+          provider: la_provider,
           expireAt: la_expire_at,
+          madeAt: la_made_at,
           createdAt: la_created_at,
           updatedAt: la_updated_at,
         };
@@ -159,11 +191,7 @@ function splitLatest(row: OrderRow & LatestCols): { order: OrderRow; attempt: At
 }
 
 /** An order by merchant number with its latest attempt, in one statement (the query-order read). */
-export async function findOrderWithLatest(
-  db: Queryable,
-  appId: string,
-  outTradeNo: string,
-): Promise<{ order: OrderRow; attempt: AttemptRow | null } | null> {
+export async function findOrderWithLatest(db: Queryable, appId: string, outTradeNo: string): Promise<OrderWithLatest | null> {
   const r = await db.query<OrderRow & LatestCols>({
     name: 'order_by_no_with_latest',
     text: `SELECT o.*, ${LATEST_COLS} FROM (SELECT ${ORDER_COLS} FROM orders WHERE app_id = $1 AND out_trade_no = $2) o
@@ -178,7 +206,7 @@ export async function findOrderWithLatest(
 export async function findOrdersWithLatest(
   db: Queryable,
   keys: { appId: string; outTradeNo: string }[],
-): Promise<({ order: OrderRow; attempt: AttemptRow | null } | null)[]> {
+): Promise<(OrderWithLatest | null)[]> {
   const r = await db.query<OrderRow & LatestCols & { idx: string }>({
     name: 'orders_by_no_with_latest_batch',
     text: `SELECT i.idx, o.*, ${LATEST_COLS}
@@ -187,7 +215,7 @@ export async function findOrdersWithLatest(
       LEFT JOIN LATERAL (SELECT * FROM attempts WHERE order_id = o.id ORDER BY seq DESC LIMIT 1) la ON true`,
     values: [keys.map((k) => k.appId), keys.map((k) => k.outTradeNo)],
   });
-  const out: ({ order: OrderRow; attempt: AttemptRow | null } | null)[] = new Array(keys.length).fill(null);
+  const out: (OrderWithLatest | null)[] = new Array(keys.length).fill(null);
   for (const row of r.rows) {
     const { idx, ...rest } = row;
     out[Number(idx) - 1] = splitLatest(rest);
@@ -201,7 +229,7 @@ export async function findOrdersWithLatest(
  * answered before the read is visible to it, as with a statement of its own.
  */
 export class OrderReader {
-  readonly #batcher: TurnBatcher<{ appId: string; outTradeNo: string }, { order: OrderRow; attempt: AttemptRow | null } | null>;
+  readonly #batcher: TurnBatcher<{ appId: string; outTradeNo: string }, OrderWithLatest | null>;
   constructor(db: Db) {
     this.#batcher = new TurnBatcher({
       one: (k) => findOrderWithLatest(db, k.appId, k.outTradeNo),
@@ -209,13 +237,10 @@ export class OrderReader {
     });
   }
 
-  withLatest(appId: string, outTradeNo: string): Promise<{ order: OrderRow; attempt: AttemptRow | null } | null> {
+  withLatest(appId: string, outTradeNo: string): Promise<OrderWithLatest | null> {
     return this.#batcher.run({ appId, outTradeNo });
   }
 }
-
-/** When the provider is asked again about an attempt still PENDING (its creation never finished). */
-export const PENDING_RECHECK = "interval '150 seconds'";
 
 /** What a new order is written with; the rest of its row is set by the database or later changes. */
 export type NewOrder = Omit<
@@ -223,101 +248,50 @@ export type NewOrder = Omit<
   'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidAt' | 'closePending' | 'updatedAt'
 >;
 
-/** A request-id claim (the IN_PROGRESS replay record, src/gate/replay.ts) made inside another statement. */
-export interface InlineReplayClaim {
+/**
+ * A request-id claim (the IN_PROGRESS record of src/store/replays.ts) made inside the statement
+ * that writes the order: the id is claimed, and the order written, together or not at all.
+ */
+export interface InlineClaim {
   appId: string;
   requestId: string;
   method: string;
   target: string;
   bodySha256: string;
-  leaseSeconds: number;
-}
-
-/**
- * A new CREATED order and its first PENDING attempt, in one statement (atomic on its own, or part
- * of the caller's transaction). With `claim`, the same statement first claims the request id for
- * replay, and writes the order only if that claim succeeded.
- * `claimed`: false only when a claim was asked for and the id was already taken (nothing written).
- * `created`: null when nothing was written, or the app already has an order with this number.
- */
-export async function insertOrderWithFirstAttempt(
-  db: Queryable,
-  o: NewOrder,
-  attempt: { id: string; cashierToken: string },
-  claim: InlineReplayClaim | null = null,
-): Promise<{ claimed: boolean; created: { order: OrderRow; attempt: AttemptRow } | null }> {
-  const r = await db.query<(OrderRow & LatestCols) | { claimed: number; id: null }>({
-    name: 'order_insert_with_attempt',
-    text: `WITH r AS (
-        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
-        SELECT $21, $22, $23, $24, $25, 'IN_PROGRESS', now() + make_interval(secs => $26::integer) WHERE $22::text IS NOT NULL
-        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
-      o AS (
-        INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
-                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
-        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'CREATED', $16, $17, $18, $18
-         WHERE $22::text IS NULL OR EXISTS (SELECT 1 FROM r)
-        ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
-      la AS (
-        INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-        SELECT $19, o.id, 1, 'PENDING', $20, o.expire_at, now() + ${PENDING_RECHECK} FROM o RETURNING *)
-      SELECT (SELECT count(*) FROM r)::integer AS claimed, o2.*, ${LATEST_COLS}
-        FROM (SELECT 1) one LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON true`,
-    values: [
-      o.id,
-      o.appId,
-      o.merchantId,
-      o.outTradeNo,
-      o.channel,
-      o.tradeScope,
-      o.amountFen,
-      o.currency,
-      o.subject,
-      o.description,
-      o.attach,
-      o.returnUrl,
-      o.payerClientIp,
-      o.digest,
-      o.links,
-      o.expireAt,
-      JSON.stringify(o.feeProjection),
-      o.createdAt,
-      attempt.id,
-      attempt.cashierToken,
-      claim?.appId ?? null,
-      claim?.requestId ?? null,
-      claim?.method ?? null,
-      claim?.target ?? null,
-      claim?.bodySha256 ?? null,
-      claim?.leaseSeconds ?? null,
-    ],
-  });
-  const { claimed, ...row } = r.rows[0] as (OrderRow & LatestCols) & { claimed: number };
-  const ok = claim === null || claimed === 1;
-  if (row.id === null) return { claimed: ok, created: null };
-  const { order, attempt: a } = splitLatest(row);
-  return { claimed: ok, created: { order, attempt: a! } };
+  holder: string;
+  holderInstance: string;
+  leaseUntil: Date;
 }
 
 export interface OrderInsert {
   order: NewOrder;
-  attempt: { id: string; cashierToken: string };
-  claim: InlineReplayClaim | null;
+  attempt: NewAttempt;
+  claim: InlineClaim | null;
+}
+
+/** A new attempt's identifiers and the provider it goes to. */
+export interface NewAttempt {
+  id: string;
+  cashierToken: string;
+  provider: string;
 }
 
 export interface OrderInsertResult {
+  /** False only when a claim was asked for and the id was already taken (nothing written). */
   claimed: boolean;
+  /** Null when nothing was written, or the app already has an order with this number. */
   created: { order: OrderRow; attempt: AttemptRow } | null;
 }
 
 /**
- * insertOrderWithFirstAttempt for several orders in one statement (src/store/batcher.ts), with
- * the same meaning item by item: each item's request id is claimed first (when asked), its order
- * written only if that claim succeeded and its number is free, then its first attempt. Two items
- * with one number: one of them gets the number. Answers in the items' order.
+ * New CREATED orders with their first PENDING attempt, several in one statement, item by item as
+ * if each were alone: its request id is claimed first (when asked), its order written only if
+ * that claim succeeded and its number is free, then its first attempt. Two items with one number:
+ * one of them gets the number. Answers in the items' order. (A single item is the same statement
+ * with one element.)
  */
 export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderInsert[]): Promise<OrderInsertResult[]> {
-  // The batch travels as one JSON text (serialized natively; cheaper than escaping 26 arrays).
+  // The batch travels as one JSON text (serialized natively; cheaper than escaping 28 arrays).
   const rows = items.map(({ order: o, attempt: a, claim: c }, n) => ({
     idx: n,
     id: o.id,
@@ -339,14 +313,18 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
     // A JSON text inside the JSON: the json column keeps the field order it is written in.
     fee_projection: JSON.stringify(o.feeProjection),
     created_at: o.createdAt,
+    next_check_at: new Date(o.createdAt.getTime() + PENDING_RECHECK_MS),
     attempt_id: a.id,
     cashier_token: a.cashierToken,
+    provider: a.provider,
     r_app: c?.appId ?? null,
     r_req: c?.requestId ?? null,
     r_method: c?.method ?? null,
     r_target: c?.target ?? null,
     r_sha: c?.bodySha256 ?? null,
-    r_lease: c?.leaseSeconds ?? null,
+    r_holder: c?.holder ?? null,
+    r_instance: c?.holderInstance ?? null,
+    r_lease: c?.leaseUntil ?? null,
   }));
   const r = await db.query<(OrderRow & LatestCols) & { idx: number; claimed: boolean }>({
     name: 'order_insert_with_attempt_batch',
@@ -354,11 +332,11 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
         SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
           channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
           return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
-          created_at timestamptz, attempt_id text, cashier_token text,
-          r_app text, r_req text, r_method text, r_target text, r_sha text, r_lease integer)),
+          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text,
+          r_app text, r_req text, r_method text, r_target text, r_sha text, r_holder text, r_instance text, r_lease timestamptz)),
       r AS (
-        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
-        SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', now() + make_interval(secs => r_lease) FROM i
+        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
+        SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', r_lease, r_holder, r_instance, created_at FROM i
          WHERE r_req IS NOT NULL
         ON CONFLICT (app_id, request_id) DO NOTHING RETURNING app_id, request_id),
       o AS (
@@ -371,8 +349,8 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
          WHERE r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req)
         ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
       la AS (
-        INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, o.expire_at, now() + ${PENDING_RECHECK}
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, expire_at, next_check_at, created_at, updated_at)
+        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, o.expire_at, i.next_check_at, i.created_at, i.created_at
           FROM o JOIN i ON i.id = o.id RETURNING *)
       SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}
         FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req
@@ -400,9 +378,8 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
 export class OrderInserter {
   readonly #batcher: TurnBatcher<OrderInsert, OrderInsertResult>;
   constructor(db: Db) {
-    const one = (it: OrderInsert) => insertOrderWithFirstAttempt(db, it.order, it.attempt, it.claim);
     this.#batcher = new TurnBatcher({
-      one,
+      one: async (it) => (await insertOrdersWithFirstAttempts(db, [it]))[0]!,
       many: (items) => insertOrdersWithFirstAttempts(db, items),
       key: (it) => (it.claim ? `${it.claim.appId} ${it.claim.requestId}` : null),
       // Concurrent batches take the order numbers' index entries in one order.
@@ -415,77 +392,357 @@ export class OrderInserter {
   }
 }
 
-/** The provider accepted a PENDING attempt of a CREATED order (migrations/0002 and 0003). */
+/** The answer recorded for a request id in the same transaction as the change it reports. */
+export interface RecordedAnswer {
+  appId: string;
+  requestId: string;
+  holder: string;
+  status: number;
+  body: string;
+}
+
+/** The provider accepted a PENDING attempt of a CREATED order (see acceptAttempts). */
 export interface AttemptAcceptance {
   orderId: string;
   attemptId: string;
   providerRef: string | null;
   qrCode: string | null;
-  /** The answer recorded for request-id replay in the same transaction. */
-  replay: { appId: string; requestId: string; status: number; body: string } | null;
+  answer: RecordedAnswer | null;
+}
+
+export interface AcceptanceResult {
+  /** The attempt and the order moved (if not, nothing changed). */
+  applied: boolean;
+  /** The answer was recorded (its holder still held the request id). */
+  answerRecorded: boolean;
 }
 
 /**
- * Applies accepted outcomes, batched per event-loop turn: attempt ACCEPTED, order PAYING and the
- * replay answer in one transaction, only while the order is still CREATED and the attempt still
- * PENDING. Answers whether the change was applied (if not, nothing changed).
+ * The common outcome of creating an order, for several orders in one statement: each order still
+ * in `order.from` with no close pending is locked (in id order, so concurrent batches cannot
+ * deadlock), its attempt moves `attempt.from -> attempt.to` with its provider reference and
+ * material, the order `order.from -> order.to` (stateVersion + 1; no event: the target state has
+ * none), and its request id's answer is recorded, fenced by its holder. An item whose order or
+ * attempt is no longer in the source state changes nothing (the caller takes the general path).
+ * Every row is re-checked as it is updated, so a change committed by another transaction while
+ * this one waited for a lock is seen.
  */
+export async function acceptAttempts(
+  db: Queryable,
+  items: AttemptAcceptance[],
+  t: { attempt: Transition<'attempt'>; order: Transition<'order'> },
+  now: Date,
+): Promise<AcceptanceResult[]> {
+  // The statement writes no event: only a transition into a state that reports none may take it.
+  if (orderEventType(t.order.to) !== null) throw new Error(`acceptAttempts: ${t.order.to} reports an event`);
+  const r = await db.query<{ order_id: string; answered: boolean }>({
+    name: 'accept_attempts',
+    // The statement is mps_accept_attempts (migrations/0012): a function only so that it plans with
+    // sequential scans off; the transition is this call's.
+    text: 'SELECT order_id, answered FROM mps_accept_attempts($1::json, $7::text[], $8::text[], $2, $3, $4, $5, $6)',
+    values: [
+      JSON.stringify(
+        items.map((a) => ({
+          order_id: a.orderId,
+          attempt_id: a.attemptId,
+          provider_ref: a.providerRef,
+          qr_code: a.qrCode,
+          r_app: a.answer?.appId ?? null,
+          r_req: a.answer?.requestId ?? null,
+          r_holder: a.answer?.holder ?? null,
+          r_status: a.answer?.status ?? null,
+          r_body: a.answer?.body ?? null,
+        })),
+      ),
+      t.order.from,
+      t.order.to,
+      t.attempt.from,
+      t.attempt.to,
+      now,
+      items.map((a) => a.orderId),
+      items.map((a) => a.attemptId),
+    ],
+  });
+  const done = new Map(r.rows.map((row) => [row.order_id, row.answered]));
+  return items.map((a) => ({ applied: done.has(a.orderId), answerRecorded: done.get(a.orderId) === true }));
+}
+
+/** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
 export class AttemptAcceptor {
-  readonly #batcher: TurnBatcher<AttemptAcceptance, boolean>;
-  constructor(db: Db) {
+  readonly #batcher: TurnBatcher<AttemptAcceptance & { now: Date }, AcceptanceResult>;
+  constructor(db: Db, t: { attempt: Transition<'attempt'>; order: Transition<'order'> }) {
+    // The batch's time is its latest item's: the clock only moves forward.
+    const latest = (as: { now: Date }[]) => as.reduce((m, a) => (a.now > m ? a.now : m), as[0]!.now);
     this.#batcher = new TurnBatcher({
-      one: async (a) => {
-        const r = await db.query<{ ok: boolean }>({
-          name: 'accept_attempt',
-          text: 'SELECT mps_accept_attempt($1, $2, $3, $4, $5, $6, $7, $8) AS ok',
-          values: [a.orderId, a.attemptId, a.providerRef, a.qrCode, a.replay?.appId, a.replay?.requestId, a.replay?.status, a.replay?.body],
-        });
-        return r.rows[0]!.ok;
-      },
-      many: async (as) => {
-        const r = await db.query<{ id: string }>({
-          name: 'accept_attempts',
-          text: 'SELECT id FROM mps_accept_attempts($1::json) AS id',
-          values: [
-            JSON.stringify(
-              as.map((a) => ({
-                order_id: a.orderId,
-                attempt_id: a.attemptId,
-                provider_ref: a.providerRef,
-                qr_code: a.qrCode,
-                replay_app_id: a.replay?.appId ?? null,
-                replay_request_id: a.replay?.requestId ?? null,
-                replay_status: a.replay?.status ?? null,
-                replay_body: a.replay?.body ?? null,
-              })),
-            ),
-          ],
-        });
-        const done = new Set(r.rows.map((row) => row.id));
-        return as.map((a) => done.has(a.orderId));
-      },
+      one: async (a) => (await acceptAttempts(db, [a], t, a.now))[0]!,
+      many: (as) => acceptAttempts(db, as, t, latest(as)),
       key: (a) => a.orderId,
     });
   }
 
-  accept(a: AttemptAcceptance): Promise<boolean> {
-    return this.#batcher.run(a);
+  accept(a: AttemptAcceptance, now: Date): Promise<AcceptanceResult> {
+    return this.#batcher.run({ ...a, now });
   }
 }
 
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-export async function getAttempt(db: Queryable, id: string): Promise<AttemptRow | null> {
-  const r = await db.query<AttemptRow>({ name: 'attempt_by_id', text: `SELECT ${ATTEMPT_COLS} FROM attempts WHERE id = $1`, values: [id] });
+/** A new PENDING attempt of the order (the next number). */
+export async function insertAttempt(tx: Tx, order: OrderRow, a: NewAttempt, now: Date): Promise<AttemptRow> {
+  const r = await tx.query<AttemptRow>({
+    name: 'attempt_insert',
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, expire_at, next_check_at, created_at, updated_at)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, $5, $6, $7, $7)
+     RETURNING ${ATTEMPT_COLS}`,
+    values: [a.id, order.id, a.cashierToken, a.provider, order.expireAt, new Date(now.getTime() + PENDING_RECHECK_MS), now],
+  });
+  return r.rows[0]!;
+}
+
+/**
+ * A PENDING attempt that never reached the provider (a re-create refused before its provider
+ * call): removed, so the order is left exactly as it was. Not a change of state: the attempt
+ * never existed for anyone but the request that made it.
+ */
+export async function withdrawPendingAttempt(tx: Tx, id: string): Promise<void> {
+  await tx.query(`DELETE FROM attempts WHERE id = $1 AND state = 'PENDING'`, [id]);
+}
+
+export interface AttemptChange {
+  providerRef?: string | null;
+  qrCode?: string | null;
+  nextCheckAt?: Date | null;
+  /** Set by the request that created the attempt when it records the provider's outcome. */
+  madeAt?: Date | null;
+}
+
+/** Applies `t` to the attempt if it is still in `t.from`; answers whether it did. */
+export async function setAttemptState(tx: Queryable, id: string, t: Transition<'attempt'>, c: AttemptChange, now: Date): Promise<boolean> {
+  const r = await tx.query({
+    name: 'attempt_set_state',
+    text: `UPDATE attempts SET state = $3, provider_ref = COALESCE($4, provider_ref), qr_code = COALESCE($5, qr_code),
+            next_check_at = $6, made_at = COALESCE($7, made_at), updated_at = $8 WHERE id = $1 AND state = $2`,
+    values: [id, t.from, t.to, c.providerRef ?? null, c.qrCode ?? null, c.nextCheckAt ?? null, c.madeAt ?? null, now],
+  });
+  return r.rowCount === 1;
+}
+
+/** Records the provider's reference of an attempt that has none yet. */
+export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: string): Promise<void> {
+  await tx.query('UPDATE attempts SET provider_ref = COALESCE(provider_ref, $2) WHERE id = $1', [id, providerRef]);
+}
+
+export interface OrderChange {
+  closedReason?: ClosedReason;
+  failureReason?: string;
+  paidAttemptId?: string;
+}
+
+/**
+ * Applies `t` to the order (it must be in `t.from`, the caller holding its lock), bumps its
+ * shared stateVersion, and answers the fresh row. A final state clears a pending close.
+ */
+export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>, c: OrderChange, now: Date): Promise<OrderRow> {
+  const r = await tx.query<OrderRow>({
+    name: 'order_set_status',
+    text: `UPDATE orders SET status = $3, closed_reason = COALESCE($4, closed_reason), failure_reason = COALESCE($5, failure_reason),
+            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
+            close_pending = CASE WHEN $3 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
+            state_version = state_version + 1, updated_at = $7
+      WHERE id = $1 AND status = $2 RETURNING ${ORDER_COLS}`,
+    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now],
+  });
+  const fresh = r.rows[0];
+  if (!fresh) throw new Error(`order ${id} is not ${t.from}: the caller must hold its lock`);
+  return fresh;
+}
+
+/** Bumps the order's shared state counter (orders and their refunds) and returns the new value. */
+export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Promise<number> {
+  const r = await tx.query<{ v: number }>({
+    name: 'order_bump_version',
+    text: 'UPDATE orders SET state_version = state_version + 1, updated_at = $2 WHERE id = $1 RETURNING state_version AS v',
+    values: [orderId, now],
+  });
+  return r.rows[0]!.v;
+}
+
+// --- closes ------------------------------------------------------------------------------------
+
+/** How long a close holds the order's worker lease while it asks the provider. */
+export const CLOSE_LEASE_MS = 30_000;
+/** When the pending-close worker finishes a close kept UNKNOWN_KEPT. */
+export const KEPT_CLOSE_RETRY_MS = 2_000;
+
+/**
+ * Records a close under the order's lock (close_pending, with a worker lease so the pending-close
+ * worker does not run it at the same time) while the order is open. Answers the close that was
+ * pending before (if any) and the lease written, or null when the order is not open.
+ */
+export async function markClosePending(
+  db: Queryable,
+  orderId: string,
+  reason: ClosedReason,
+  now: Date,
+): Promise<{ before: ClosedReason | null; lease: Date } | null> {
+  const r = await db.query<{ before: ClosedReason | null; lease: Date }>(
+    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), worker_lease_until = $3
+       FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
+      WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
+      RETURNING b.before, o.worker_lease_until AS lease`,
+    [orderId, reason, new Date(now.getTime() + CLOSE_LEASE_MS)],
+  );
   return r.rows[0] ?? null;
 }
 
-export async function findRefund(db: Queryable, appId: string, outRefundNo: string): Promise<RefundRow | null> {
-  const r = await db.query<RefundRow>(`SELECT ${REFUND_COLS} FROM refunds WHERE app_id = $1 AND out_refund_no = $2`, [appId, outRefundNo]);
-  return r.rows[0] ?? null;
+/**
+ * Withdraws the close this caller marked, if no other close marked or kept the order since (its
+ * lease is still the one it wrote). `keepLease`: background work keeps the worker lease, so an
+ * expiry the provider keeps refusing is tried again only when it runs out.
+ */
+export async function withdrawClosePending(tx: Tx, orderId: string, markedLease: Date, keepLease: boolean): Promise<boolean> {
+  const r = await tx.query(
+    `UPDATE orders SET close_pending = NULL, worker_lease_until = CASE WHEN $3 THEN worker_lease_until END
+      WHERE id = $1 AND worker_lease_until = $2`,
+    [orderId, markedLease, keepLease],
+  );
+  return r.rowCount === 1;
 }
 
-export async function getRefund(db: Queryable, id: string): Promise<RefundRow | null> {
-  const r = await db.query<RefundRow>(`SELECT ${REFUND_COLS} FROM refunds WHERE id = $1`, [id]);
-  return r.rows[0] ?? null;
+/** A close whose outcome is uncertain: kept pending, finished by the pending-close worker shortly. */
+export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
+  await tx.query(`UPDATE orders SET close_pending = $2, worker_lease_until = $3 WHERE id = $1`, [
+    orderId,
+    reason,
+    new Date(now.getTime() + KEPT_CLOSE_RETRY_MS),
+  ]);
+}
+
+// --- workers' claims ---------------------------------------------------------------------------
+
+/**
+ * Claims due orders by setting a lease; two instances never work on the same order at once. Each
+ * claim walks the small partial index of its candidates whatever the statistics say
+ * (migrations/0011, 0012).
+ */
+export async function claimOrders(db: Queryable, what: 'expired' | 'pending-closes', limit: number, now: Date): Promise<string[]> {
+  const fn = what === 'expired' ? 'mps_claim_expired_orders' : 'mps_claim_pending_closes';
+  const r = await db.query<{ id: string }>({ name: fn, text: `SELECT id FROM ${fn}($1, $2) AS id`, values: [limit, now] });
+  return r.rows.map((x) => x.id);
+}
+
+/** UNKNOWN attempts and PENDING ones whose check is due, claimed for 30 s; with how often each was checked. */
+export async function claimAttemptsToCheck(
+  db: Queryable,
+  limit: number,
+  now: Date,
+): Promise<{ id: string; checks: number; provider: string }[]> {
+  const r = await db.query<{ id: string; checks: number; provider: string }>(
+    `UPDATE attempts SET next_check_at = $2, check_count = check_count + 1
+      WHERE id IN (SELECT id FROM attempts WHERE state IN ('UNKNOWN', 'PENDING') AND next_check_at <= $3
+                    ORDER BY next_check_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      RETURNING id, check_count AS checks, provider`,
+    [limit, new Date(now.getTime() + 30_000), now],
+  );
+  return r.rows;
+}
+
+export async function rescheduleAttemptCheck(db: Queryable, id: string, at: Date): Promise<void> {
+  await db.query('UPDATE attempts SET next_check_at = $2 WHERE id = $1', [id, at]);
+}
+
+// --- re-create requests ------------------------------------------------------------------------
+
+/** Whether this request id was already a re-create of the order (migrations/0008). */
+export async function recreateRequestSeen(tx: Tx, orderId: string, requestId: string): Promise<boolean> {
+  const r = await tx.query({
+    name: 'recreate_request_seen',
+    text: 'SELECT 1 FROM recreate_requests WHERE order_id = $1 AND request_id = $2',
+    values: [orderId, requestId],
+  });
+  return r.rowCount !== 0;
+}
+
+export async function recordRecreateRequest(
+  tx: Tx,
+  orderId: string,
+  requestId: string,
+  attemptId: string | null,
+  now: Date,
+): Promise<void> {
+  await tx.query({
+    name: 'recreate_request_record',
+    text: 'INSERT INTO recreate_requests(order_id, request_id, attempt_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+    values: [orderId, requestId, attemptId, now],
+  });
+}
+
+export async function purgeRecreateRequests(db: Queryable, before: Date, limit: number): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM recreate_requests WHERE ctid IN (SELECT ctid FROM recreate_requests WHERE created_at < $1 LIMIT $2)`,
+    [before, limit],
+  );
+  return r.rowCount ?? 0;
+}
+
+// --- daily created amount per app (Asia/Shanghai day) -------------------------------------------
+
+/**
+ * The app's created amount on `day`, counted while the app has a ceiling; started from that day's
+ * orders when missing. Answers the amount.
+ */
+export async function dailyCreatedAmount(tx: Tx, appId: string, day: string): Promise<number> {
+  await tx.query(
+    `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
+     SELECT $1, $2::date, COALESCE(SUM(amount_fen), 0)::bigint FROM orders
+      WHERE app_id = $1 AND created_at >= ($2::date::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
+        AND created_at < ($2::date::timestamp + interval '16 hours') AT TIME ZONE 'UTC'
+     ON CONFLICT (app_id, day) DO NOTHING`,
+    [appId, day],
+  );
+  const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
+    appId,
+    day,
+  ]);
+  return cur.rows[0]!.amount_fen;
+}
+
+/** Adds to the day's counter if it stays within the ceiling; answers whether it did. */
+export async function reserveDailyAmount(tx: Tx, appId: string, day: string, amountFen: number, ceilingFen: number): Promise<boolean> {
+  const r = await tx.query(
+    `UPDATE app_daily_amounts SET amount_fen = amount_fen + $3 WHERE app_id = $1 AND day = $2 AND amount_fen + $3 <= $4`,
+    [appId, day, amountFen, ceilingFen],
+  );
+  return r.rowCount === 1;
+}
+
+/** The counters are kept only while a ceiling is set: recounted from the orders when it changes. */
+export async function forgetDailyAmounts(db: Queryable, appId: string): Promise<void> {
+  await db.query('DELETE FROM app_daily_amounts WHERE app_id = $1', [appId]);
+}
+
+// --- back office and sandbox -------------------------------------------------------------------
+
+/**
+ * Ends an open order's payment window now (the sandbox's test lever; the expiry worker then
+ * closes it): the order's and its attempts' expiry, in one statement. Answers the attempts whose
+ * material ended, or null when the order is not open.
+ */
+export async function endPaymentWindow(
+  db: Queryable,
+  orderId: string,
+  now: Date,
+): Promise<{ attemptIds: string[]; expireAt: Date } | null> {
+  const end = new Date(now.getTime() - 1);
+  const r = await db.query<{ id: string; attempt_ids: string[] }>(
+    `WITH o AS (
+       UPDATE orders SET expire_at = $2, updated_at = $3
+        WHERE id = $1 AND status IN ('CREATED', 'PAYING', 'UNKNOWN') RETURNING id, expire_at),
+     a AS (UPDATE attempts SET expire_at = LEAST(attempts.expire_at, o.expire_at) FROM o WHERE attempts.order_id = o.id
+            RETURNING attempts.id)
+     SELECT o.id, ARRAY(SELECT id FROM a) AS attempt_ids FROM o`,
+    [orderId, end, now],
+  );
+  const row = r.rows[0];
+  return row ? { attemptIds: row.attempt_ids, expireAt: end } : null;
 }

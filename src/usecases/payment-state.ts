@@ -1,37 +1,37 @@
 /**
- * Applying provider outcomes to attempts and orders. Each function runs inside one transaction
- * with the order row locked, writes the state change and its event together, and never calls
- * the provider (decisions: "never a transaction held across a provider call").
+ * Applying state changes to attempts, orders and refunds. Each function runs inside one
+ * transaction with the order row locked, checks the change against the transition tables
+ * (src/domain/states.ts), writes it together with its event and any follow-up work it needs, and
+ * never calls a provider (a transaction is never held across a provider call).
  */
+import { type EventRefund, eventPayload, orderEventType, refundEventType } from '../domain/events.ts';
 import { newId } from '../domain/ids.ts';
 import {
   type AttemptState,
-  type ClosedReason,
   type OrderStatus,
-  assertTransition,
+  type RefundState,
+  REFUND_COUNTING_STATES,
   canTransition,
   isLiveAttempt,
+  transition,
 } from '../domain/states.ts';
-import { writeEvent } from '../events/outbox.ts';
-import type { PaymentMaterial } from '../providers/provider.ts';
 import type { Tx } from '../store/db.ts';
-import { ATTEMPT_COLS, type AttemptRow, ORDER_COLS, type OrderRow, PENDING_RECHECK, attemptsOf } from '../store/orders.ts';
+import { insertEvent } from '../store/events.ts';
+import { addFollowUp } from '../store/follow-ups.ts';
+import * as orders from '../store/orders.ts';
+import type { AttemptChange, AttemptRow, OrderChange, OrderRow } from '../store/orders.ts';
+import * as refunds from '../store/refunds.ts';
+import type { RefundChange, RefundRow } from '../store/refunds.ts';
 
-export async function setAttempt(
-  tx: Tx,
-  flow: string,
-  a: AttemptRow,
-  to: AttemptState,
-  extra: { providerRef?: string | null; material?: PaymentMaterial | null; nextCheckAt?: Date | null } = {},
-): Promise<void> {
+/** Moves the attempt to `to` (nothing when it is there already); `a` is updated in place (state, and the time it was made). */
+export async function setAttempt(tx: Tx, flow: string, a: AttemptRow, to: AttemptState, change: AttemptChange, now: Date): Promise<void> {
   if (a.state === to) return;
-  assertTransition('attempt', flow, a.state, to);
-  await tx.query(
-    `UPDATE attempts SET state = $2, provider_ref = COALESCE($3, provider_ref), qr_code = COALESCE($4, qr_code),
-            next_check_at = $5, updated_at = now() WHERE id = $1`,
-    [a.id, to, extra.providerRef ?? null, extra.material?.qrCode ?? null, extra.nextCheckAt ?? null],
-  );
+  const t = transition('attempt', flow, a.state, to);
+  if (!(await orders.setAttemptState(tx, a.id, t, change, now))) {
+    throw new Error(`${flow}: attempt ${a.id} changed under the order's lock`);
+  }
   a.state = to;
+  if (change.madeAt) a.madeAt = change.madeAt;
 }
 
 /** Moves the order to `to`, bumps stateVersion, writes the matching event; returns the fresh row. */
@@ -40,32 +40,59 @@ export async function setOrderStatus(
   flow: string,
   o: OrderRow,
   to: OrderStatus,
-  extra: { closedReason?: ClosedReason; failureReason?: string; paidAttemptId?: string } = {},
-  now: Date = new Date(),
+  change: OrderChange,
+  now: Date,
 ): Promise<OrderRow> {
   if (o.status === to) return o;
-  assertTransition('order', flow, o.status, to);
-  // One statement: the change, the shared stateVersion bump, and the fresh row.
-  const r = await tx.query<OrderRow>({
-    name: 'order_set_status',
-    text: `UPDATE orders SET status = $2, closed_reason = COALESCE($3, closed_reason), failure_reason = COALESCE($4, failure_reason),
-            paid_attempt_id = COALESCE($5, paid_attempt_id), paid_at = CASE WHEN $2 = 'SUCCEEDED' THEN $6 ELSE paid_at END,
-            close_pending = CASE WHEN $2 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
-            state_version = state_version + 1, updated_at = now()
-      WHERE id = $1 RETURNING ${ORDER_COLS}`,
-    values: [o.id, to, extra.closedReason ?? null, extra.failureReason ?? null, extra.paidAttemptId ?? null, now],
-  });
-  const fresh = r.rows[0]!;
-  const version = fresh.stateVersion;
-  const type = to === 'SUCCEEDED' ? 'PAYMENT_SUCCEEDED' : to === 'CLOSED' ? 'PAYMENT_CLOSED' : to === 'FAILED' ? 'PAYMENT_FAILED' : null;
-  if (type) await writeEvent(tx, type, fresh, version, now);
+  const fresh = await orders.setOrderStatus(tx, o.id, transition('order', flow, o.status, to), change, now);
+  const type = orderEventType(to);
+  if (type) {
+    const id = newId.event();
+    await insertEvent(
+      tx,
+      { id, appId: fresh.appId, orderId: fresh.id, refundId: null, type, payload: eventPayload(id, type, fresh, fresh.stateVersion, now) },
+      now,
+    );
+  }
   return fresh;
 }
 
+/** Moves the refund to `to` (its order locked), bumps the order's stateVersion, writes REFUND_SUCCEEDED / REFUND_FAILED. */
+export async function setRefundState(
+  tx: Tx,
+  flow: string,
+  r: RefundRow,
+  to: RefundState,
+  change: RefundChange,
+  now: Date,
+): Promise<RefundRow> {
+  if (r.state === to) return r;
+  const fresh = await refunds.setRefundState(tx, r.id, transition('refund', flow, r.state, to), change, now);
+  const version = await orders.bumpStateVersion(tx, r.orderId, now);
+  const type = refundEventType(to);
+  if (type) {
+    const order = (await orders.getOrder(tx, r.orderId))!;
+    const id = newId.event();
+    const ev: EventRefund = fresh;
+    await insertEvent(
+      tx,
+      { id, appId: order.appId, orderId: order.id, refundId: fresh.id, type, payload: eventPayload(id, type, order, version, now, ev) },
+      now,
+    );
+  }
+  return fresh;
+}
+
+/** The refunds of an order that hold refundable amount (decisions.md section 6), in fen. */
+export function countedRefundsFen(tx: Tx, orderId: string): Promise<number> {
+  return refunds.sumRefundsFen(tx, orderId, REFUND_COUNTING_STATES);
+}
+
 /**
- * A payment of `attempt` is confirmed. If the order can still succeed, it does; if it already
- * succeeded through another attempt or was closed, this is a second payment: recorded as a
- * duplicate to be refunded automatically. Returns the duplicate id when one was recorded.
+ * A payment of `attempt` is confirmed. If the order can still succeed, it does, and its other
+ * accepted attempts are closed at the provider afterwards (follow-ups). If it already succeeded
+ * through another attempt or was closed, this is a second payment: recorded as a duplicate and
+ * refunded automatically (a follow-up). Returns the duplicate id when one was recorded.
  */
 export async function confirmPaid(
   tx: Tx,
@@ -75,29 +102,30 @@ export async function confirmPaid(
   now: Date,
 ): Promise<{ order: OrderRow; duplicateId: string | null }> {
   if (attempt.state === 'PAID' && order.paidAttemptId === attempt.id) return { order, duplicateId: null };
-  if (attempt.state !== 'PAID') await setAttempt(tx, flow, attempt, 'PAID');
+  if (attempt.state !== 'PAID') await setAttempt(tx, flow, attempt, 'PAID', {}, now);
   if (canTransition('order', order.status, 'SUCCEEDED')) {
     const fresh = await setOrderStatus(tx, flow, order, 'SUCCEEDED', { paidAttemptId: attempt.id }, now);
+    for (const sibling of await orders.attemptsOf(tx, order.id)) {
+      if (sibling.id !== attempt.id && sibling.state === 'ACCEPTED') await closeStrayLater(tx, sibling.id, now);
+    }
     return { order: fresh, duplicateId: null };
   }
   const id = `dup_${attempt.id.slice(4)}`;
-  const r = await tx.query(
-    `INSERT INTO duplicate_payments(id, order_id, attempt_id, amount_fen, refund_state) VALUES ($1, $2, $3, $4, 'PENDING')
-     ON CONFLICT (attempt_id) DO NOTHING RETURNING id`,
-    [id, order.id, attempt.id, order.amountFen],
+  const added = await refunds.insertDuplicate(
+    tx,
+    { id, orderId: order.id, attemptId: attempt.id, amountFen: order.amountFen, provider: attempt.provider },
+    now,
   );
-  return { order, duplicateId: r.rowCount === 1 ? id : null };
+  if (added) await addFollowUp(tx, 'REFUND_DUPLICATE', id, now);
+  return { order, duplicateId: added ? id : null };
 }
 
-export async function insertAttempt(tx: Tx, order: OrderRow): Promise<AttemptRow> {
-  const r = await tx.query<AttemptRow>({
-    name: 'attempt_insert',
-    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, expire_at, next_check_at)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, now() + ${PENDING_RECHECK})
-     RETURNING ${ATTEMPT_COLS}`,
-    values: [newId.attempt(), order.id, newId.cashierToken(), order.expireAt],
-  });
-  return r.rows[0]!;
+/**
+ * The provider holds (or may hold) a payment for an attempt this order can no longer use: it is
+ * closed there by a follow-up (src/usecases/follow-ups.ts), written with the change that needs it.
+ */
+export function closeStrayLater(tx: Tx, attemptId: string, now: Date): Promise<void> {
+  return addFollowUp(tx, 'CLOSE_STRAY_ATTEMPT', attemptId, now);
 }
 
 /** Backoff for re-asking the provider about an uncertain outcome: 2 s, 4 s, ... capped at 5 min. */
@@ -113,6 +141,6 @@ export function nextCheckAt(now: Date, checks: number): Date {
  */
 export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, now: Date): Promise<void> {
   if (o.status !== 'PAYING') return;
-  if ((await attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
+  if ((await orders.attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
   await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
 }

@@ -8,7 +8,8 @@ import { verify } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
 import { verifyNotification } from '../../packages/sdk/src/webhooks.ts';
-import { MAX_ATTEMPTS, RETRY_DELAYS_MS, createDispatcher, rescheduleAppEvents } from '../../src/events/dispatcher.ts';
+import { MAX_ATTEMPTS, RETRY_DELAYS_MS, createDispatcher } from '../../src/events/dispatcher.ts';
+import { rescheduleAppEvents } from '../../src/store/events.ts';
 import { webhookEventSchema } from '../../src/domain/response-schemas.ts';
 import { validate } from '../../src/domain/schema.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
@@ -400,7 +401,7 @@ describe('retries', () => {
       [[null, 'NO_NOTIFY_URL']],
     );
     // The back office can make them due at once (e.g. when the URL is set) instead of at the next retry.
-    assert.equal(await rescheduleAppEvents(t.svc.db, m.appId, clock.now()), 1);
+    assert.equal(await rescheduleAppEvents(t.svc.db, m.appId, new Date(clock.now())), 1);
     await t.workers.tick();
     v = await eventView(ev!.eventId);
     assert.deepEqual(

@@ -365,8 +365,6 @@ describe('gate fuzz', () => {
       { obj: () => svc().authCache!, name: 'key' },
       { obj: () => svc().nonces!, name: 'claim' },
       { obj: () => svc().rateLimiter!, name: 'consume' },
-      { obj: () => svc().replays!, name: 'begin' },
-      { obj: () => svc().replays!, name: 'complete' },
       { obj: () => svc().keys as unknown as Record<string, unknown>, name: 'sign' },
       { obj: () => t.svc.db as unknown as Record<string, unknown>, name: 'query' },
     ];

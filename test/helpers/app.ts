@@ -181,3 +181,12 @@ export function orderBody(o: Record<string, unknown> = {}): Record<string, unkno
     ...o,
   };
 }
+
+/**
+ * Runs the follow-up work the test's requests left (closing stray attempts, refunding duplicate
+ * payments) until none is due: what the workers would do on their next passes.
+ */
+export async function drainFollowUps(t: TestApp): Promise<void> {
+  const { runFollowUps } = await import('../../src/usecases/follow-ups.ts');
+  for (let i = 0; i < 20 && (await runFollowUps(t.svc, 100)) > 0; i++);
+}

@@ -6,13 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
-import { closeOrderById } from '../../src/usecases/orders.ts';
-import { expireDueOrders, reconcileCloses } from '../../src/workers.ts';
+import { type Merchant, type TestApp, call, drainFollowUps, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { closeOrderById } from '../../src/usecases/close-order.ts';
+import { expireDueOrders as expire, reconcileCloses as closes } from '../../src/usecases/reconcile.ts';
 import { ProviderRejectedError, ProviderUncertainError, type PaymentProvider } from '../../src/providers/provider.ts';
 
 let t: TestApp;
 let m: Merchant;
+const expireDueOrders = (svc: TestApp['svc']) => expire(svc, 20);
+const reconcileCloses = (svc: TestApp['svc']) => closes(svc, 20);
 before(async () => {
   t = await startTestApp();
   m = await provision(t);
@@ -22,7 +24,7 @@ after(() => t.stop());
 type Patchable = { -readonly [K in keyof PaymentProvider]: PaymentProvider[K] };
 /** Replaces one provider method for the duration of `fn`. */
 async function withProvider<K extends keyof PaymentProvider>(name: K, impl: PaymentProvider[K], fn: () => Promise<void>): Promise<void> {
-  const p = t.svc.provider as Patchable;
+  const p = t.svc.providers.byName('sandbox') as Patchable;
   const orig = p[name];
   p[name] = impl;
   try {
@@ -40,7 +42,7 @@ const createOrder = async () => {
 
 test('a rejected close does not withdraw the pending close of a concurrent close that answered UNKNOWN_KEPT', async () => {
   const o = await createOrder();
-  const orig = t.svc.provider.closePayment.bind(t.svc.provider);
+  const orig = t.svc.providers.byName('sandbox').closePayment.bind(t.svc.providers.byName('sandbox'));
   let n = 0;
   let releaseA!: () => void;
   const aGate = new Promise<void>((r) => (releaseA = r));
@@ -67,7 +69,7 @@ test('a rejected close does not withdraw the pending close of a concurrent close
       const b = await closeOrderById(t.svc, o.openOrderId, 'MERCHANT_CLOSED');
       assert.equal(b.closeState, 'UNKNOWN_KEPT');
       releaseA();
-      assert.equal(await a, 'error OPEN_API_PROVIDER_REJECTED');
+      assert.equal(await a, 'error PROVIDER_REJECTED');
     },
   );
   const row = (await t.svc.db.query('SELECT status, close_pending FROM orders WHERE id = $1', [o.openOrderId])).rows[0];
@@ -100,7 +102,7 @@ test('two overlapping closes both refused: the order is left as it was, and a re
       await aAtProvider;
       await assert.rejects(closeOrderById(t.svc, o.openOrderId, 'MERCHANT_CLOSED'), /OPEN_API_PROVIDER_REJECTED|rejected/i);
       releaseA();
-      assert.equal(await a, 'OPEN_API_PROVIDER_REJECTED');
+      assert.equal(await a, 'PROVIDER_REJECTED');
     },
   );
   const row = (await t.svc.db.query('SELECT status, close_pending, worker_lease_until FROM orders WHERE id = $1', [o.openOrderId])).rows[0];
@@ -127,7 +129,7 @@ test('expiry that the provider keeps rejecting keeps its lease: the other due or
   const bad = new Set(
     (await t.svc.db.query<{ id: string }>('SELECT id FROM attempts WHERE order_id = ANY($1)', [ids.slice(0, 20)])).rows.map((a) => a.id),
   );
-  const orig = t.svc.provider.closePayment.bind(t.svc.provider);
+  const orig = t.svc.providers.byName('sandbox').closePayment.bind(t.svc.providers.byName('sandbox'));
   let rejected = 0;
   await withProvider(
     'closePayment',
@@ -169,7 +171,7 @@ test('a PAID answer for an attempt the reconciler ended meanwhile is applied: th
           assert.equal(r.statusCode, 201, r.body);
           assert.equal(r.json().status, 'SUCCEEDED', 'the answer reports the payment');
           assert.ok(!('nextAction' in r.json()), 'no new attempt is asked for');
-          await t.svc.tasks.drainBackground();
+          await drainFollowUps(t);
           const o = await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [r.json().openOrderId]);
           assert.equal(o.rows[0].status, 'SUCCEEDED');
           const a = await t.svc.db.query('SELECT state FROM attempts WHERE order_id = $1', [r.json().openOrderId]);

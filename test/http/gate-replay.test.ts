@@ -267,7 +267,7 @@ describe('retention', () => {
               ('ord_purge_0001', 'new-rc-0001', now() - interval '23 hours')`,
       [],
     );
-    await t.svc.replays.purge();
+    await t.svc.units.purge();
     const left = await q(`SELECT request_id FROM request_replays WHERE app_id = $1 AND request_id LIKE '%-0001' ORDER BY 1`, [app]);
     assert.deepEqual(
       left.rows.map((r: { request_id: string }) => r.request_id),

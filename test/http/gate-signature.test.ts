@@ -519,7 +519,7 @@ describe('an unexpected fault is a 503, never a 500', () => {
   });
 
   test('request-id store fails (step 9) -> 503, signed', async () => {
-    const s = await withFault([{ obj: svc().replays!, name: 'begin' }], () => send(t, m, 'POST', `${PAYMENTS}/T_no_such_order/close`));
+    const s = await withDbFault({ match: /\brequest_replays\b/i }, () => send(t, m, 'POST', `${PAYMENTS}/T_no_such_order/close`));
     await fault503(s.r, 9, s.requestId);
   });
 

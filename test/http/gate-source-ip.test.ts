@@ -303,13 +303,17 @@ describe('the policy holder', () => {
         return { rows: [{ value: { denylist: ['192.0.2.0/24'] } }] };
       },
     };
-    const holder = new IpPolicyHolder(fakeDb as never, {
-      trustedProxies: [],
-      allowlist: null,
-      denylist: [],
-      allowIpv4: true,
-      allowIpv6: true,
-    });
+    const holder = new IpPolicyHolder(
+      fakeDb as never,
+      { now: () => Date.now() },
+      {
+        trustedProxies: [],
+        allowlist: null,
+        denylist: [],
+        allowIpv4: true,
+        allowIpv6: true,
+      },
+    );
     const policies = await Promise.all(Array.from({ length: 25 }, () => holder.current()));
     assert.equal(queries, 1);
     for (const p of policies) assert.equal(p, policies[0]);
@@ -327,13 +331,17 @@ describe('the policy holder', () => {
         return { rows: [] };
       },
     };
-    const holder = new IpPolicyHolder(fakeDb as never, {
-      trustedProxies: [],
-      allowlist: null,
-      denylist: [],
-      allowIpv4: true,
-      allowIpv6: true,
-    });
+    const holder = new IpPolicyHolder(
+      fakeDb as never,
+      { now: () => Date.now() },
+      {
+        trustedProxies: [],
+        allowlist: null,
+        denylist: [],
+        allowIpv4: true,
+        allowIpv6: true,
+      },
+    );
     const rs = await Promise.allSettled([holder.current(), holder.current()]);
     assert.deepEqual(
       rs.map((r) => r.status),

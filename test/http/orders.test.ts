@@ -14,6 +14,7 @@ import {
   requestId,
   startTestApp,
   tradeNo,
+  drainFollowUps,
 } from '../helpers/app.ts';
 import { waitFor } from '../helpers/events.ts';
 
@@ -533,7 +534,7 @@ describe('create order: the outcome when the order changed during the provider c
     const id = await recordedOrderId(no);
     // A close that gave up waiting for the PENDING attempt (as a request does after 10 s): the
     // order is kept, its close pending.
-    const { closeOrderById } = await import('../../src/usecases/orders.ts');
+    const { closeOrderById } = await import('../../src/usecases/close-order.ts');
     const kept = await closeOrderById(t.svc, id, 'CLOSE_REQUESTED', { background: true });
     assert.equal(kept.closeState, 'UNKNOWN_KEPT');
     const r = await pending;
@@ -580,21 +581,20 @@ describe('create order: the outcome when the order changed during the provider c
       await t.svc.db.query(`UPDATE attempts SET state = 'PENDING' WHERE order_id = $1`, [o.openOrderId]);
     }
     await t.svc.db.query(`UPDATE orders SET close_pending = 'CLOSE_REQUESTED' WHERE id = $1`, [b.openOrderId]);
+    const { acceptAttempts } = await import('../../src/store/orders.ts');
+    const { ACCEPT_TRANSITIONS } = await import('../../src/usecases/attempts.ts');
     const items = [];
     for (const o of [a, b]) {
       const [att] = (await t.svc.db.query<{ id: string }>('SELECT id FROM attempts WHERE order_id = $1', [o.openOrderId])).rows;
-      items.push({ order_id: o.openOrderId, attempt_id: att!.id, provider_ref: null, qr_code: null });
+      items.push({ orderId: o.openOrderId, attemptId: att!.id, providerRef: null, qrCode: null, answer: null });
     }
-    const done = (await t.svc.db.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)])).rows;
+    const done = await acceptAttempts(t.svc.db, items, ACCEPT_TRANSITIONS, new Date());
     assert.deepEqual(
-      done.map((r) => r.id),
-      [a.openOrderId],
+      done.map((r) => r.applied),
+      [true, false],
     );
-    const one = await t.svc.db.query<{ ok: boolean }>('SELECT mps_accept_attempt($1, $2, NULL, NULL, NULL, NULL, NULL, NULL) AS ok', [
-      b.openOrderId,
-      items[1]!.attempt_id,
-    ]);
-    assert.equal(one.rows[0]!.ok, false);
+    const [one] = await acceptAttempts(t.svc.db, [items[1]!], ACCEPT_TRANSITIONS, new Date());
+    assert.equal(one!.applied, false);
     await t.svc.db.query(`UPDATE orders SET close_pending = NULL WHERE id = $1`, [b.openOrderId]);
   });
 
@@ -605,7 +605,7 @@ describe('create order: the outcome when the order changed during the provider c
     const pending = create(body);
     const id = await recordedOrderId(no);
     await t.svc.db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = $1`, [id]);
-    const { closeOrderById } = await import('../../src/usecases/orders.ts');
+    const { closeOrderById } = await import('../../src/usecases/close-order.ts');
     const kept = await closeOrderById(t.svc, id, 'EXPIRED', { background: true });
     assert.equal(kept.closeState, 'UNKNOWN_KEPT', 'background work does not wait, nor close what the provider may open next');
     assert.equal((await pending).statusCode, 201);
@@ -636,7 +636,7 @@ describe('create order: the outcome when the order changed during the provider c
     await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE id = $1`, [attemptId]);
     await t.svc.db.query(`UPDATE orders SET status = 'CLOSED', closed_reason = 'CLOSE_REQUESTED' WHERE id = $1`, [closed.openOrderId]);
     await pay(closed.openOrderId, attemptId);
-    await t.svc.tasks.drainBackground();
+    await drainFollowUps(t);
     adm = (await t.admin('GET', `/orders/${closed.openOrderId}`)).json();
     assert.equal(adm.status, 'CLOSED', 'a closed order is never reopened');
     assert.equal(adm.duplicatePayments.length, 1, 'the money is recorded');
@@ -837,26 +837,23 @@ describe('re-create attempt', () => {
   });
 
   test('a re-create that arrived before the winner finished is answered with the winner; one sent after the answer makes a new attempt', async () => {
-    const { recreateAttempt } = await import('../../src/usecases/orders.ts');
+    const { recreateAttempt } = await import('../../src/usecases/recreate-attempt.ts');
     const { getApp } = await import('../../src/store/merchants.ts');
     const app = (await getApp(t.svc.db, m.appId))!;
     const as = (receivedAtMs: number) => ({ app, merchantEntityType: 'CORPORATE' as const, requestId: requestId(), receivedAtMs });
     const body = orderBody();
     const no = String(body.outTradeNo);
     await create(body);
-    const arrivedEarly = Date.now() - 5;
-    await new Promise((r) => setTimeout(r, 10));
     const winner = await recreateAttempt(t.svc, as(Date.now()), no);
-    assert.equal(winner.status, 201);
+    assert.equal(winner.replayed, false, 'the winner made an attempt');
+    const madeAt = winner.attempt!.madeAt!.getTime();
     // Arrived before the winner's attempt was made, got the order after it: it overlapped the winner.
-    const late = await recreateAttempt(t.svc, as(arrivedEarly), no);
-    assert.equal(late.status, 200);
-    assert.equal(late.body.replayed, true);
-    assert.equal(late.body.payUrl, winner.body.payUrl);
-    await new Promise((r) => setTimeout(r, 10));
-    const next = await recreateAttempt(t.svc, as(Date.now()), no);
-    assert.equal(next.status, 201, 'sent after the winner answered: a new attempt');
-    assert.notEqual(next.body.payUrl, winner.body.payUrl);
+    const late = await recreateAttempt(t.svc, as(madeAt - 5), no);
+    assert.equal(late.replayed, true);
+    assert.equal(late.attempt!.id, winner.attempt!.id);
+    const next = await recreateAttempt(t.svc, as(madeAt + 5), no);
+    assert.equal(next.replayed, false, 'sent after the winner answered: a new attempt');
+    assert.notEqual(next.attempt!.id, winner.attempt!.id);
   });
 
   test('the new attempt is judged like a new order: 422 when the channel, the trade form or the ceiling no longer allows it; nothing changes', async () => {
@@ -916,12 +913,13 @@ describe('re-create attempt', () => {
 
   /** What a crash during a re-create's provider call leaves: a PENDING attempt the provider never saw, due for a check. */
   async function cutOffRecreate(openOrderId: string, closeOld: boolean, requestId?: string): Promise<void> {
-    const { insertAttempt } = await import('../../src/usecases/payment-state.ts');
     const { withTx } = await import('../../src/store/db.ts');
-    const { getOrder } = await import('../../src/store/orders.ts');
+    const { getOrder, insertAttempt } = await import('../../src/store/orders.ts');
+    const { newId } = await import('../../src/domain/ids.ts');
     if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
     const pending = await withTx(t.svc.db, async (tx) => {
-      const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!);
+      const ids = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox' };
+      const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!, ids, new Date());
       if (requestId) {
         await tx.query('INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3)', [
           openOrderId,
@@ -935,7 +933,8 @@ describe('re-create attempt', () => {
   }
 
   test('a re-create cut off after closing the old attempt: once the reconciler finds the new one never created, the order is CREATED again', async () => {
-    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
+    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, true);
@@ -952,12 +951,13 @@ describe('re-create attempt', () => {
   });
 
   test('a re-create cut off before closing the old attempt: once the new one is found never created, the old one is closed too and the order is CREATED again', async () => {
-    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
+    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, false);
     await reconcileAttempts(t.svc);
-    await t.svc.tasks.drainBackground();
+    await drainFollowUps(t);
     const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
     assert.deepEqual(
       adm.attempts.map((a: { state: string }) => a.state),
@@ -976,7 +976,8 @@ describe('re-create attempt', () => {
   });
 
   test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while its attempt is unsettled, then the order as it is (no second attempt)', async () => {
-    const { reconcileAttempts } = await import('../../src/workers.ts');
+    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
+    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     const no = String(body.outTradeNo);
@@ -1105,7 +1106,7 @@ describe('re-create attempt', () => {
     );
     await pay(first.openOrderId, adm.attempts[1].attemptId);
     await pay(first.openOrderId, adm.attempts[0].attemptId);
-    await t.svc.tasks.drainBackground();
+    await drainFollowUps(t);
     adm = (await t.admin('GET', `/orders/${first.openOrderId}`)).json();
     assert.equal(adm.status, 'SUCCEEDED');
     assert.equal(adm.duplicatePayments.length, 1);
@@ -1199,7 +1200,7 @@ describe('close order', () => {
       assert.equal(cl.statusCode, 200, cl.body);
       assert.equal(cl.json().closeState, 'CLOSE_REQUESTED');
       assert.ok(rc.statusCode === 409 || rc.statusCode === 201, `${offset} ms: ${rc.statusCode} ${rc.body}`);
-      await t.svc.tasks.drainBackground();
+      await drainFollowUps(t);
       const q = (await query(no)).json();
       assert.equal(q.status, 'CLOSED');
       const att = await t.svc.db.query('SELECT id, state FROM attempts WHERE order_id = $1', [o.openOrderId]);
@@ -1409,7 +1410,9 @@ describe('background work', () => {
     try {
       await pay(o.openOrderId);
     } finally {
-      sandbox.setNotificationSink((raw, headers) => handleProviderNotification(t.svc, raw, headers));
+      sandbox.setNotificationSink(async (raw, headers) => {
+        await handleProviderNotification(t.svc, sandbox, raw, headers);
+      });
     }
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
     const due = async () =>
@@ -1439,7 +1442,9 @@ describe('background work', () => {
     try {
       assert.equal(await sandbox.redeliverNotices(), 1);
     } finally {
-      sandbox.setNotificationSink((raw, headers) => handleProviderNotification(t.svc, raw, headers));
+      sandbox.setNotificationSink(async (raw, headers) => {
+        await handleProviderNotification(t.svc, sandbox, raw, headers);
+      });
     }
     const retried = await due();
     assert.equal(retried.tries, 1);

@@ -553,7 +553,9 @@ describe('create refund: provider outcomes', () => {
       const ev = (await adminOrder(o.openOrderId)).events.filter((e) => e.eventType === 'REFUND_SUCCEEDED');
       assert.equal(ev.length, 1);
     } finally {
-      sandbox.setNotificationSink((raw, headers) => handleProviderNotification(t.svc, raw, headers));
+      sandbox.setNotificationSink(async (raw, headers) => {
+        await handleProviderNotification(t.svc, sandbox, raw, headers);
+      });
     }
   });
 

@@ -5,18 +5,16 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import type { Services } from '../../src/services.ts';
-import { Workers } from '../../src/workers.ts';
+import { type WorkerDeps, Workers } from '../../src/workers.ts';
 
-function stubServices(): Services {
+function stubServices(): WorkerDeps {
   const none = async () => ({ rows: [], rowCount: 0 });
   return {
     db: { query: none },
     log: { warn() {}, info() {}, error() {} },
     clock: { now: () => Date.now() },
-    nonces: { purge: async () => 0 },
-    replays: { purge: async () => 0 },
-  } as unknown as Services;
+    purge: async () => 0,
+  } as unknown as WorkerDeps;
 }
 
 test('a wake runs a pass at once; a stream of wakes runs at most one pass per 100 ms', async () => {
@@ -27,12 +25,12 @@ test('a wake runs a pass at once; a stream of wakes runs at most one pass per 10
   await sleep(250); // the first pass (50 ms after start), then quiet
   assert.equal(passes.length, 1);
   const t0 = Date.now();
-  svc.wakeWorkers!();
+  w.wake();
   await sleep(50);
   assert.equal(passes.length, 2, 'the first wake after a quiet spell runs a pass at once');
   // 60 wakes over ~600 ms: passes stay >= 100 ms apart.
   for (let i = 0; i < 60; i++) {
-    svc.wakeWorkers!();
+    w.wake();
     await sleep(10);
   }
   await w.stop();

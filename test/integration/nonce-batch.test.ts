@@ -5,7 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { PgNonceStore } from '../../src/gate/nonce-store.ts';
+import { NONCE_TTL_SECONDS } from '../../src/gate/nonce-store.ts';
+import { PgNonceStore as Store } from '../../src/store/nonces.ts';
+import { systemClock } from '../../src/domain/clock.ts';
+
+class PgNonceStore extends Store {
+  constructor(db: Db) {
+    super(db, systemClock, NONCE_TTL_SECONDS);
+  }
+}
 import { ASYNC_COMMIT, type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 

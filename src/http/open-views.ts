@@ -1,5 +1,8 @@
-/** Order snapshot and refund projection (seed "Resources and their fields"; decisions.md section 6). */
-import type { OrderRow, AttemptRow, RefundRow } from '../store/orders.ts';
+/** The open API's projections: order snapshot, refund projection, settlement view (seed "Resources and their fields"; decisions.md section 6). */
+import { endedAttempt, needsNewAttempt, validAttempt } from '../domain/payability.ts';
+import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { RefundRow } from '../store/refunds.ts';
+import type { SettlementView } from '../usecases/results.ts';
 
 export type SnapshotView = 'create' | 'query' | 'close';
 
@@ -9,38 +12,6 @@ export interface SnapshotOptions {
   publicBaseUrl: string;
   voidedLinks: readonly string[];
   replayed?: boolean;
-}
-
-const PAYABLE = new Set(['CREATED', 'PAYING']);
-
-/**
- * The attempt the buyer can pay right now, if any: accepted and not past the order's window, and
- * no close pending on the order (a close in flight, or one kept UNKNOWN_KEPT until the pending-close
- * worker finishes it): no material is offered behind a close. A close the provider rejects
- * withdraws its mark, and the attempt is payable again.
- */
-export function validAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): AttemptRow | null {
-  if (!a || a.state !== 'ACCEPTED' || o.status !== 'PAYING' || o.closePending !== null) return null;
-  if (a.expireAt.getTime() <= nowMs || o.expireAt.getTime() <= nowMs) return null;
-  return a;
-}
-
-/** nextAction: a payable order without a valid attempt. An order being closed needs none (a re-create is refused). */
-export function needsNewAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): boolean {
-  if (!PAYABLE.has(o.status) || o.expireAt.getTime() <= nowMs || o.closePending !== null) return false;
-  if (a && (a.state === 'PENDING' || a.state === 'UNKNOWN')) return false;
-  return validAttempt(o, a, nowMs) === null;
-}
-
-/**
- * Create rule 1 (seed): a replay of a create whose attempt "is final or expired" has an empty
- * payUrl and `nextAction=CREATE_ATTEMPT`, whatever became of the order meanwhile (closed or
- * expired included), except a paid order, which needs nothing. Uncertain attempts are not final.
- */
-function endedAttempt(o: OrderRow, a: AttemptRow | null, nowMs: number): boolean {
-  if (o.status === 'SUCCEEDED' || !a) return false;
-  if (a.state === 'CLOSED' || a.state === 'FAILED') return true;
-  return a.state === 'ACCEPTED' && (a.expireAt.getTime() <= nowMs || o.expireAt.getTime() <= nowMs);
 }
 
 export function cashierUrl(publicBaseUrl: string, token: string): string {
@@ -80,7 +51,7 @@ export function orderSnapshot(o: OrderRow, latest: AttemptRow | null, opt: Snaps
 }
 
 export function refundProjection(r: RefundRow, o: OrderRow, replayed: boolean): Record<string, unknown> {
-  const p: Record<string, unknown> = {
+  return {
     refundAttemptId: r.id,
     outRefundNo: r.outRefundNo,
     outTradeNo: o.outTradeNo,
@@ -95,5 +66,25 @@ export function refundProjection(r: RefundRow, o: OrderRow, replayed: boolean): 
     // true" rule is the order's, as its replayed rule is): always present here, a boolean.
     unknown: r.state === 'UNKNOWN',
   };
-  return p;
+}
+
+/** decisions.md section 6: only the last 4 card digits ever leave the database. */
+export function settlementBody(v: SettlementView): Record<string, unknown> {
+  const allocation = v.allocation;
+  const body: Record<string, unknown> = {
+    accounts: v.accounts.map((a) => ({
+      accountId: a.accountId,
+      entityType: a.entityType,
+      entityName: a.entityName,
+      merchantNo: a.merchantNo,
+      cardLast4: a.cardLast4,
+    })),
+    mode: allocation?.mode ?? null,
+    participants: allocation?.participants ?? [],
+  };
+  // Ratios are a configuration snapshot in participant order; jsonb does not keep key order, so
+  // each entry is rebuilt as {accountId, shareBps}.
+  if (allocation?.mode === 'RATIO') body.ratios = (allocation.ratios ?? []).map((r) => ({ accountId: r.accountId, shareBps: r.shareBps }));
+  body.unavailablePolicy = allocation?.unavailablePolicy ?? null;
+  return body;
 }

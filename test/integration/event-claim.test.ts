@@ -1,5 +1,5 @@
 /**
- * The event dispatcher's claim (src/events/dispatcher.ts, CLAIM_SQL; migrations/0006) reads what
+ * The event dispatcher's claim (src/store/events.ts, CLAIM_SQL; migrations/0006) reads what
  * one poll can take, not the backlog: with thousands of PENDING events (due and not yet due) it
  * touches a few dozen event rows, and still takes each app's oldest due events, the per-app limit
  * at most, round-robin across apps.
@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { CLAIM_SQL } from '../../src/events/dispatcher.ts';
+import { CLAIM_SQL } from '../../src/store/events.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 import { insertOrders } from '../helpers/rows.ts';

@@ -1,17 +1,33 @@
 /**
- * The accepted outcome of a create (mps_accept_attempts / mps_accept_attempt, migrations/0005)
- * finds its rows by primary key, whatever the planner thinks of the partial indexes: with thousands
+ * The accepted outcome of a create (acceptAttempts, src/store/orders.ts) finds its rows by
+ * primary key, whatever the planner thinks of the partial indexes: with thousands
  * of orders inside their payment window, accepting one attempt reads a handful of order and attempt
  * rows, not every open order. Counted with pg_stat_xact_user_tables inside the call's transaction.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { type Db, type Queryable, createPool, migrate } from '../../src/store/db.ts';
+import { acceptAttempts } from '../../src/store/orders.ts';
+import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 import { insertAttempts, insertOrders, rowsReadIn } from '../helpers/rows.ts';
 
 const OPEN_ORDERS = 3000;
+
+/** Accepts the items; answers the orders whose attempt was accepted. */
+async function acceptItems(
+  db: Queryable,
+  items: { order_id: string; attempt_id: string; provider_ref: string | null }[],
+): Promise<string[]> {
+  const r = await acceptAttempts(
+    db,
+    items.map((x) => ({ orderId: x.order_id, attemptId: x.attempt_id, providerRef: x.provider_ref, qrCode: null, answer: null })),
+    ACCEPT_TRANSITIONS,
+    new Date(),
+  );
+  return items.filter((_, n) => r[n]!.applied).map((x) => x.order_id);
+}
 
 describe('accepting an attempt reads by primary key', () => {
   let tdb: TestDatabase;
@@ -54,10 +70,8 @@ describe('accepting an attempt reads by primary key', () => {
     const b = await newCreated(2);
     let accepted: string[] = [];
     const read = await rowsRead(async (c) => {
-      const items = [a, b].map((x) => ({ order_id: x.order, attempt_id: x.attempt, provider_ref: `ref_${x.order}`, qr_code: null }));
-      accepted = (await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)])).rows.map(
-        (r) => r.id,
-      );
+      const items = [a, b].map((x) => ({ order_id: x.order, attempt_id: x.attempt, provider_ref: `ref_${x.order}` }));
+      accepted = await acceptItems(c, items);
     });
     assert.deepEqual(accepted.sort(), [a.order, b.order]);
     assert.ok(read.orders < 20, `orders rows read: ${read.orders} (of ${OPEN_ORDERS} open)`);
@@ -75,11 +89,10 @@ describe('accepting an attempt reads by primary key', () => {
     await db.query(`UPDATE orders SET status = 'PAYING' WHERE id = $1`, [b.order]);
     // a's order (CREATED) names b's attempt; b's order (not CREATED) names its own: nothing applies.
     const items = [
-      { order_id: a.order, attempt_id: b.attempt, provider_ref: 'ref_wrong', qr_code: null },
-      { order_id: b.order, attempt_id: b.attempt, provider_ref: 'ref_b', qr_code: null },
+      { order_id: a.order, attempt_id: b.attempt, provider_ref: 'ref_wrong' },
+      { order_id: b.order, attempt_id: b.attempt, provider_ref: 'ref_b' },
     ];
-    const r = await db.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
-    assert.deepEqual(r.rows, []);
+    assert.deepEqual(await acceptItems(db, items), []);
     const rows = await db.query<{ id: string; status: string; state: string; provider_ref: string | null; state_version: number }>(
       `SELECT o.id, o.status, a.state, a.provider_ref, o.state_version FROM orders o JOIN attempts a ON a.order_id = o.id
         WHERE o.id = ANY($1) ORDER BY o.id`,
@@ -96,17 +109,17 @@ describe('accepting an attempt reads by primary key', () => {
 
   test('one at a time: accepted, a few rows read; a second call changes nothing', async () => {
     const a = await newCreated(3);
-    const call = (c: pg.PoolClient) =>
-      c.query<{ ok: boolean }>('SELECT mps_accept_attempt($1, $2, $3, NULL, NULL, NULL, NULL, NULL) AS ok', [a.order, a.attempt, 'ref_3']);
+    const call = async (c: pg.PoolClient) =>
+      (await acceptItems(c, [{ order_id: a.order, attempt_id: a.attempt, provider_ref: 'ref_3' }])).length === 1;
     let ok = false;
     const read = await rowsRead(async (c) => {
-      ok = (await call(c)).rows[0]!.ok;
+      ok = await call(c);
     });
     assert.equal(ok, true);
     assert.ok(read.orders < 10 && read.attempts < 10, JSON.stringify(read));
     const c = await (db as pg.Pool).connect();
     try {
-      assert.equal((await call(c)).rows[0]!.ok, false, 'the order is PAYING now: nothing to accept');
+      assert.equal(await call(c), false, 'the order is PAYING now: nothing to accept');
     } finally {
       c.release();
     }
@@ -134,16 +147,15 @@ describe('a plan cached while the tables were small stays a primary-key lookup',
         n++;
         await insertOrders(c, { key: 'c', appId: 'app_plan', merchantId: 'mch_plan', status: 'CREATED', from: n, to: n });
         await insertAttempts(c, { key: 'c', state: 'PENDING', from: n, to: n });
-        const items = [{ order_id: `ord_c_${n}`, attempt_id: `att_c_${n}`, provider_ref: `ref_${n}`, qr_code: null }];
+        const items = [{ order_id: `ord_c_${n}`, attempt_id: `att_c_${n}`, provider_ref: `ref_${n}` }];
         let ids: string[] = [];
         const read = await rowsReadIn(c, async () => {
-          const r = await c.query<{ id: string }>('SELECT id FROM mps_accept_attempts($1::json) AS id', [JSON.stringify(items)]);
-          ids = r.rows.map((x) => x.id);
+          ids = await acceptItems(c, items);
         });
         assert.deepEqual(ids, [`ord_c_${n}`]);
         return read.orders + read.attempts;
       };
-      // PL/pgSQL settles on a generic plan after five runs; these run while the tables are tiny.
+      // A prepared statement settles on a generic plan after five runs; these run while the tables are tiny.
       for (let i = 0; i < 8; i++) await accept();
       await insertOrders(c, { key: 'big', appId: 'app_plan', merchantId: 'mch_plan', status: 'PAYING', from: 1, to: 3000 });
       await insertAttempts(c, { key: 'big', state: 'ACCEPTED', from: 1, to: 3000 });

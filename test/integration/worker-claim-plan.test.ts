@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Services } from '../../src/services.ts';
+import type { UseCaseDeps } from '../../src/usecases/deps.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
-import { expireDueOrders, reconcileCloses } from '../../src/workers.ts';
+import { expireDueOrders, reconcileCloses } from '../../src/usecases/reconcile.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 import { insertOrders, rowsReadIn } from '../helpers/rows.ts';
 
@@ -41,8 +41,8 @@ describe('worker claims with many open orders and no statistics', () => {
       const c = await db.connect();
       try {
         // Only the claim runs: the order's work (a provider call) fails at once on this stub and is retried later.
-        const svc = { db: c, log: { warn() {}, info() {}, error() {} }, clock: { now: () => Date.now() } } as unknown as Services;
-        const read = (await rowsReadIn(c, () => pass(svc).catch(() => 0))).orders;
+        const svc = { db: c, log: { warn() {}, info() {}, error() {} }, clock: { now: () => Date.now() } } as unknown as UseCaseDeps;
+        const read = (await rowsReadIn(c, () => pass(svc, 20).catch(() => 0))).orders;
         assert.ok(read < 100, `${read} order rows read`);
         const lease = await c.query<{ id: string }>(`SELECT id FROM orders WHERE worker_lease_until IS NOT NULL`);
         assert.ok(

@@ -19,6 +19,7 @@ import {
   getAttempt,
   getOrder,
 } from '../../src/store/orders.ts';
+import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 
 function recorder() {
@@ -198,11 +199,20 @@ describe('batched create-order writes on PostgreSQL', () => {
         createdAt: now,
         ...over,
       },
-      attempt: { id: newId.attempt(), cashierToken: newId.cashierToken() },
+      attempt: { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox' },
       claim:
         requestId === null
           ? null
-          : { appId, requestId, method: 'POST', target: '/api/open/v1/payments', bodySha256: 'b'.repeat(64), leaseSeconds: 120 },
+          : {
+              appId,
+              requestId,
+              method: 'POST',
+              target: '/api/open/v1/payments',
+              bodySha256: 'b'.repeat(64),
+              holder: `holder-${requestId}`,
+              holderInstance: 'ins_test',
+              leaseUntil: new Date(Date.now() + 120_000),
+            },
     };
   }
 
@@ -301,21 +311,26 @@ describe('batched create-order writes on PostgreSQL', () => {
     const orders = made.map((m) => m.created!);
     // One of them was closed meanwhile.
     await db.query(`UPDATE orders SET status = 'CLOSED', closed_reason = 'CLOSE_REQUESTED' WHERE id = $1`, [orders[2]!.order.id]);
-    const acc = new AttemptAcceptor(db);
+    const acc = new AttemptAcceptor(db, ACCEPT_TRANSITIONS);
     const c = counting(db);
     let applied: boolean[];
     try {
-      applied = await Promise.all(
-        orders.map((o, i) =>
-          acc.accept({
-            orderId: o.order.id,
-            attemptId: o.attempt.id,
-            providerRef: `ref_${i}`,
-            qrCode: i % 2 === 0 ? `qr_${i}` : null,
-            replay: { appId, requestId: `req-accept-${i}`, status: 201, body: `{"n":${i}}` },
-          }),
-        ),
-      );
+      applied = (
+        await Promise.all(
+          orders.map((o, i) =>
+            acc.accept(
+              {
+                orderId: o.order.id,
+                attemptId: o.attempt.id,
+                providerRef: `ref_${i}`,
+                qrCode: i % 2 === 0 ? `qr_${i}` : null,
+                answer: { appId, requestId: `req-accept-${i}`, holder: `holder-req-accept-${i}`, status: 201, body: `{"n":${i}}` },
+              },
+              new Date(),
+            ),
+          ),
+        )
+      ).map((r) => r.applied);
     } finally {
       c.restore();
     }

@@ -1,0 +1,71 @@
+/**
+ * The open API's one mapper from use-case outcomes to answers: results to status codes and bodies,
+ * DomainErrors to the contract's failure envelope (decisions.md section 4) and its headers.
+ */
+import { DomainError, type DomainCode, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import type { OpenResult } from '../usecases/results.ts';
+import { orderSnapshot, refundProjection, settlementBody } from './open-views.ts';
+
+export interface OpenAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+}
+
+/** What the rendering of a result needs from the request and the deployment. */
+export interface RenderContext {
+  requestId: string;
+  nowMs: number;
+  publicBaseUrl: string;
+  voidedLinks: readonly string[];
+}
+
+export function renderResult(r: OpenResult, c: RenderContext): OpenAnswer {
+  const ok = (status: number, fields: Record<string, unknown>): OpenAnswer => ({ status, body: { requestId: c.requestId, ...fields } });
+  const snap = { nowMs: c.nowMs, publicBaseUrl: c.publicBaseUrl, voidedLinks: c.voidedLinks };
+  switch (r.kind) {
+    case 'order':
+      return ok(r.replayed ? 200 : 201, orderSnapshot(r.order, r.attempt, { ...snap, view: 'create', replayed: r.replayed }));
+    case 'order-query':
+      return ok(200, orderSnapshot(r.order, r.attempt, { ...snap, view: 'query' }));
+    case 'order-close':
+      return ok(200, { closeState: r.closeState, ...orderSnapshot(r.order, r.latest, { ...snap, view: 'close' }) });
+    case 'refund':
+      return ok(r.replayed ? 200 : 201, refundProjection(r.refund, r.order, r.replayed));
+    case 'refund-query':
+      return ok(200, refundProjection(r.refund, r.order, true));
+    case 'settlement':
+      return ok(200, settlementBody(r));
+  }
+}
+
+const CODE_OF: Record<DomainCode, OpenApiCode> = {
+  NOT_FOUND: 'OPEN_API_NOT_FOUND',
+  VALIDATION_FAILED: 'OPEN_API_BODY_INVALID',
+  IDEMPOTENCY_CONFLICT: 'OPEN_API_IDEMPOTENCY_CONFLICT',
+  CONFLICT: 'OPEN_API_STATE_INVALID',
+  STATE_INVALID: 'OPEN_API_STATE_INVALID',
+  CHANNEL_UNAVAILABLE: 'OPEN_API_CHANNEL_UNAVAILABLE',
+  TRADE_SCOPE_UNAVAILABLE: 'OPEN_API_TRADE_SCOPE_UNAVAILABLE',
+  LIMIT_EXCEEDED: 'OPEN_API_LIMIT_EXCEEDED',
+  PROVIDER_REJECTED: 'OPEN_API_PROVIDER_REJECTED',
+  UNAVAILABLE: 'OPEN_API_GUARD_UNAVAILABLE',
+};
+
+/** The failure envelope {code, message, requestId[, details]}. */
+export function failureAnswer(code: OpenApiCode, requestId: string, message?: string, details?: Record<string, unknown>): OpenAnswer {
+  const body: Record<string, unknown> = { code, message: message ?? OPEN_API_ERRORS[code].message, requestId };
+  if (details !== undefined) body.details = details;
+  return { status: OPEN_API_ERRORS[code].status, body };
+}
+
+/**
+ * A refusal of a use case. The neutral not-found never explains itself (existence must not be
+ * inferred from it); the other refusals carry their own explanation when they have one.
+ */
+export function renderRefusal(err: DomainError, requestId: string): OpenAnswer {
+  const code = CODE_OF[err.code];
+  const a = failureAnswer(code, requestId, code === 'OPEN_API_NOT_FOUND' ? undefined : err.explanation, err.details);
+  if (err.retryAfterSeconds !== undefined) a.headers = { 'Retry-After': String(err.retryAfterSeconds) };
+  return a;
+}

@@ -1,0 +1,262 @@
+/**
+ * Repository: the transactional outbox of event notifications (decisions.md section 7) and its
+ * delivery log. An event row is written in the same transaction as the state change it reports;
+ * the dispatcher (src/events/dispatcher.ts) claims due events with a lease and records each
+ * attempt, fenced by the lease's token.
+ */
+import type { EventType, WebhookEventPayload } from '../domain/events.ts';
+import type { Queryable, Tx } from './db.ts';
+
+/** Writes the event (its payload is the exact text that will be delivered and signed). */
+export async function insertEvent(
+  tx: Tx,
+  e: { id: string; appId: string; orderId: string; refundId: string | null; type: EventType; payload: WebhookEventPayload },
+  now: Date,
+): Promise<void> {
+  await tx.query({
+    name: 'event_insert',
+    text: `INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
+    values: [e.id, e.appId, e.orderId, e.refundId, e.type, e.payload.stateVersion, JSON.stringify(e.payload), now],
+  });
+}
+
+/** Due events read to find the apps with a due event before switching to one probe per app. */
+const DUE_SAMPLE = 256;
+
+/**
+ * One claim: $1 now, $2 per-app limit, $3 events at most, $4 ids in flight here, $5 lease token,
+ * $6 lease end. Not proportional to the backlog (migrations/0006): the apps with a due event come
+ * from the due events when there are fewer than DUE_SAMPLE of them, else from one index probe per
+ * app with a PENDING event; per such app its oldest ready events up to the per-app limit are read
+ * in order (events_app_due); the leases held are counted from the few events that hold one
+ * (events_leased). Due events held back by an earlier event of their order are still read past.
+ */
+export const CLAIM_SQL = `WITH RECURSIVE due_sample AS (
+  -- The oldest due events, at most ${DUE_SAMPLE}: when there are fewer, their apps are exactly the
+  -- apps with a due event, read from events_due at the cost of the due events alone.
+  SELECT app_id FROM events WHERE status = 'PENDING' AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT ${DUE_SAMPLE}
+), pending_apps AS (
+  -- Otherwise (a backlog of due events): each app with a PENDING event and its earliest
+  -- next_attempt_at, one index probe per such app (a loose scan of events_app_due). Not run at all
+  -- when the sample sufficed.
+  (SELECT app_id, next_attempt_at FROM events WHERE status = 'PENDING' ORDER BY app_id, next_attempt_at LIMIT 1)
+  UNION ALL
+  SELECT n.app_id, n.next_attempt_at FROM pending_apps pa
+   CROSS JOIN LATERAL (SELECT e.app_id, e.next_attempt_at FROM events e
+                        WHERE e.status = 'PENDING' AND e.app_id > pa.app_id
+                        ORDER BY e.app_id, e.next_attempt_at LIMIT 1) n
+), due_apps AS (
+  SELECT DISTINCT app_id FROM due_sample WHERE (SELECT count(*) FROM due_sample) < ${DUE_SAMPLE}
+  UNION
+  SELECT app_id FROM pending_apps WHERE next_attempt_at <= $1 AND (SELECT count(*) FROM due_sample) >= ${DUE_SAMPLE}
+), busy AS (
+  SELECT app_id, count(*)::int AS n FROM events
+   WHERE status = 'PENDING' AND locked_until IS NOT NULL AND locked_until > $1 GROUP BY app_id
+), ready AS (
+  SELECT c.id, c.app_id, c.next_attempt_at, row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
+    FROM due_apps d
+    LEFT JOIN busy b ON b.app_id = d.app_id
+    CROSS JOIN LATERAL (
+      SELECT e.id, e.app_id, e.next_attempt_at FROM events e
+       WHERE e.app_id = d.app_id AND e.status = 'PENDING' AND e.next_attempt_at <= $1
+         AND (e.locked_until IS NULL OR e.locked_until <= $1)
+         AND e.id <> ALL($4::text[])
+         AND NOT EXISTS (SELECT 1 FROM events p
+                          WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
+       ORDER BY e.next_attempt_at, e.id
+       LIMIT $2) c
+   WHERE coalesce(b.n, 0) < $2  -- an app at its limit reads nothing
+), picked AS (
+  SELECT r.id FROM ready r LEFT JOIN busy b ON b.app_id = r.app_id
+   WHERE r.rn <= $2 - coalesce(b.n, 0)
+   ORDER BY r.rn, r.next_attempt_at, r.id
+   LIMIT $3
+), locked AS (
+  SELECT e.id FROM events e JOIN picked USING (id)
+   WHERE e.status = 'PENDING' AND (e.locked_until IS NULL OR e.locked_until <= $1)
+   FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE events e SET locked_by = $5, locked_until = $6
+  FROM locked, apps a
+ WHERE e.id = locked.id AND a.id = e.app_id
+RETURNING e.id, e.app_id AS "appId", e.attempts, e.payload::text AS body, a.notify_url AS "notifyUrl",
+          (SELECT count(*) FROM event_deliveries d WHERE d.event_id = e.id)::int AS deliveries`;
+
+export interface ClaimedEvent {
+  id: string;
+  appId: string;
+  attempts: number;
+  deliveries: number;
+  body: string;
+  notifyUrl: string | null;
+}
+
+export async function claimDueEvents(
+  db: Queryable,
+  o: { now: Date; perApp: number; limit: number; inFlight: string[]; token: string; leaseUntil: Date },
+): Promise<ClaimedEvent[]> {
+  const r = await db.query<ClaimedEvent>(CLAIM_SQL, [o.now, o.perApp, o.limit, o.inFlight, o.token, o.leaseUntil]);
+  return r.rows;
+}
+
+export interface DeliveryRecord {
+  eventId: string;
+  token: string;
+  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  attempts: number;
+  nextAttemptAt: Date | null;
+  lastError: string | null;
+  now: Date;
+  attemptNo: number;
+  startedAt: Date;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+  /** The notify URL the attempt went to: a failed attempt whose app got another URL meanwhile is due at once. */
+  notifyUrl: string | null;
+}
+
+/**
+ * Logs one delivery attempt (always: it did happen) and, if the lease token still holds the event,
+ * its outcome. Answers whether the outcome was recorded (false: the lease was lost meanwhile).
+ */
+export async function recordDelivery(db: Queryable, d: DeliveryRecord): Promise<boolean> {
+  const r = await db.query<{ fenced: number }>(
+    `WITH upd AS (
+       UPDATE events SET status = $3, attempts = $4,
+              next_attempt_at = CASE WHEN $3 = 'PENDING' AND (SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM $13::text
+                                     THEN $7 ELSE coalesce($5, next_attempt_at) END,
+              last_error = $6,
+              delivered_at = CASE WHEN $3 = 'DELIVERED' THEN $7 ELSE delivered_at END, locked_by = NULL, locked_until = NULL
+        WHERE id = $1 AND locked_by = $2 AND status = 'PENDING'
+        RETURNING id
+     )
+     INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms)
+     VALUES ($1, $8, $9, $10, $11, $12)
+     RETURNING (SELECT count(*) FROM upd)::int AS fenced`,
+    [
+      d.eventId,
+      d.token,
+      d.status,
+      d.attempts,
+      d.nextAttemptAt,
+      d.lastError,
+      d.now,
+      d.attemptNo,
+      d.startedAt,
+      d.statusCode,
+      d.error,
+      d.durationMs,
+      d.notifyUrl,
+    ],
+  );
+  return r.rows[0]?.fenced === 1;
+}
+
+/** Gives a claimed event back without counting an attempt (nothing was sent). */
+export async function releaseEvent(db: Queryable, eventId: string, token: string, nextAttemptAt: Date, lastError: string): Promise<void> {
+  await db.query(
+    `UPDATE events SET next_attempt_at = $3, last_error = $4, locked_by = NULL, locked_until = NULL
+      WHERE id = $1 AND locked_by = $2 AND status = 'PENDING'`,
+    [eventId, token, nextAttemptAt, lastError],
+  );
+}
+
+/** When the next PENDING event after `now` comes due (events_due), or null. */
+export async function nextDueEventAt(db: Queryable, now: Date): Promise<Date | null> {
+  const r = await db.query<{ at: Date | null }>({
+    name: 'events_next_due',
+    text: `SELECT min(next_attempt_at) AS at FROM events WHERE status = 'PENDING' AND next_attempt_at > $1`,
+    values: [now],
+  });
+  return r.rows[0]?.at ?? null;
+}
+
+/**
+ * Makes the PENDING events of an app due now, e.g. once its notifyUrl has been set, so that events
+ * that failed with NO_NOTIFY_URL need not wait for their next scheduled attempt.
+ */
+export async function rescheduleAppEvents(db: Queryable, appId: string, now: Date): Promise<number> {
+  const r = await db.query(`UPDATE events SET next_attempt_at = $2 WHERE app_id = $1 AND status = 'PENDING' AND next_attempt_at > $2`, [
+    appId,
+    now,
+  ]);
+  return r.rowCount ?? 0;
+}
+
+/** A dead or delivered event goes back to the queue, due now (attempts restart; the log keeps counting). */
+export async function requeueEvent(db: Queryable, eventId: string, now: Date): Promise<'REQUEUED' | 'ALREADY_QUEUED' | 'NOT_FOUND'> {
+  const r = await db.query(
+    `UPDATE events SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_by = NULL, locked_until = NULL
+      WHERE id = $1 AND status IN ('DEAD', 'DELIVERED') RETURNING id`,
+    [eventId, now],
+  );
+  if (r.rowCount === 1) return 'REQUEUED';
+  const e = await db.query('SELECT 1 FROM events WHERE id = $1', [eventId]);
+  return e.rowCount === 0 ? 'NOT_FOUND' : 'ALREADY_QUEUED';
+}
+
+export async function countEventsByStatus(db: Queryable): Promise<{ status: string; n: number }[]> {
+  const r = await db.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM events GROUP BY status`);
+  return r.rows;
+}
+
+export interface EventSummary {
+  eventId: string;
+  appId: string;
+  openOrderId: string;
+  eventType: EventType;
+  stateVersion: number;
+  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  attempts: number;
+  nextAttemptAt: Date;
+  lastError: string | null;
+  createdAt: Date;
+  deliveredAt: Date | null;
+}
+
+const SUMMARY_COLS = `id AS "eventId", app_id AS "appId", order_id AS "openOrderId", event_type AS "eventType", state_version AS "stateVersion",
+  status, attempts, next_attempt_at AS "nextAttemptAt", last_error AS "lastError", created_at AS "createdAt", delivered_at AS "deliveredAt"`;
+
+export async function listEvents(
+  db: Queryable,
+  f: { status: string | null; appId: string | null; limit: number },
+): Promise<EventSummary[]> {
+  const r = await db.query<EventSummary>(
+    `SELECT ${SUMMARY_COLS} FROM events WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR app_id = $2)
+      ORDER BY created_at DESC LIMIT $3`,
+    [f.status, f.appId, f.limit],
+  );
+  return r.rows;
+}
+
+export async function eventsOfOrder(db: Queryable, orderId: string): Promise<EventSummary[]> {
+  const r = await db.query<EventSummary>(`SELECT ${SUMMARY_COLS} FROM events WHERE order_id = $1 ORDER BY state_version, created_at`, [
+    orderId,
+  ]);
+  return r.rows;
+}
+
+export interface DeliveryRow {
+  attemptNo: number;
+  attemptedAt: Date;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export async function getEventWithDeliveries(
+  db: Queryable,
+  eventId: string,
+): Promise<{ event: EventSummary & { payload: unknown }; deliveries: DeliveryRow[] } | null> {
+  const e = await db.query<EventSummary & { payload: unknown }>(`SELECT ${SUMMARY_COLS}, payload FROM events WHERE id = $1`, [eventId]);
+  const event = e.rows[0];
+  if (!event) return null;
+  const d = await db.query<DeliveryRow>(
+    `SELECT attempt_no AS "attemptNo", attempted_at AS "attemptedAt", status_code AS "statusCode", error, duration_ms AS "durationMs"
+       FROM event_deliveries WHERE event_id = $1 ORDER BY id`,
+    [eventId],
+  );
+  return { event, deliveries: d.rows };
+}

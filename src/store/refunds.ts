@@ -1,0 +1,210 @@
+/**
+ * Repository: refunds and duplicate payments. Refund changes are made with the order's row locked
+ * (the row that owns the cumulative limit); state changes take a Transition checked against the
+ * tables of src/domain/states.ts.
+ */
+import type { RefundState, Transition } from '../domain/states.ts';
+import type { Queryable, Tx } from './db.ts';
+
+export interface RefundRow {
+  id: string;
+  orderId: string;
+  appId: string;
+  outRefundNo: string;
+  amountFen: number;
+  reason: string | null;
+  digest: string;
+  state: RefundState;
+  failureReason: string | null;
+  providerRef: string | null;
+  /** The provider that holds the payment refunded. */
+  provider: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
+  reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+/** When a REQUESTED refund (its provider call not answered yet) is first checked by the reconciler. */
+export const REQUESTED_RECHECK_MS = 60_000;
+
+export async function findRefund(db: Queryable, appId: string, outRefundNo: string): Promise<RefundRow | null> {
+  const r = await db.query<RefundRow>({
+    name: 'refund_by_no',
+    text: `SELECT ${REFUND_COLS} FROM refunds WHERE app_id = $1 AND out_refund_no = $2`,
+    values: [appId, outRefundNo],
+  });
+  return r.rows[0] ?? null;
+}
+
+export async function getRefund(db: Queryable, id: string): Promise<RefundRow | null> {
+  const r = await db.query<RefundRow>({ name: 'refund_by_id', text: `SELECT ${REFUND_COLS} FROM refunds WHERE id = $1`, values: [id] });
+  return r.rows[0] ?? null;
+}
+
+export async function refundsOfOrder(db: Queryable, orderId: string): Promise<RefundRow[]> {
+  const r = await db.query<RefundRow>(`SELECT ${REFUND_COLS} FROM refunds WHERE order_id = $1 ORDER BY created_at, id`, [orderId]);
+  return r.rows;
+}
+
+export interface NewRefund {
+  id: string;
+  orderId: string;
+  appId: string;
+  outRefundNo: string;
+  amountFen: number;
+  reason: string | null;
+  digest: string;
+  provider: string;
+}
+
+/** A REQUESTED refund (it holds its amount from now on); answers the row. */
+export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<RefundRow> {
+  const res = await tx.query<RefundRow>(
+    `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, next_check_at, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10) RETURNING ${REFUND_COLS}`,
+    [
+      r.id,
+      r.orderId,
+      r.appId,
+      r.outRefundNo,
+      r.amountFen,
+      r.reason,
+      r.digest,
+      r.provider,
+      new Date(now.getTime() + REQUESTED_RECHECK_MS),
+      now,
+    ],
+  );
+  return res.rows[0]!;
+}
+
+export interface RefundChange {
+  providerRef?: string | null;
+  failureReason?: string | null;
+  nextCheckAt?: Date | null;
+}
+
+/**
+ * Applies `t` to the refund (in `t.from`, the caller holding its order's lock); answers the fresh
+ * row. A refund that leaves FAILED for the provider's success sheds its failure.
+ */
+export async function setRefundState(tx: Tx, id: string, t: Transition<'refund'>, c: RefundChange, now: Date): Promise<RefundRow> {
+  const r = await tx.query<RefundRow>(
+    `UPDATE refunds SET state = $3, provider_ref = COALESCE($4, provider_ref),
+            failure_reason = CASE WHEN $3 IN ('PENDING', 'SUCCEEDED') THEN NULL ELSE COALESCE($5, failure_reason) END,
+            next_check_at = $6, updated_at = $7 WHERE id = $1 AND state = $2 RETURNING ${REFUND_COLS}`,
+    [id, t.from, t.to, c.providerRef ?? null, c.failureReason ?? null, c.nextCheckAt ?? null, now],
+  );
+  const fresh = r.rows[0];
+  if (!fresh) throw new Error(`refund ${id} is not ${t.from}: the caller must hold its order's lock`);
+  return fresh;
+}
+
+/** The refunds of an order in `states`, summed, in fen. */
+export async function sumRefundsFen(tx: Queryable, orderId: string, states: readonly RefundState[]): Promise<number> {
+  const r = await tx.query<{ total: number }>(
+    'SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM refunds WHERE order_id = $1 AND state = ANY($2)',
+    [orderId, states],
+  );
+  return r.rows[0]!.total;
+}
+
+/** Unsettled refunds whose check is due, claimed for 30 s, with the paid attempt of their order. */
+export async function claimRefundsToCheck(
+  db: Queryable,
+  limit: number,
+  now: Date,
+): Promise<{ id: string; checks: number; paidAttemptId: string; provider: string }[]> {
+  const r = await db.query<{ id: string; checks: number; paidAttemptId: string; provider: string }>(
+    `UPDATE refunds SET next_check_at = $2, check_count = check_count + 1
+      WHERE id IN (SELECT id FROM refunds WHERE state IN ('REQUESTED', 'PENDING', 'UNKNOWN') AND next_check_at <= $3
+                    ORDER BY next_check_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      RETURNING id, check_count AS checks, provider, (SELECT paid_attempt_id FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"`,
+    [limit, new Date(now.getTime() + 30_000), now],
+  );
+  return r.rows;
+}
+
+export async function rescheduleRefundCheck(tx: Queryable, id: string, at: Date): Promise<void> {
+  await tx.query('UPDATE refunds SET next_check_at = $2 WHERE id = $1', [id, at]);
+}
+
+// --- duplicate payments ------------------------------------------------------------------------
+
+export type DuplicateRefundState = 'PENDING' | 'REFUNDED' | 'FAILED' | 'UNKNOWN';
+
+export interface DuplicateRow {
+  id: string;
+  orderId: string;
+  attemptId: string;
+  amountFen: number;
+  refundState: DuplicateRefundState;
+  provider: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const DUPLICATE_COLS = `id, order_id AS "orderId", attempt_id AS "attemptId", amount_fen AS "amountFen", refund_state AS "refundState",
+  provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+/** A second payment of an order, to be refunded; answers false when the attempt's was already recorded. */
+export async function insertDuplicate(
+  tx: Tx,
+  d: { id: string; orderId: string; attemptId: string; amountFen: number; provider: string },
+  now: Date,
+): Promise<boolean> {
+  const r = await tx.query(
+    `INSERT INTO duplicate_payments(id, order_id, attempt_id, amount_fen, refund_state, provider, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $6) ON CONFLICT (attempt_id) DO NOTHING RETURNING id`,
+    [d.id, d.orderId, d.attemptId, d.amountFen, d.provider, now],
+  );
+  return r.rowCount === 1;
+}
+
+export async function getDuplicate(db: Queryable, id: string): Promise<DuplicateRow | null> {
+  const r = await db.query<DuplicateRow>(`SELECT ${DUPLICATE_COLS} FROM duplicate_payments WHERE id = $1`, [id]);
+  return r.rows[0] ?? null;
+}
+
+export async function setDuplicateRefundState(
+  db: Queryable,
+  id: string,
+  state: DuplicateRefundState,
+  providerRef: string | null,
+  now: Date,
+): Promise<void> {
+  await db.query(
+    'UPDATE duplicate_payments SET refund_state = $2, provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1',
+    [id, state, providerRef, now],
+  );
+}
+
+/** Duplicates whose refund is unsettled and was last looked at over 3 s ago, claimed by touching them. */
+export async function claimDuplicatesToCheck(db: Queryable, limit: number, now: Date): Promise<DuplicateRow[]> {
+  const r = await db.query<DuplicateRow>(
+    `UPDATE duplicate_payments SET updated_at = $2
+      WHERE id IN (SELECT id FROM duplicate_payments WHERE refund_state IN ('PENDING', 'UNKNOWN') AND updated_at < $3
+                    LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING ${DUPLICATE_COLS}`,
+    [limit, now, new Date(now.getTime() - 3000)],
+  );
+  return r.rows;
+}
+
+export async function duplicatesOfOrder(db: Queryable, orderId: string): Promise<DuplicateRow[]> {
+  const r = await db.query<DuplicateRow>(`SELECT ${DUPLICATE_COLS} FROM duplicate_payments WHERE order_id = $1 ORDER BY created_at`, [
+    orderId,
+  ]);
+  return r.rows;
+}
+
+export async function listDuplicates(db: Queryable, limit: number): Promise<(DuplicateRow & { outTradeNo: string; appId: string })[]> {
+  const r = await db.query<DuplicateRow & { outTradeNo: string; appId: string }>(
+    `SELECT d.id, d.order_id AS "orderId", o.out_trade_no AS "outTradeNo", o.app_id AS "appId", d.attempt_id AS "attemptId",
+            d.amount_fen AS "amountFen", d.refund_state AS "refundState", d.provider, d.created_at AS "createdAt", d.updated_at AS "updatedAt"
+       FROM duplicate_payments d JOIN orders o ON o.id = d.order_id ORDER BY d.created_at DESC LIMIT $1`,
+    [limit],
+  );
+  return r.rows;
+}

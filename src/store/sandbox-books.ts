@@ -1,0 +1,266 @@
+/**
+ * Repository: the sandbox provider's own books (sandbox_payments, sandbox_refunds,
+ * sandbox_faults). The sandbox is a separate party: only src/providers/sandbox reads and writes
+ * these, as a real provider keeps its own records. Time is the sandbox's clock, passed in.
+ */
+import { ASYNC_COMMIT, type Db, type Queryable, withTx } from './db.ts';
+
+export type FaultOperation = 'CREATE_ATTEMPT' | 'CLOSE' | 'REFUND';
+export type FaultOutcome = 'REJECT' | 'TIMEOUT' | 'PAID' | 'DELAY_MS';
+export type SandboxPaymentState = 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED';
+
+export interface OpenPayment {
+  ref: string;
+  attemptId: string;
+  channel: string;
+  amountFen: number;
+  expireAt: Date;
+}
+
+export interface OpenOutcome {
+  outcome: FaultOutcome | null;
+  delay_ms: number | null;
+  state: string | null;
+}
+
+/*
+ * Both statements that open payments commit asynchronously (ASYNC_COMMIT). Safe: the service's
+ * next write (the accepted attempt) commits synchronously, so the payment is on disk before the
+ * service acts on it. A crash of PostgreSQL between the two forgets the payment; the service
+ * then holds only the PENDING attempt it recorded before calling, and its reconciler finds the
+ * payment NOT_FOUND: an attempt the provider never received. A real provider is a network call
+ * here instead.
+ */
+
+/**
+ * One statement: take the next programmed CREATE_ATTEMPT fault, if any, and open the payment
+ * unless the fault says otherwise (REJECT: nothing opened; PAID: opened as paid; DELAY_MS: opened
+ * after the delay, by the caller).
+ */
+export async function openPaymentTakingFault(db: Queryable, p: OpenPayment, now: Date): Promise<OpenOutcome> {
+  const r = await db.query<OpenOutcome>({
+    name: 'sandbox_create_attempt',
+    text: `WITH f AS (
+        UPDATE sandbox_faults SET remaining = remaining - 1
+         WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+        RETURNING outcome, delay_ms),
+      p AS (
+        INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at, created_at, updated_at)
+        SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END, $5, $6, $6
+         WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
+        ON CONFLICT (attempt_id) DO UPDATE SET updated_at = $6 RETURNING state)
+      SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state FROM ${ASYNC_COMMIT}`,
+    values: [p.ref, p.attemptId, p.channel, p.amountFen, p.expireAt, now],
+  });
+  return r.rows[0]!;
+}
+
+/**
+ * Several payments in one statement while no CREATE_ATTEMPT fault is programmed. Answers null
+ * when a fault is programmed (nothing written: each call then goes on its own, taking the faults
+ * in turn), else each payment's state in the items' order.
+ */
+export async function openPayments(db: Queryable, ps: OpenPayment[], now: Date): Promise<(string | null)[] | null> {
+  const r = await db.query<{ faulted: boolean; attempt_id: string | null; state: string | null }>({
+    name: 'sandbox_create_attempt_batch',
+    text: `WITH f AS (SELECT 1 FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 LIMIT 1),
+      p AS (
+        INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at, created_at, updated_at)
+        SELECT r, a, c, m, 'OPEN', x, $6, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[]) AS t(r, a, c, m, x)
+         WHERE NOT EXISTS (SELECT 1 FROM f)
+        ON CONFLICT (attempt_id) DO UPDATE SET updated_at = $6 RETURNING attempt_id, state)
+      SELECT EXISTS (SELECT 1 FROM f) AS faulted, p.attempt_id, p.state FROM ${ASYNC_COMMIT} CROSS JOIN (SELECT 1) one LEFT JOIN p ON true`,
+    values: [
+      ps.map((o) => o.ref),
+      ps.map((o) => o.attemptId),
+      ps.map((o) => o.channel),
+      ps.map((o) => o.amountFen),
+      ps.map((o) => o.expireAt),
+      now,
+    ],
+  });
+  if (r.rows[0]!.faulted) return null;
+  const state = new Map(r.rows.map((row) => [row.attempt_id, row.state]));
+  return ps.map((o) => state.get(o.attemptId) ?? null);
+}
+
+/** Opens a payment (after a DELAY_MS fault); answers its state. */
+export async function openPayment(db: Queryable, p: OpenPayment, now: Date): Promise<string> {
+  const r = await db.query<{ state: string }>(
+    `INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, 'OPEN', $5, $6, $6)
+     ON CONFLICT (attempt_id) DO UPDATE SET updated_at = $6 RETURNING state`,
+    [p.ref, p.attemptId, p.channel, p.amountFen, p.expireAt, now],
+  );
+  return r.rows[0]!.state;
+}
+
+export async function addFault(
+  db: Queryable,
+  operation: FaultOperation,
+  outcome: FaultOutcome,
+  times: number,
+  delayMs: number | null,
+  now: Date,
+): Promise<void> {
+  await db.query('INSERT INTO sandbox_faults(operation, outcome, delay_ms, remaining, created_at) VALUES ($1, $2, $3, $4, $5)', [
+    operation,
+    outcome,
+    delayMs,
+    times,
+    now,
+  ]);
+}
+
+export async function clearFaults(db: Queryable): Promise<void> {
+  await db.query('DELETE FROM sandbox_faults');
+}
+
+export async function listFaults(
+  db: Queryable,
+): Promise<{ operation: string; outcome: string; delayMs: number | null; remaining: number }[]> {
+  const r = await db.query(
+    'SELECT operation, outcome, delay_ms AS "delayMs", remaining FROM sandbox_faults WHERE remaining > 0 ORDER BY id',
+  );
+  return r.rows;
+}
+
+/** Takes one programmed fault of the operation, if any. */
+export async function takeFault(
+  db: Queryable,
+  operation: FaultOperation,
+): Promise<{ outcome: FaultOutcome; delayMs: number | null } | null> {
+  const r = await db.query<{ outcome: FaultOutcome; delay_ms: number | null }>(
+    `UPDATE sandbox_faults SET remaining = remaining - 1
+      WHERE id = (SELECT id FROM sandbox_faults WHERE operation = $1 AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+      RETURNING outcome, delay_ms`,
+    [operation],
+  );
+  const f = r.rows[0];
+  return f ? { outcome: f.outcome, delayMs: f.delay_ms } : null;
+}
+
+export async function getPayment(
+  db: Queryable,
+  attemptId: string,
+): Promise<{ providerRef: string; channel: string; state: SandboxPaymentState; amountFen: number } | null> {
+  const r = await db.query<{ providerRef: string; channel: string; state: SandboxPaymentState; amountFen: number }>(
+    'SELECT provider_ref AS "providerRef", channel, state, amount_fen AS "amountFen" FROM sandbox_payments WHERE attempt_id = $1',
+    [attemptId],
+  );
+  return r.rows[0] ?? null;
+}
+
+/** Moves an OPEN payment to `to`; answers whether it did. */
+export async function movePayment(db: Queryable, attemptId: string, to: 'PAID' | 'CLOSED', now: Date): Promise<boolean> {
+  const r = await db.query(`UPDATE sandbox_payments SET state = $2, updated_at = $3 WHERE attempt_id = $1 AND state = 'OPEN'`, [
+    attemptId,
+    to,
+    now,
+  ]);
+  return r.rowCount === 1;
+}
+
+/** Ends the payments of these attempts at `expireAt` (the service's test lever to end a payment window). */
+export async function expirePayments(db: Queryable, attemptIds: string[], expireAt: Date, now: Date): Promise<void> {
+  await db.query('UPDATE sandbox_payments SET expire_at = $2, updated_at = $3 WHERE attempt_id = ANY($1)', [attemptIds, expireAt, now]);
+}
+
+export type RefundBookResult = { row: { state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }; fresh: boolean } | { refused: string };
+
+/**
+ * A refund of a paid payment, in one transaction with the payment row locked: concurrent refunds
+ * of one payment cannot together exceed it, as at a real provider. Idempotent per refund key.
+ */
+export async function bookRefund(
+  db: Db,
+  r: { key: string; ref: string; attemptId: string; amountFen: number; immediate: boolean; settleAt: Date },
+  now: Date,
+): Promise<RefundBookResult> {
+  return withTx(db, async (tx) => {
+    const pay = await tx.query<{ provider_ref: string; state: string; amount_fen: number }>(
+      'SELECT provider_ref, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1 FOR UPDATE',
+      [r.attemptId],
+    );
+    const p = pay.rows[0];
+    if (!p || p.state !== 'PAID') return { refused: 'PAYMENT_NOT_PAID' };
+    const existing = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
+      'SELECT state, provider_ref FROM sandbox_refunds WHERE refund_key = $1',
+      [r.key],
+    );
+    if (existing.rows[0]) return { row: existing.rows[0], fresh: false };
+    const done = await tx.query<{ total: number }>(
+      `SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM sandbox_refunds WHERE payment_ref = $1 AND state <> 'FAILED'`,
+      [p.provider_ref],
+    );
+    if (done.rows[0]!.total + r.amountFen > p.amount_fen) return { refused: 'REFUND_EXCEEDS_PAYMENT' };
+    const ins = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
+      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING state, provider_ref`,
+      [r.ref, r.key, p.provider_ref, r.amountFen, r.immediate ? 'SUCCEEDED' : 'PENDING', r.immediate ? now : r.settleAt, now],
+    );
+    return { row: ins.rows[0]!, fresh: true };
+  });
+}
+
+/** A refund's state; settlement is a function of time: a pending refund is settled once settle_at has passed. */
+export async function refundState(
+  db: Queryable,
+  key: string,
+  now: Date,
+): Promise<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number } | null> {
+  const r = await db.query<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number }>(
+    `UPDATE sandbox_refunds SET state = CASE WHEN state = 'PENDING' AND settle_at <= $2 THEN 'SUCCEEDED' ELSE state END
+      WHERE refund_key = $1 RETURNING state, amount_fen AS "amountFen"`,
+    [key, now],
+  );
+  return r.rows[0] ?? null;
+}
+
+/**
+ * The buyer pays (or fails) an OPEN payment within its expiry; the notice it owes is due from
+ * `noticeDueAt` (recorded in the same statement). Answers whether it changed.
+ */
+export async function buyerActs(db: Queryable, attemptId: string, to: 'PAID' | 'FAILED', noticeDueAt: Date, now: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3
+      WHERE attempt_id = $1 AND state = 'OPEN' AND (expire_at IS NULL OR expire_at > $4) RETURNING state`,
+    [attemptId, to, noticeDueAt, now],
+  );
+  return r.rowCount === 1;
+}
+
+/** Why a buyer could not act: the payment's state and whether its window ended. */
+export async function paymentStanding(db: Queryable, attemptId: string, now: Date): Promise<{ state: string; expired: boolean } | null> {
+  const r = await db.query<{ state: string; expired: boolean }>(
+    'SELECT state, expire_at <= $2 AS expired FROM sandbox_payments WHERE attempt_id = $1',
+    [attemptId, now],
+  );
+  return r.rows[0] ?? null;
+}
+
+export async function noticeAcknowledged(db: Queryable, attemptId: string): Promise<void> {
+  await db.query('UPDATE sandbox_payments SET notice_due_at = NULL, notice_tries = 0 WHERE attempt_id = $1', [attemptId]);
+}
+
+/**
+ * Claims the payment notices that fell due unacknowledged (at most `limit`) by moving each due
+ * time on to its next retry (x3 from `firstRetrySeconds`, at most an hour; none after `maxTries`),
+ * so two instances do not send one notice at once.
+ */
+export async function claimDueNotices(
+  db: Queryable,
+  o: { limit: number; maxTries: number; firstRetrySeconds: number },
+  now: Date,
+): Promise<{ attempt_id: string; state: string; notice_tries: number }[]> {
+  const r = await db.query<{ attempt_id: string; state: string; notice_tries: number }>(
+    `UPDATE sandbox_payments SET notice_tries = notice_tries + 1,
+            notice_due_at = CASE WHEN notice_tries + 1 >= $2 THEN NULL
+                            ELSE $4::timestamptz + make_interval(secs => LEAST(3600, $3 * power(3, notice_tries + 1))) END
+      WHERE attempt_id IN (SELECT attempt_id FROM sandbox_payments WHERE notice_due_at <= $4
+                            ORDER BY notice_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      RETURNING attempt_id, state, notice_tries`,
+    [o.limit, o.maxTries, o.firstRetrySeconds, now],
+  );
+  return r.rows;
+}

@@ -1,0 +1,182 @@
+/**
+ * Making a payment attempt at the provider, shared by create order and re-create attempt: the
+ * PENDING attempt is recorded first, the provider is called outside any transaction, then its
+ * outcome is recorded with the order row locked.
+ */
+import { DomainError } from '../domain/errors.ts';
+import { transition } from '../domain/states.ts';
+import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
+import { withTx } from '../store/db.ts';
+import * as orders from '../store/orders.ts';
+import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import { type UseCaseDeps, nowOf } from './deps.ts';
+import { closeStrayLater, confirmPaid, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
+import type { RequestUnit } from './request-units.ts';
+import type { OrderOutcome } from './results.ts';
+
+/** The fast path's change (src/store/orders.ts acceptAttempts), checked against the tables once. */
+export const ACCEPT_TRANSITIONS = {
+  attempt: transition('attempt', 'create attempt', 'PENDING', 'ACCEPTED'),
+  order: transition('order', 'create attempt', 'CREATED', 'PAYING'),
+} as const;
+
+/** How long a replay or a re-create loser waits for an attempt being created by another request. */
+const SETTLE_WAIT_MS = 20_000;
+
+/**
+ * Reads again (after 10, 20, 40 ... 100 ms) while an attempt is being created at the provider
+ * (`pending`), for at most `waitMs`; returns the last read.
+ */
+export async function untilSettled<T>(read: () => Promise<T>, pending: (value: T) => boolean, waitMs: number): Promise<T> {
+  const deadline = Date.now() + waitMs;
+  let delay = 10;
+  for (;;) {
+    const value = await read();
+    if (!pending(value) || Date.now() >= deadline) return value;
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+/**
+ * The order and its latest attempt once no attempt of it is being created by a concurrent request
+ * (bounded wait). One still being created after that (a slow provider, or a request cut off by a
+ * crash, until the reconciler settles it) is UNAVAILABLE: an answer without the attempt's outcome
+ * would be kept for the request id, and the retry it asks for gets the real one.
+ */
+export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
+  const attempt = await untilSettled(
+    () => orders.latestAttempt(d.db, orderId),
+    (a) => a?.state === 'PENDING',
+    SETTLE_WAIT_MS,
+  );
+  if (attempt?.state === 'PENDING') {
+    throw new DomainError(
+      'UNAVAILABLE',
+      'An attempt of this order is still being created at the provider; retry with the same X-SVC-Request-Id, or query the order.',
+      { retryAfterSeconds: 5 },
+    );
+  }
+  return { order: (await orders.getOrder(d.db, orderId))!, attempt };
+}
+
+type Outcome = CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
+
+/** Calls the attempt's provider; a refusal and an uncertain outcome are outcomes too. */
+async function callProvider(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<Outcome> {
+  try {
+    return await d.providers.byName(attempt.provider).createAttempt({
+      attemptId: attempt.id,
+      openOrderId: order.id,
+      channel: order.channel,
+      amountFen: order.amountFen,
+      currency: 'CNY',
+      subject: order.subject,
+      expireAt: order.expireAt,
+      payerClientIp: order.payerClientIp,
+      returnUrl: order.returnUrl,
+    });
+  } catch (err) {
+    if (err instanceof ProviderRejectedError) return 'REJECTED';
+    if (!(err instanceof ProviderUncertainError)) {
+      d.log.warn({ err, attemptId: attempt.id }, 'provider call failed; outcome treated as uncertain');
+    }
+    return 'UNCERTAIN';
+  }
+}
+
+/**
+ * Calls the provider for a PENDING attempt and records the outcome: the order with the attempt
+ * (accepted, or uncertain), or PROVIDER_REJECTED. `unit`: the request's unit, whose answer the
+ * common outcome records in its own transaction.
+ */
+export async function runAttempt(
+  d: UseCaseDeps,
+  order: OrderRow,
+  attempt: AttemptRow,
+  flow: string,
+  unit?: RequestUnit,
+): Promise<OrderOutcome> {
+  const result = await callProvider(d, order, attempt);
+  const now = nowOf(d);
+  if (result !== 'REJECTED' && result !== 'UNCERTAIN' && result.outcome === 'ACCEPTED' && order.status === 'CREATED') {
+    // The common outcome in one statement (acceptAttempts): the same change as the general path
+    // below, and the answer recorded for request-id replay in the same transaction. The outcome is
+    // the rows as they will be; the statement applies them only if the order is still CREATED and
+    // the attempt still PENDING (so exactly that), else changes nothing and the general path runs.
+    const outcome: OrderOutcome = {
+      kind: 'order',
+      order: { ...order, status: 'PAYING', stateVersion: order.stateVersion + 1 },
+      attempt: {
+        ...attempt,
+        state: 'ACCEPTED',
+        providerRef: result.providerRef,
+        qrCode: result.material.qrCode ?? attempt.qrCode,
+        madeAt: now,
+      },
+      replayed: false,
+    };
+    const answer = unit?.answerFor(outcome) ?? null;
+    const r = await d.acceptor.accept(
+      { orderId: order.id, attemptId: attempt.id, providerRef: result.providerRef, qrCode: result.material.qrCode, answer },
+      now,
+    );
+    if (r.applied) {
+      if (answer && r.answerRecorded) unit!.answerRecorded(answer);
+      return outcome;
+    }
+  }
+  const after = await withTx(d.db, async (tx): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
+    const o = (await orders.getOrder(tx, order.id, true))!;
+    const a = (await orders.getAttempt(tx, attempt.id))!;
+    const now = nowOf(d);
+    const made = { madeAt: now };
+    const settled = await (async (): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
+      if (a.state !== 'PENDING') {
+        // The reconciler got there first (it ends a PENDING attempt the provider did not know after
+        // 150 s). A payment the provider reports now is applied all the same: the order succeeds
+        // if it can, else the payment is a duplicate, refunded. Never dropped.
+        if (typeof result === 'object' && result.outcome === 'PAID' && a.state !== 'PAID') {
+          await orders.noteAttemptProviderRef(tx, a.id, result.providerRef);
+          const r = await confirmPaid(tx, flow, o, a, now);
+          return { order: r.order, attempt: a };
+        }
+        return { order: o, attempt: a };
+      }
+      if (result === 'REJECTED') {
+        await setAttempt(tx, flow, a, 'FAILED', made, now);
+        const fresh = o.status === 'PAYING' || o.status === 'UNKNOWN' ? await setOrderStatus(tx, flow, o, 'CREATED', {}, now) : o;
+        return { order: fresh, attempt: a };
+      }
+      if (result === 'UNCERTAIN') {
+        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, nextCheckAt: nextCheckAt(now, 0) }, now);
+        const fresh = o.status === 'CREATED' || o.status === 'PAYING' ? await setOrderStatus(tx, flow, o, 'UNKNOWN', {}, now) : o;
+        return { order: fresh, attempt: a };
+      }
+      if (result.outcome === 'PAID') {
+        await setAttempt(tx, flow, a, 'ACCEPTED', { ...made, providerRef: result.providerRef }, now);
+        const r = await confirmPaid(tx, flow, o, a, now);
+        return { order: r.order, attempt: a };
+      }
+      const accepted = { ...made, providerRef: result.providerRef, qrCode: result.material.qrCode };
+      await setAttempt(tx, flow, a, 'ACCEPTED', accepted, now);
+      if (o.status === 'CREATED' || o.status === 'UNKNOWN' || o.status === 'PAYING') {
+        const fresh = await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
+        return { order: fresh, attempt: { ...a, providerRef: result.providerRef, qrCode: result.material.qrCode } };
+      }
+      // The order ended (closed or paid) while the provider answered: this attempt must not be payable.
+      return { order: o, attempt: a };
+    })();
+    const ended = settled.attempt.state === 'CLOSED' || settled.attempt.state === 'FAILED';
+    if (result !== 'REJECTED' && ((settled.attempt.state === 'ACCEPTED' && settled.order.status !== 'PAYING') || ended)) {
+      // The provider holds (or may hold) a payment for an attempt this order can no longer use:
+      // closed there; if it turns out paid, the payment is applied (a duplicate is refunded).
+      await closeStrayLater(tx, settled.attempt.id, now);
+    }
+    return settled;
+  });
+  // Follow-ups this may have written (a stray close, a duplicate's refund) start now.
+  d.wakeWorkers();
+  if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
+  return { kind: 'order', order: after.order, attempt: after.attempt, replayed: false };
+}

@@ -1,0 +1,322 @@
+/**
+ * Back-office use cases: merchants, apps and their keys, settlement accounts, allocation and fee
+ * rules, and the operations on orders and events. Input is already parsed by the surface (its
+ * schema); the rules that span fields and rows are checked here. Refusals are DomainErrors that the
+ * admin surface maps to its `{code, message}` answers.
+ */
+import { createPublicKey } from 'node:crypto';
+import { DomainError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
+import { checkNotifyUrl, type NotifyUrlPolicy } from '../events/notify-url.ts';
+import { CidrList } from '../net/ip.ts';
+import * as events from '../store/events.ts';
+import * as merchants from '../store/merchants.ts';
+import type { AppPatch, AppRow } from '../store/merchants.ts';
+import * as orders from '../store/orders.ts';
+import * as refunds from '../store/refunds.ts';
+import { closeOrderById } from './close-order.ts';
+import { type UseCaseDeps, nowOf } from './deps.ts';
+import type { CloseState } from './results.ts';
+
+export interface BackOfficeDeps extends UseCaseDeps {
+  notifyUrlPolicy: NotifyUrlPolicy;
+  /** An app, its keys or its allowlist changed: caches drop it. */
+  appChanged(appId: string): void;
+  /** A merchant's receiving configuration (accounts, allocation, fee rule) changed. */
+  merchantConfigChanged(merchantId: string): void;
+}
+
+const notFound = (entity: string) => new DomainError('NOT_FOUND', undefined, { entity });
+
+async function merchantOf(d: BackOfficeDeps, merchantId: string) {
+  const m = await merchants.getMerchant(d.db, merchantId);
+  if (!m) throw notFound('merchant');
+  return m;
+}
+
+/** A PEM public key only (a pasted private key is refused, never "derived from"), RSA 2048-4096; answers its SPKI PEM. */
+export function checkPublicKeyPem(pem: string): string {
+  const t = pem.trim();
+  if (/PRIVATE KEY/.test(t)) throw new DomainError('VALIDATION_FAILED', 'publicKeyPem holds a private key; register only the public key');
+  if (!/^-----BEGIN (RSA )?PUBLIC KEY-----[\s\S]+-----END (RSA )?PUBLIC KEY-----$/.test(t) || t.split('-----BEGIN ').length !== 2) {
+    throw new DomainError('VALIDATION_FAILED', 'publicKeyPem must be one PEM public key (-----BEGIN PUBLIC KEY-----)');
+  }
+  let key: ReturnType<typeof createPublicKey>;
+  try {
+    key = createPublicKey(t);
+  } catch {
+    throw new DomainError('VALIDATION_FAILED', 'publicKeyPem cannot be parsed');
+  }
+  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+  if (key.asymmetricKeyType !== 'rsa' || bits < 2048 || bits > 4096) {
+    throw new DomainError('VALIDATION_FAILED', `publicKeyPem must be an RSA key of 2048 to 4096 bits`);
+  }
+  return key.export({ type: 'spki', format: 'pem' }).toString();
+}
+
+/** CIDR entries in their canonical form; refused with the field's name. */
+export function checkCidrs(field: string, entries: string[]): string[] {
+  try {
+    return CidrList.parse(entries).toJSON();
+  } catch (err) {
+    throw new DomainError('VALIDATION_FAILED', `${field}: ${(err as Error).message}`);
+  }
+}
+
+function checkNotify(d: BackOfficeDeps, url: string): string {
+  const problem = checkNotifyUrl(url, d.notifyUrlPolicy);
+  if (problem) throw new DomainError('VALIDATION_FAILED', `notifyUrl: ${problem}`);
+  return url;
+}
+
+// --- merchants and apps ------------------------------------------------------------------------
+
+export function createMerchant(d: BackOfficeDeps, m: { name: string; entityType: EntityType }) {
+  return merchants.insertMerchant(d.db, { id: newId.merchant(), ...m }, nowOf(d));
+}
+
+export function listMerchants(d: BackOfficeDeps) {
+  return merchants.listMerchants(d.db, 500);
+}
+
+export async function merchantDetail(d: BackOfficeDeps, merchantId: string) {
+  const m = await merchantOf(d, merchantId);
+  const [apps, accounts, allocation, feeRule] = await Promise.all([
+    merchants.listApps(d.db, m.id),
+    merchants.listAccounts(d.db, m.id),
+    merchants.getAllocation(d.db, m.id),
+    merchants.getFeeRule(d.db, m.id),
+  ]);
+  return { merchant: m, apps, accounts, allocation, feeRule };
+}
+
+export interface AppInput {
+  notifyUrl?: string | null;
+  channels?: string[];
+  tradeScopes?: string[];
+  voidedLinks?: string[];
+  ipAllowlist?: string[];
+  paymentWindowSeconds?: number;
+  dailyAmountCeilingFen?: number | null;
+  rateLimitPerSecond?: number;
+}
+
+export async function createApp(d: BackOfficeDeps, merchantId: string, b: AppInput): Promise<AppRow> {
+  await merchantOf(d, merchantId);
+  return merchants.insertApp(
+    d.db,
+    {
+      id: newId.app(),
+      merchantId,
+      notifyUrl: b.notifyUrl == null ? null : checkNotify(d, b.notifyUrl),
+      channels: b.channels ?? ['ALIPAY_H5', 'WECHAT_H5'],
+      tradeScopes: b.tradeScopes ?? ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'],
+      voidedLinks: b.voidedLinks ?? [],
+      ipAllowlist: b.ipAllowlist === undefined ? [] : checkCidrs('ipAllowlist', b.ipAllowlist),
+      paymentWindowSeconds: b.paymentWindowSeconds ?? 900,
+      dailyAmountCeilingFen: b.dailyAmountCeilingFen ?? null,
+      rateLimitPerSecond: b.rateLimitPerSecond ?? 1000,
+    },
+    nowOf(d),
+  );
+}
+
+export async function getApp(d: BackOfficeDeps, appId: string): Promise<AppRow> {
+  const a = await merchants.getApp(d.db, appId);
+  if (!a) throw notFound('app');
+  return a;
+}
+
+export async function updateApp(d: BackOfficeDeps, appId: string, b: AppInput & { status?: 'ACTIVE' | 'DISABLED' }): Promise<AppRow> {
+  const patch: AppPatch = {};
+  if ('notifyUrl' in b) patch.notifyUrl = b.notifyUrl == null ? null : checkNotify(d, b.notifyUrl);
+  if ('channels' in b) patch.channels = b.channels;
+  if ('tradeScopes' in b) patch.tradeScopes = b.tradeScopes;
+  if ('voidedLinks' in b) patch.voidedLinks = b.voidedLinks;
+  if ('ipAllowlist' in b) patch.ipAllowlist = checkCidrs('ipAllowlist', b.ipAllowlist!);
+  if ('paymentWindowSeconds' in b) patch.paymentWindowSeconds = b.paymentWindowSeconds;
+  if ('dailyAmountCeilingFen' in b) patch.dailyAmountCeilingFen = b.dailyAmountCeilingFen;
+  if ('rateLimitPerSecond' in b) patch.rateLimitPerSecond = b.rateLimitPerSecond;
+  if ('status' in b) patch.status = b.status;
+  const now = nowOf(d);
+  const app = await merchants.updateApp(d.db, appId, patch, now);
+  if (!app) throw notFound('app');
+  d.appChanged(appId);
+  // The daily counter is kept only while a ceiling is set: recount from the orders when it changes.
+  if ('dailyAmountCeilingFen' in b) await orders.forgetDailyAmounts(d.db, appId);
+  if (typeof patch.notifyUrl === 'string') {
+    // Events that waited for a notify URL go out now rather than at their next retry.
+    await events.rescheduleAppEvents(d.db, appId, now);
+    d.wakeWorkers();
+  }
+  return app;
+}
+
+export async function addAppKey(d: BackOfficeDeps, appId: string, keyId: string, publicKeyPem: string) {
+  const pem = checkPublicKeyPem(publicKeyPem);
+  await getApp(d, appId);
+  const k = await merchants.insertAppKey(d.db, { appId, keyId, publicKeyPem: pem }, nowOf(d));
+  if (!k) throw new DomainError('CONFLICT', `key ${keyId} already exists for this app`);
+  d.appChanged(appId);
+  return k;
+}
+
+export async function listAppKeys(d: BackOfficeDeps, appId: string) {
+  await getApp(d, appId);
+  return merchants.listAppKeys(d.db, appId);
+}
+
+export async function setAppKeyStatus(d: BackOfficeDeps, appId: string, keyId: string, status: 'ACTIVE' | 'DISABLED') {
+  const k = await merchants.setAppKeyStatus(d.db, appId, keyId, status);
+  if (!k) throw notFound('key');
+  d.appChanged(appId);
+  return k;
+}
+
+// --- settlement accounts, allocation, fee rule -------------------------------------------------
+
+export async function addSettlementAccount(
+  d: BackOfficeDeps,
+  merchantId: string,
+  b: { entityType: EntityType; entityName: string; merchantNo: string; cardNumber: string; agreedCeilingFen?: number | null },
+) {
+  await merchantOf(d, merchantId);
+  const id = newId.account();
+  // Only the last four digits are kept; the full number is never stored or logged.
+  await merchants.insertAccount(
+    d.db,
+    {
+      id,
+      merchantId,
+      entityType: b.entityType,
+      entityName: b.entityName,
+      merchantNo: b.merchantNo,
+      cardLast4: b.cardNumber.slice(-4),
+      agreedCeilingFen: b.agreedCeilingFen ?? null,
+    },
+    nowOf(d),
+  );
+  d.merchantConfigChanged(merchantId);
+  return (await merchants.listAccounts(d.db, merchantId)).find((a) => a.accountId === id)!;
+}
+
+export async function listSettlementAccounts(d: BackOfficeDeps, merchantId: string) {
+  await merchantOf(d, merchantId);
+  return merchants.listAccounts(d.db, merchantId);
+}
+
+export async function setAllocation(
+  d: BackOfficeDeps,
+  merchantId: string,
+  b: {
+    mode: Allocation['mode'];
+    participants: string[];
+    ratios?: { accountId: string; shareBps: number }[];
+    unavailablePolicy: Allocation['unavailablePolicy'];
+  },
+) {
+  await merchantOf(d, merchantId);
+  const { mode, participants } = b;
+  const ratios = b.ratios ?? null;
+  const owned = new Set((await merchants.listAccounts(d.db, merchantId)).map((a) => a.accountId));
+  for (const p of participants) {
+    if (!owned.has(p)) throw new DomainError('VALIDATION_FAILED', `participants: ${p} is not a settlement account of this merchant`);
+  }
+  if (mode === 'SINGLE' && participants.length !== 1) throw new DomainError('VALIDATION_FAILED', 'SINGLE takes exactly one participant');
+  if (mode === 'RATIO') {
+    if (ratios === null) throw new DomainError('VALIDATION_FAILED', 'RATIO requires ratios');
+    if (participants.length < 2) throw new DomainError('VALIDATION_FAILED', 'RATIO takes 2 to 4 participants');
+    const ids = ratios.map((r) => r.accountId);
+    if (new Set(ids).size !== ids.length || ids.length !== participants.length || !ids.every((id) => participants.includes(id))) {
+      throw new DomainError('VALIDATION_FAILED', 'ratios must name each participant exactly once');
+    }
+    const sum = ratios.reduce((s, r) => s + r.shareBps, 0);
+    if (sum !== 10000) throw new DomainError('VALIDATION_FAILED', `ratios shareBps must sum to 10000 (got ${sum})`);
+  } else if (ratios !== null) {
+    throw new DomainError('VALIDATION_FAILED', 'ratios are allowed only with mode RATIO');
+  }
+  // Ratios are stored in participant order.
+  const ordered =
+    ratios === null ? null : participants.map((p) => ({ accountId: p, shareBps: ratios.find((r) => r.accountId === p)!.shareBps }));
+  await merchants.upsertAllocation(
+    d.db,
+    merchantId,
+    { mode, participants, ratios: ordered, unavailablePolicy: b.unavailablePolicy },
+    nowOf(d),
+  );
+  d.merchantConfigChanged(merchantId);
+  return (await merchants.getAllocation(d.db, merchantId))!;
+}
+
+export async function getAllocation(d: BackOfficeDeps, merchantId: string) {
+  await merchantOf(d, merchantId);
+  const a = await merchants.getAllocation(d.db, merchantId);
+  if (!a) throw notFound('allocation');
+  return a;
+}
+
+export async function setFeeRule(d: BackOfficeDeps, merchantId: string, rule: FeeRule) {
+  await merchantOf(d, merchantId);
+  await merchants.upsertFeeRule(d.db, merchantId, rule, nowOf(d));
+  d.merchantConfigChanged(merchantId);
+  return merchants.getFeeRule(d.db, merchantId);
+}
+
+export async function getFeeRule(d: BackOfficeDeps, merchantId: string) {
+  await merchantOf(d, merchantId);
+  const r = await merchants.getFeeRule(d.db, merchantId);
+  if (!r) throw notFound('fee rule');
+  return r;
+}
+
+// --- orders, events, duplicate payments --------------------------------------------------------
+
+export async function orderDetail(d: BackOfficeDeps, orderId: string) {
+  const order = await orders.getOrder(d.db, orderId);
+  if (!order) throw notFound('order');
+  const [attempts, refundRows, eventRows, duplicates] = await Promise.all([
+    orders.attemptsOf(d.db, order.id),
+    refunds.refundsOfOrder(d.db, order.id),
+    events.eventsOfOrder(d.db, order.id),
+    refunds.duplicatesOfOrder(d.db, order.id),
+  ]);
+  return { order, attempts, refunds: refundRows, events: eventRows, duplicates };
+}
+
+/** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */
+export async function closeOrderByOperator(
+  d: BackOfficeDeps,
+  orderId: string,
+): Promise<{ closeState: CloseState; order: orders.OrderRow }> {
+  try {
+    return await closeOrderById(d, orderId, 'MERCHANT_CLOSED');
+  } catch (err) {
+    if (err instanceof DomainError && err.code === 'PROVIDER_REJECTED') {
+      throw new DomainError('PROVIDER_REJECTED', 'the provider rejected the close; the order is unchanged');
+    }
+    throw err;
+  }
+}
+
+export function listEvents(d: BackOfficeDeps, f: { status: string | null; appId: string | null; limit: number }) {
+  return events.listEvents(d.db, f);
+}
+
+export async function eventDetail(d: BackOfficeDeps, eventId: string) {
+  const e = await events.getEventWithDeliveries(d.db, eventId);
+  if (!e) throw notFound('event');
+  return e;
+}
+
+/** Redelivery of a dead or delivered event: it goes back to the queue, due now by the dispatcher's clock. */
+export async function redeliverEvent(d: BackOfficeDeps, eventId: string): Promise<void> {
+  const r = await events.requeueEvent(d.db, eventId, nowOf(d));
+  if (r === 'NOT_FOUND') throw notFound('event');
+  if (r === 'ALREADY_QUEUED') throw new DomainError('STATE_INVALID', 'the event is already queued for delivery');
+  d.wakeWorkers();
+}
+
+export function listDuplicates(d: BackOfficeDeps) {
+  return refunds.listDuplicates(d.db, 500);
+}

@@ -1,0 +1,114 @@
+/**
+ * Close order (seed "Close order"): the provider confirms the order unpaid before it is closed; a
+ * paid order is never closed blindly. Shared by the open API (CLOSE_REQUESTED), the back office
+ * (MERCHANT_CLOSED), expiry (EXPIRED) and the pending-close worker.
+ */
+import { DomainError } from '../domain/errors.ts';
+import { MERCHANT_NO_RE } from '../domain/order-input.ts';
+import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
+import { type CallOptions, ProviderRejectedError } from '../providers/provider.ts';
+import { withTx } from '../store/db.ts';
+import * as orders from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
+import { untilSettled } from './attempts.ts';
+import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
+import { confirmPaid, setAttempt, setOrderStatus } from './payment-state.ts';
+import type { CloseState, OrderClose } from './results.ts';
+
+/** How long a close waits for an attempt being created at the provider to settle. */
+export const PENDING_WAIT_MS = 10_000;
+
+type Outcome = 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
+
+export async function closeOrderById(
+  d: UseCaseDeps,
+  orderId: string,
+  reason: ClosedReason,
+  opts: CallOptions = {},
+): Promise<{ closeState: CloseState; order: OrderRow }> {
+  const flow = `close order (${reason})`;
+  const o = await orders.getOrder(d.db, orderId);
+  if (!o) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
+  if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
+  if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
+  if (o.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
+  // The close is recorded first (close_pending, with a worker lease so the pending-close worker
+  // does not run it twice), under the order's lock: a re-create that starts after this answers
+  // 409, and the attempt of one that started before is in the list read next. Without this, a
+  // re-create racing the close could open a payment the close never saw.
+  const mark = await orders.markClosePending(d.db, o.id, reason, nowOf(d));
+  // Withdrawn on a refusal if no close marked or kept the order since this one (the lease it wrote
+  // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
+  // refused withdraws, and a close kept pending by another caller survives.
+  const markedLease = mark?.lease ?? null;
+  // An attempt still PENDING is being created at the provider right now: a close sent before that
+  // call lands would find nothing to close, and the payment would open after it. Wait for it to
+  // settle (a request briefly; background work not at all); one still pending is uncertain, and
+  // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
+  const attempts = await untilSettled(
+    () => orders.attemptsOf(d.db, o.id),
+    (all) => all.some((a) => a.state === 'PENDING'),
+    opts.background ? 0 : PENDING_WAIT_MS,
+  );
+  const outcomes = new Map<string, Outcome>();
+  for (const a of attempts.filter(isLiveAttempt)) {
+    if (a.state === 'PENDING') {
+      outcomes.set(a.id, 'UNCERTAIN');
+      continue;
+    }
+    try {
+      outcomes.set(a.id, (await d.providers.byName(a.provider).closePayment(a.id, opts)).outcome);
+    } catch (err) {
+      outcomes.set(a.id, err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN');
+    }
+  }
+  const values = [...outcomes.values()];
+  const r = await withTx(d.db, async (tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
+    let order = (await orders.getOrder(tx, o.id, true))!;
+    const now = nowOf(d);
+    if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
+    if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
+    if (order.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
+    for (const [id, outcome] of outcomes) {
+      const a = (await orders.getAttempt(tx, id))!;
+      if (outcome === 'PAID') {
+        order = (await confirmPaid(tx, flow, order, a, now)).order;
+      } else if (outcome === 'CLOSED' && isLiveAttempt(a)) {
+        await setAttempt(tx, flow, a, 'CLOSED', {}, now);
+      }
+    }
+    if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT', order };
+    // Refused: the order stays as it was (the close this call recorded is withdrawn), but the
+    // attempts the provider did close are recorded as closed (their material no longer pays), so
+    // the order shows nextAction when it has none left.
+    if (values.includes('REJECTED')) {
+      // Background work keeps the lease: an expiry the provider keeps refusing is tried again
+      // only when it runs out, and cannot crowd the other due orders out of the workers'
+      // batches. A request's close frees it, so expiry is not delayed.
+      const withdrawn = markedLease !== null && (await orders.withdrawClosePending(tx, order.id, markedLease, opts.background === true));
+      return { closeState: 'REJECTED', order: withdrawn ? { ...order, closePending: null } : order };
+    }
+    if (values.includes('UNCERTAIN')) {
+      // Finished by the pending-close worker shortly (not at every tick: an uncertain close must
+      // not crowd the other due orders out of the workers' batches).
+      await orders.keepClosePending(tx, order.id, reason, now);
+      return { closeState: 'UNKNOWN_KEPT', order: (await orders.getOrder(tx, order.id))! };
+    }
+    order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
+    return { closeState: 'CLOSE_REQUESTED', order };
+  });
+  if (values.includes('PAID')) d.wakeWorkers();
+  if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
+  return r as { closeState: CloseState; order: OrderRow };
+}
+
+export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string): Promise<OrderClose> {
+  if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
+  const o = await orders.findOrder(d.db, caller.app.id, outTradeNo);
+  if (!o) throw new DomainError('NOT_FOUND');
+  const r = await closeOrderById(d, o.id, 'CLOSE_REQUESTED');
+  // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
+  // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
+  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await orders.latestAttempt(d.db, r.order.id) : null;
+  return { kind: 'order-close', closeState: r.closeState, order: r.order, latest };
+}

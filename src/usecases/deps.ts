@@ -1,0 +1,46 @@
+/**
+ * What the use cases work with: the database (through the repositories of src/store), the
+ * providers, the clock, a logger, and the work queues that batch the hot statements. No HTTP:
+ * use cases take domain input and return domain results or throw DomainError.
+ */
+import type { Clock } from '../domain/clock.ts';
+import type { ProviderRouter } from '../providers/router.ts';
+import type { Db } from '../store/db.ts';
+import type { MerchantConfigCache } from '../store/merchant-config.ts';
+import type { AttemptAcceptor, OrderInserter, OrderReader } from '../store/orders.ts';
+
+/** The structured logger's shape (pino's). */
+export interface Log {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface UseCaseDeps {
+  db: Db;
+  clock: Clock;
+  log: Log;
+  providers: ProviderRouter;
+  merchantConfig: MerchantConfigCache;
+  /** New orders of concurrent creates, one statement per event-loop turn. */
+  orderInserts: OrderInserter;
+  /** The query-order reads of concurrent requests, one statement per event-loop turn. */
+  orderReads: OrderReader;
+  /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
+  acceptor: AttemptAcceptor;
+  /** Asks the background workers to look for due work now (follow-ups written, events queued). */
+  wakeWorkers(): void;
+}
+
+/** The caller of an open-API operation: the authenticated app, resolved by the gate. */
+export interface Caller {
+  app: import('../store/merchants.ts').AppRow;
+  merchantEntityType: 'INDIVIDUAL' | 'CORPORATE';
+  requestId: string;
+  /** The service's clock when the request arrived; decides which re-creates overlapped. */
+  receivedAtMs: number;
+}
+
+export function nowOf(d: { clock: Clock }): Date {
+  return new Date(d.clock.now());
+}

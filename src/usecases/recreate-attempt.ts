@@ -1,0 +1,151 @@
+/**
+ * Re-create attempt (seed "Re-create attempt"): closes the order's in-progress attempt at the
+ * provider and makes a new one. Concurrent re-creates of one order make one attempt: the first to
+ * take the order's lock is the winner; the others, which overlapped it, answer with a projection
+ * of the winner. Which requests overlapped is decided by database facts only (several instances
+ * may share the database): the attempt being made is PENDING, and a made attempt records when
+ * its request recorded the outcome (`made_at`); a re-create that arrived before that overlapped it.
+ */
+import { DomainError } from '../domain/errors.ts';
+import { newId } from '../domain/ids.ts';
+import { exceedsSingleCeiling } from '../domain/money.ts';
+import { MERCHANT_NO_RE } from '../domain/order-input.ts';
+import { ProviderRejectedError } from '../providers/provider.ts';
+import { withTx } from '../store/db.ts';
+import * as orders from '../store/orders.ts';
+import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import { runAttempt, settledLatest } from './attempts.ts';
+import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
+import { confirmPaid, nextCheckAt, setAttempt } from './payment-state.ts';
+import type { OrderOutcome } from './results.ts';
+
+const FLOW = 're-create attempt';
+
+type Start =
+  { kind: 'loser'; order: OrderRow; awaiting?: string } | { kind: 'winner'; order: OrderRow; attempt: AttemptRow; previous: AttemptRow[] };
+
+export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo: string): Promise<OrderOutcome> {
+  if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
+  // The order's latest attempt as this request found it, before queueing for the order's lock.
+  const seen = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.attempt ?? null;
+  const mc = await d.merchantConfig.get(caller.app.merchantId);
+  const start = await withTx(d.db, async (tx): Promise<Start> => {
+    const o = await orders.findOrder(tx, caller.app.id, outTradeNo, true);
+    if (!o) throw new DomainError('NOT_FOUND');
+    const now = nowOf(d);
+    // This request id was already a re-create of this order (the winner that made an attempt, or a
+    // loser that overlapped one): this is its retry, after it was cut off before its answer was
+    // recorded, or after a loser's 503 (the winner's attempt was still being created). Answered
+    // from the order as it is now; no attempt.
+    if (await orders.recreateRequestSeen(tx, o.id, caller.requestId)) return { kind: 'loser', order: o };
+    const record = (attemptId: string | null) => orders.recordRecreateRequest(tx, o.id, caller.requestId, attemptId, now);
+    if (!['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status) || o.expireAt.getTime() <= now.getTime()) {
+      throw new DomainError(
+        'STATE_INVALID',
+        `The order is ${o.status}${o.status === 'CREATED' || o.status === 'PAYING' ? ' and its payment window has ended' : ''}; no new attempt can be created.`,
+      );
+    }
+    if (o.closePending !== null) {
+      // A close the provider has not confirmed yet (UNKNOWN_KEPT), or one running now: new
+      // material would be closed with the order.
+      throw new DomainError('STATE_INVALID', 'A close of this order is being completed; query the order.');
+    }
+    // The new attempt is judged like a new order (seed: 422 for channel, declared trade form and
+    // platform limits, "order and attempt leg"): by the app's channels and trade forms and the
+    // receiving accounts' ceilings as they are now. (A voided link kind is left out of `links`,
+    // as at creation; it does not refuse the attempt.)
+    const app = caller.app;
+    const provider = d.providers.forChannel(o.channel);
+    if (!app.channels.includes(o.channel) || provider === null) throw new DomainError('CHANNEL_UNAVAILABLE');
+    if (o.tradeScope !== null && !app.tradeScopes.includes(o.tradeScope)) throw new DomainError('TRADE_SCOPE_UNAVAILABLE');
+    if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
+      throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ['SINGLE_AMOUNT'] } });
+    }
+    const attempts = await orders.attemptsOf(tx, o.id);
+    const beingMade = attempts.find((a) => a.state === 'PENDING');
+    if (beingMade) {
+      await record(null);
+      return { kind: 'loser', order: o, awaiting: beingMade.id };
+    }
+    // A concurrent re-create that finished before this one got the order's lock: the latest
+    // attempt is live and was being made, or did not exist, when this request first looked, or
+    // its request recorded its outcome after this request arrived. The two overlapped; that one
+    // is the winner. A re-create sent after the winner's answer finds it settled, and makes a new
+    // attempt. (An attempt the reconciler settled has no made_at and does not count.)
+    const latest = attempts.at(-1);
+    if (
+      latest &&
+      (latest.state === 'ACCEPTED' || latest.state === 'UNKNOWN') &&
+      (seen === null ||
+        latest.seq > seen.seq ||
+        seen.state === 'PENDING' ||
+        (latest.madeAt !== null && latest.madeAt.getTime() > caller.receivedAtMs))
+    ) {
+      await record(null);
+      return { kind: 'loser', order: o };
+    }
+    const fresh = await orders.insertAttempt(
+      tx,
+      o,
+      { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name },
+      now,
+    );
+    await record(fresh.id);
+    return { kind: 'winner', order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
+  });
+  if (start.kind === 'loser') {
+    // A concurrent re-create is making the attempt: answer with a projection of that winner.
+    const { order, attempt } = await settledLatest(d, start.order.id);
+    if (
+      start.awaiting !== undefined &&
+      !['CREATED', 'PAYING', 'UNKNOWN'].includes(order.status) &&
+      order.paidAttemptId !== start.awaiting
+    ) {
+      // There was no winner: the order was paid (by an older attempt) or closed while that
+      // attempt was being made, and it was withdrawn. Answered as that re-create was: 409.
+      throw new DomainError('STATE_INVALID', `The order is ${order.status}; no new attempt can be created.`);
+    }
+    return { kind: 'order', order, attempt, replayed: true };
+  }
+  return makeAttempt(d, start);
+}
+
+/** Closes the in-progress attempts at the provider first (their material must not stay payable), then makes the new one. */
+async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: AttemptRow; previous: AttemptRow[] }): Promise<OrderOutcome> {
+  for (const old of start.previous) {
+    let outcome: 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
+    try {
+      outcome = (await d.providers.byName(old.provider).closePayment(old.id)).outcome;
+    } catch (err) {
+      outcome = err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN';
+    }
+    const stop = await withTx(d.db, async (tx) => {
+      const o = (await orders.getOrder(tx, start.order.id, true))!;
+      const a = (await orders.getAttempt(tx, old.id))!;
+      const pending = (await orders.getAttempt(tx, start.attempt.id))!;
+      const now = nowOf(d);
+      if (outcome === 'CLOSED') {
+        if (a.state === 'ACCEPTED' || a.state === 'UNKNOWN') await setAttempt(tx, FLOW, a, 'CLOSED', {}, now);
+        return null;
+      }
+      if (outcome === 'UNCERTAIN') {
+        // Uncertain attempts are not closed; the reconciler converges them.
+        if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+        return null;
+      }
+      // The new attempt never reached the provider: it is withdrawn, so the order is left exactly
+      // as it was (its latest attempt is again the one that still pays, or the one that paid).
+      if (pending.state === 'PENDING') await orders.withdrawPendingAttempt(tx, pending.id);
+      if (outcome === 'PAID') {
+        await confirmPaid(tx, FLOW, o, a, now);
+        return new DomainError('STATE_INVALID', 'The order has been paid; query the order.');
+      }
+      return new DomainError('PROVIDER_REJECTED');
+    });
+    if (stop) {
+      d.wakeWorkers();
+      throw stop;
+    }
+  }
+  return runAttempt(d, start.order, start.attempt, FLOW);
+}

@@ -1,0 +1,43 @@
+/**
+ * The sandbox provider's test levers that involve the service's own orders (decisions.md section
+ * 8): the buyer pays or fails an order's attempt, and an order's payment window ends now.
+ */
+import { DomainError } from '../domain/errors.ts';
+import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import * as orders from '../store/orders.ts';
+import { type UseCaseDeps, nowOf } from './deps.ts';
+
+/** The buyer acts on the order's given attempt, or its latest payable one. Answers the order's status after the provider's notice. */
+export async function sandboxBuyerAction(
+  d: UseCaseDeps,
+  sandbox: SandboxProvider,
+  orderId: string,
+  action: 'PAY' | 'FAIL',
+  attemptId?: string,
+): Promise<{ orderId: string; attemptId: string; status: string }> {
+  const order = await orders.getOrder(d.db, orderId);
+  if (!order) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
+  const attempts = await orders.attemptsOf(d.db, order.id);
+  const target =
+    attemptId !== undefined
+      ? attempts.find((a) => a.id === attemptId)
+      : [...attempts].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
+  if (!target) throw new DomainError('STATE_INVALID', 'the order has no attempt the buyer can pay');
+  const r = await sandbox.buyerAction(target.id, action);
+  if (r === 'NOT_FOUND') throw new DomainError('STATE_INVALID', 'the provider has no payment for this attempt');
+  if (r === 'NOT_OPEN') throw new DomainError('STATE_INVALID', 'the payment is no longer open at the provider');
+  if (r === 'EXPIRED') throw new DomainError('STATE_INVALID', 'the payment window has ended: the buyer can no longer pay');
+  const fresh = (await orders.getOrder(d.db, order.id))!;
+  return { orderId: fresh.id, attemptId: target.id, status: fresh.status };
+}
+
+/** Ends the order's payment window now, at the provider too (the expiry worker then closes it). */
+export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxProvider, orderId: string): Promise<void> {
+  const ended = await orders.endPaymentWindow(d.db, orderId, nowOf(d));
+  if (!ended) {
+    if (!(await orders.getOrder(d.db, orderId))) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
+    throw new DomainError('STATE_INVALID', 'the order is not open');
+  }
+  await sandbox.expirePayments(ended.attemptIds, ended.expireAt);
+  d.wakeWorkers();
+}

@@ -1,0 +1,164 @@
+/**
+ * Request-id units on a real database (src/usecases/request-units.ts): a duplicate of a request
+ * executing on this instance waits for it (no polling) and replays its answer; one held elsewhere
+ * is polled; a holder whose instance stopped beating, or whose leases were ended by a stop, is
+ * taken over at once; only the holder completes a record.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { RequestDecided, RequestUnits, type RequestUnit } from '../../src/usecases/request-units.ts';
+import { FakeClock } from '../helpers/events.ts';
+import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
+
+const quiet = { info() {}, warn() {}, error() {} };
+
+function counting(db: Db): { db: Db; count: () => number } {
+  let n = 0;
+  const wrapped = new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop === 'query') {
+        return (...a: unknown[]) => {
+          n++;
+          return (target.query as (...x: unknown[]) => unknown).apply(target, a);
+        };
+      }
+      return Reflect.get(target, prop, receiver);
+    },
+  });
+  return { db: wrapped, count: () => n };
+}
+
+/** What a unit's claim decides: executes (the unit holds the id now) or the other request's outcome. */
+async function begin(u: RequestUnit): Promise<unknown> {
+  try {
+    await u.claim();
+    return { kind: 'execute' };
+  } catch (err) {
+    if (err instanceof RequestDecided) return err.outcome;
+    throw err;
+  }
+}
+
+const render = () => null;
+
+describe('request-id units', () => {
+  let tdb: TestDatabase;
+  let db: Db;
+  const clock = new FakeClock();
+  const started: RequestUnits[] = [];
+  async function instance(on: Db = db): Promise<RequestUnits> {
+    const u = new RequestUnits(on, clock, quiet);
+    await u.start({ alone: false });
+    started.push(u);
+    return u;
+  }
+  before(async () => {
+    tdb = await createTestDatabase();
+    db = createPool(tdb.url, 8);
+    await migrate(db);
+  });
+  after(async () => {
+    for (const u of started) await u.stop();
+    await db.end();
+    await tdb.drop();
+  });
+
+  const key = (requestId: string) => ({ appId: 'app_w', requestId, method: 'POST', target: '/api/open/v1/payments', bodySha256: 'ab' });
+
+  test('held on this instance: the duplicate wakes when the answer is recorded, with no polling', async () => {
+    const c = counting(db);
+    const units = await instance(c.db);
+    const k = key('req_waiter_local');
+    const first = units.open(k, render);
+    assert.deepEqual(await begin(first), { kind: 'execute' });
+    const before = c.count();
+    const dup = begin(units.open(k, render));
+    await new Promise((r) => setTimeout(r, 600));
+    await first.finish({ status: 201, body: '{"ok":true}' });
+    assert.deepEqual(await dup, { kind: 'replay', status: 201, body: '{"ok":true}' });
+    // insert + read before waiting, insert + read after: no statement while it waited.
+    assert.equal(c.count() - before - 1, 4, 'the waiting duplicate issued 4 statements (plus the complete)');
+  });
+
+  test('a stop that cuts requests off ends the leases held here: another instance takes the ids over at once', async () => {
+    const dying = await instance();
+    const other = await instance();
+    const held = [key('req_cut_off_1'), key('req_cut_off_2')];
+    for (const k of held) assert.deepEqual(await begin(dying.open(k, render)), { kind: 'execute' });
+    const done = key('req_cut_off_done');
+    const d = dying.open(done, render);
+    assert.deepEqual(await begin(d), { kind: 'execute' });
+    await d.finish({ status: 201, body: '{"kept":true}' });
+    assert.equal(await dying.endLeasesHeldHere(), 2, 'only the ids still executing');
+    const t0 = Date.now();
+    for (const k of held) assert.deepEqual(await begin(other.open(k, render)), { kind: 'execute' });
+    assert.ok(Date.now() - t0 < 2000, 'taken over without waiting for the lease');
+    assert.deepEqual(await begin(other.open(done, render)), { kind: 'replay', status: 201, body: '{"kept":true}' });
+  });
+
+  test('a holder whose instance stopped beating (a crash) is taken over as soon as it is judged gone, not after its lease', async () => {
+    const crashed = await instance();
+    const k = key('req_crashed_holder');
+    assert.deepEqual(await begin(crashed.open(k, render)), { kind: 'execute' });
+    // The process dies: no more beats, nothing released.
+    await crashed.stop();
+    const survivor = await instance();
+    const t0 = Date.now();
+    assert.deepEqual(await begin(survivor.open(k, render)), { kind: 'execute' });
+    assert.ok(Date.now() - t0 < 1000, `taken over in ${Date.now() - t0} ms`);
+  });
+
+  test('a holder that was judged gone cannot complete the record any more: the new holder answers', async () => {
+    const slow = await instance();
+    const k = key('req_fenced');
+    const first = slow.open(k, render);
+    assert.deepEqual(await begin(first), { kind: 'execute' });
+    await slow.endLeasesHeldHere();
+    const other = await instance();
+    const second = other.open(k, render);
+    assert.deepEqual(await begin(second), { kind: 'execute' });
+    await first.finish({ status: 201, body: '{"from":"first"}' });
+    await second.finish({ status: 201, body: '{"from":"second"}' });
+    assert.deepEqual(await begin((await instance()).open(k, render)), { kind: 'replay', status: 201, body: '{"from":"second"}' });
+  });
+
+  test('an abandoned execution wakes the duplicate, which then executes itself', async () => {
+    const units = await instance();
+    const k = key('req_waiter_abandon');
+    const first = units.open(k, render);
+    assert.deepEqual(await begin(first), { kind: 'execute' });
+    const dup = begin(units.open(k, render));
+    await new Promise((r) => setTimeout(r, 100));
+    await first.abandon();
+    assert.deepEqual(await dup, { kind: 'execute' });
+  });
+
+  test('held by another instance: polled until that instance records the answer', async () => {
+    const here = await instance();
+    const there = await instance();
+    const k = key('req_waiter_remote');
+    const first = there.open(k, render);
+    assert.deepEqual(await begin(first), { kind: 'execute' });
+    const dup = begin(here.open(k, render));
+    await new Promise((r) => setTimeout(r, 150));
+    await first.finish({ status: 200, body: '{"r":1}' });
+    assert.deepEqual(await dup, { kind: 'replay', status: 200, body: '{"r":1}' });
+  });
+
+  test('a different body under the same id is a conflict at once, not a wait', async () => {
+    const units = await instance();
+    const k = key('req_waiter_conflict');
+    assert.deepEqual(await begin(units.open(k, render)), { kind: 'execute' });
+    assert.deepEqual(await begin(units.open({ ...k, bodySha256: 'cd' }, render)), { kind: 'conflict' });
+  });
+
+  test('a 429 or 503 answer is not kept: a retry executes afresh', async () => {
+    const units = await instance();
+    const k = key('req_not_kept');
+    const first = units.open(k, render);
+    assert.deepEqual(await begin(first), { kind: 'execute' });
+    await first.finish({ status: 503, body: '{}' });
+    assert.deepEqual(await begin(units.open(k, render)), { kind: 'execute' });
+  });
+});
