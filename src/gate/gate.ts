@@ -8,7 +8,7 @@
 import { type KeyObject, createPublicKey, verify } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '../../packages/sdk/src/signing.ts';
+import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '@mps/sdk/signing';
 import { ApiError, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { CidrList } from '../net/ip.ts';
