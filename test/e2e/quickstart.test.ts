@@ -9,6 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { type Finished, runProcess } from '../helpers/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const ADMIN_TOKEN = 'quickstart-admin-token-123';
@@ -78,13 +79,8 @@ function background(cmd: string, args: string[], env: Record<string, string>, re
   });
 }
 
-function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code: code ?? 1, stdout, stderr })));
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<Finished> {
+  return runProcess(cmd, args, { cwd: root, env: { ...process.env, ...env } });
 }
 
 async function waitFor(what: string, get: () => string, re: RegExp, ms = 30_000): Promise<RegExpExecArray> {
