@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'data/**', 'bench/results/**', 'test-results/**'] },
+  { ignores: ['node_modules/**', 'data/**', 'bench/results/**', 'test-results/**', 'packages/*/dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -4,7 +4,7 @@
  */
 import { createPrivateKey, randomBytes, sign } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
-import { requestSigningString } from '../../packages/sdk/src/signing.ts';
+import { requestSigningString } from '@mps/sdk/signing';
 import type { SignBatch, SignedBatch } from './corpus.ts';
 
 const { privateKeyPem, appId, keyId } = workerData as { privateKeyPem: string; appId: string; keyId: string };

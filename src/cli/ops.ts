@@ -7,7 +7,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { generateRsaKeyPair } from '../../packages/sdk/src/keys.ts';
+import { generateRsaKeyPair } from '@mps/sdk';
 
 const USAGE = `usage: npm run ops -- <command> [options]
 

@@ -3,7 +3,7 @@
  * event id, lower-case hex SHA-256 of the body — each ending in LF, RSA-SHA256 with the platform
  * key, standard Base64. The body given here must be the exact bytes that are sent.
  */
-import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
+import { notificationSigningString } from '@mps/sdk/signing';
 import { newId } from '../domain/ids.ts';
 import type { PlatformKeyRing } from '../platform/keys.ts';
 

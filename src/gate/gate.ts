@@ -9,7 +9,7 @@
 import { type KeyObject, createPublicKey, verify } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { responseSigningString, normalizeContentType, requestSigningString } from '../../packages/sdk/src/signing.ts';
+import { responseSigningString, normalizeContentType, requestSigningString } from '@mps/sdk/signing';
 import type { Clock } from '../domain/clock.ts';
 import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';

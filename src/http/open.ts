@@ -5,7 +5,7 @@
  * answer with the platform envelope (see app.ts).
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sha256Hex } from '../../packages/sdk/src/signing.ts';
+import { sha256Hex } from '@mps/sdk/signing';
 import { DomainError } from '../domain/errors.ts';
 import { parseCreateOrder, parseCreateRefund } from '../domain/order-input.ts';
 import { failure, installGate, requestTarget, sendOpen, sendResult } from '../gate/gate.ts';

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { verify } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
-import { verifyNotification } from '../../packages/sdk/src/webhooks.ts';
+import { notificationSigningString } from '@mps/sdk/signing';
+import { verifyNotification } from '@mps/sdk';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, createDispatcher } from '../../src/events/dispatcher.ts';
 import { rescheduleAppEvents } from '../../src/store/events.ts';
 import { webhookEventSchema } from '../../src/domain/response-schemas.ts';

@@ -9,6 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { type Finished, runProcess } from '../helpers/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const ADMIN_TOKEN = 'quickstart-admin-token-123';
@@ -78,13 +79,8 @@ function background(cmd: string, args: string[], env: Record<string, string>, re
   });
 }
 
-function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code: code ?? 1, stdout, stderr })));
+function run(cmd: string, args: string[], env: Record<string, string>): Promise<Finished> {
+  return runProcess(cmd, args, { cwd: root, env: { ...process.env, ...env } });
 }
 
 async function waitFor(what: string, get: () => string, re: RegExp, ms = 30_000): Promise<RegExpExecArray> {
@@ -106,39 +102,52 @@ function envFile(text: string): Record<string, string> {
   );
 }
 
+/** The commands of docs/quickstart.md this test runs: kept word for word in the guide. */
+const GUIDE_COMMANDS = [
+  'export PORT=8080 HOOK_PORT=9000 ADMIN_TOKEN=quickstart-admin-token-123',
+  'export BASE=http://127.0.0.1:$PORT',
+  'npm start',
+  'MPS_ADMIN_URL=$BASE npm run ops -- provision --name "My Shop" --notify-url http://127.0.0.1:$HOOK_PORT/hook --out-dir ./my-shop',
+  'npx node packages/sdk/examples/webhook-receiver.ts $HOOK_PORT',
+  'npx mps-merchant create-order --json \'{"outTradeNo":"ORDER_000001","channel":"ALIPAY_H5","amountFen":1234,"currency":"CNY","subject":"Coffee","payerClientIp":"8.8.8.8"}\'',
+  'npx mps-merchant sandbox pay ORDER_000001',
+  'npx mps-merchant query-order ORDER_000001',
+  'npx mps-merchant create-refund --json \'{"outTradeNo":"ORDER_000001","outRefundNo":"REFUND_000001","refundAmountFen":234}\'',
+];
+
+test('the guide holds the commands this test runs, and builds every address from its variables', async () => {
+  const guide = await fs.readFile(path.join(root, 'docs/quickstart.md'), 'utf8');
+  for (const command of GUIDE_COMMANDS) assert.ok(guide.includes(command), `docs/quickstart.md runs: ${command}`);
+  assert.doesNotMatch(guide, /(127\.0\.0\.1|localhost):[0-9]/, 'no address with a written-out port: $BASE and $HOOK_PORT');
+});
+
 test('quickstart: empty folder to a paid sandbox order and a verified event', { timeout: 180_000 }, async () => {
   work = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-quickstart-'));
   const port = await freePort();
   const hookPort = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  // The variables every terminal of the guide sets (free ports instead of 8080 and 9000).
+  const shell = { PORT: String(port), HOOK_PORT: String(hookPort), ADMIN_TOKEN, BASE: base };
 
   // 1. npm start (embedded PostgreSQL in a fresh DATA_DIR)
-  await background(
-    'npm',
-    ['start'],
-    { ADMIN_TOKEN, PORT: String(port), DATA_DIR: path.join(work, 'data'), DATABASE_URL: '' },
-    /Server listening/,
-  );
+  await background('npm', ['start'], { ...shell, DATA_DIR: path.join(work, 'data'), DATABASE_URL: '' }, /Server listening/);
 
   // 2. provision
   const outDir = path.join(work, 'my-shop');
   const prov = await run(
     'npm',
     ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--notify-url', `http://127.0.0.1:${hookPort}/hook`, '--out-dir', outDir],
-    {
-      ADMIN_TOKEN,
-      MPS_ADMIN_URL: base,
-    },
+    { ...shell, MPS_ADMIN_URL: base },
   );
   assert.equal(prov.code, 0, prov.stderr + prov.stdout);
   // Provisioning again into the same folder would replace this app's private key: refused.
   const again = await run('npm', ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--out-dir', outDir], {
-    ADMIN_TOKEN,
+    ...shell,
     MPS_ADMIN_URL: base,
   });
   assert.notEqual(again.code, 0);
   assert.match(again.stderr + again.stdout, /already holds merchant-private\.pem.*--force/);
-  const merchantEnv = envFile(await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8'));
+  const merchantEnv: Record<string, string> = { ...shell, ...envFile(await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8')) };
   assert.equal(merchantEnv.MPS_BASE_URL, base);
 
   // 3. receiver
@@ -164,12 +173,16 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
   assert.equal(o.status, 'PAYING');
   assert.match(o.payUrl, new RegExp(`^${base}/cashier/`));
 
-  // 5. pay in the sandbox
-  const pay = await fetch(`${base}/api/sandbox/v1/payments/${o.openOrderId}/pay`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-  });
-  assert.equal(pay.status, 200, await pay.text());
+  // 5. pay in the sandbox, by the merchant's outTradeNo
+  const pay = await run('npx', ['mps-merchant', 'sandbox', 'pay', 'ORDER_000001'], merchantEnv);
+  assert.equal(pay.code, 0, pay.stderr + pay.stdout);
+  const paid = JSON.parse(pay.stdout);
+  assert.equal(paid.openOrderId, o.openOrderId);
+  assert.equal(paid.status, 'SUCCEEDED');
+  // Paid already: the helper refuses, and the CLI says so with the back office's envelope.
+  const twice = await run('npx', ['mps-merchant', 'sandbox', 'pay', 'ORDER_000001'], merchantEnv);
+  assert.equal(twice.code, 1, twice.stderr + twice.stdout);
+  assert.equal(JSON.parse(twice.stderr.slice(twice.stderr.indexOf('{'))).code, 'ADMIN_STATE_INVALID');
 
   // 6. query: SUCCEEDED, and the receiver verified the event
   const q = await run('npx', ['mps-merchant', 'query-order', 'ORDER_000001'], merchantEnv);

@@ -6,13 +6,7 @@ import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import {
-  NotFoundError,
-  PaymentClient,
-  ResponseSignatureError,
-  UnprocessableError,
-  parsePlatformKeysJson,
-} from '../../packages/sdk/src/index.ts';
+import { NotFoundError, PaymentClient, ResponseSignatureError, UnprocessableError, parsePlatformKeysJson } from '@mps/sdk';
 import { type Merchant, type TestApp, orderBody, provision, startTestApp } from '../helpers/app.ts';
 
 let t: TestApp;

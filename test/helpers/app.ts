@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
-import { requestSigningString } from '../../packages/sdk/src/signing.ts';
+import { requestSigningString } from '@mps/sdk/signing';
 import { type AppOverrides, type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config/config.ts';
 import type { Clock } from '../../src/services.ts';

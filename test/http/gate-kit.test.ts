@@ -11,7 +11,7 @@ import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
 import net from 'node:net';
 import { test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { responseSigningString } from '../../packages/sdk/src/signing.ts';
+import { responseSigningString } from '@mps/sdk/signing';
 import { type Merchant, type SignOptions, type TestApp, call, requestId as newRequestId } from '../helpers/app.ts';
 
 export const OPEN = '/api/open/v1';

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { notificationSigningString } from '../../packages/sdk/src/signing.ts';
+import { notificationSigningString } from '@mps/sdk/signing';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, retryDelayMs } from '../../src/events/dispatcher.ts';
 import {
   type Resolver,

@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
-import { parsePlatformKeysJson, verifyNotification } from '../src/index.ts';
+import { parsePlatformKeysJson, verifyNotification } from '@mps/sdk';
 
 const port = Number(process.argv[2] ?? 9000);
 const keysFile = process.env.MPS_PLATFORM_KEYS_FILE;

@@ -7,7 +7,7 @@ import { chmod, mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { assertRequestId } from './auth.ts';
-import { PaymentClient } from './client.ts';
+import { createFetchTransport, PaymentClient } from './client.ts';
 import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
 import { DEFAULT_RSA_BITS, generateRsaKeyPair, loadPublicKeys, parsePlatformKeysJson } from './keys.ts';
 import type { CreateOrderResponse, CreateRefundResponse } from './types.ts';
@@ -25,6 +25,10 @@ Commands:
   create-refund --json '{...}' | --file FILE     POST /api/open/v1/refunds
   query-refund  OUT_REFUND_NO                    GET  /api/open/v1/refunds/{outRefundNo}
   settlement                                     GET  /api/open/v1/settlement/accounts
+  sandbox pay   OUT_TRADE_NO                     the sandbox's buyer pays the order: looks it up with
+                          GET /api/open/v1/payments/{outTradeNo} (signed), then calls
+                          POST /api/sandbox/v1/payments/{openOrderId}/pay with the admin token
+                          (a service running the sandbox provider only)
   verify-notification --headers FILE --body FILE [--tolerance-seconds 300]
                           FILE of --headers: a JSON object of header names to values;
                           --body: the raw body bytes; needs the platform keys
@@ -44,6 +48,7 @@ Options of the API commands (environment variable in brackets):
   --timeout-ms N          per try (default 15000)
   --max-retries N         on network errors, 429 and 503 (default 2)
   --json JSON | --file FILE   request body of create-order / create-refund (--file - reads stdin)
+  --admin-token TOKEN     bearer token of the sandbox helpers     [ADMIN_TOKEN]
   -h, --help
 
 Without platform keys, response signatures are not verified (a warning is printed).
@@ -85,6 +90,7 @@ const OPTIONS = {
   headers: { type: 'string' },
   body: { type: 'string' },
   'tolerance-seconds': { type: 'string' },
+  'admin-token': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -250,7 +256,8 @@ async function verifyCommand(values: Values): Promise<number> {
   return 0;
 }
 
-async function apiCommand(command: string, values: Values, positionals: string[]): Promise<number> {
+/** The signed client of the API commands, from the options and their environment variables. */
+async function clientOf(values: Values): Promise<{ client: PaymentClient; baseUrl: string; options: { requestId?: string } }> {
   const env = process.env;
   const keys = await platformKeys(values);
   const settings = {
@@ -269,6 +276,11 @@ async function apiCommand(command: string, values: Values, positionals: string[]
   if (values['request-id'] !== undefined) asUsage(() => assertRequestId(values['request-id'] as string));
   if (keys === undefined) process.stderr.write('warning: no platform public key given; response signatures are not verified\n');
   const options = values['request-id'] === undefined ? {} : { requestId: values['request-id'] };
+  return { client, baseUrl: settings.baseUrl, options };
+}
+
+async function apiCommand(command: string, values: Values, positionals: string[]): Promise<number> {
+  const { client, options } = await clientOf(values);
   const noArgument = (): void => {
     if (positionals.length !== 1) throw new UsageError(`${command} takes no argument`);
   };
@@ -303,6 +315,54 @@ async function apiCommand(command: string, values: Values, positionals: string[]
   }
   process.stdout.write(`${JSON.stringify(result.body, null, 2)}\n`);
   return 0;
+}
+
+/**
+ * `sandbox pay OUT_TRADE_NO`: the merchant knows its outTradeNo, the sandbox helper wants the
+ * platform's openOrderId; the signed query (its answer verified like any other) gives one for the
+ * other. The helper is a back-office route: the admin token, not a merchant signature.
+ */
+async function sandboxCommand(values: Values, positionals: string[]): Promise<number> {
+  if (positionals[1] !== 'pay' || positionals.length !== 3) throw new UsageError('expected: sandbox pay OUT_TRADE_NO');
+  const outTradeNo = positionals[2] as string;
+  const token = required(values['admin-token'] ?? process.env.ADMIN_TOKEN, '--admin-token (or ADMIN_TOKEN)');
+  const { client, baseUrl, options } = await clientOf(values);
+  const order = await client.queryOrder(outTradeNo, options);
+  const url = `${baseUrl.replace(/\/+$/, '')}/api/sandbox/v1/payments/${encodeURIComponent(order.body.openOrderId)}/pay`;
+  const timeoutMs = integer(values['timeout-ms'], '--timeout-ms') ?? 15_000;
+  const res = await createFetchTransport()({
+    method: 'POST',
+    url,
+    headers: { authorization: `Bearer ${token}` },
+    body: undefined,
+    signal: AbortSignal.timeout(timeoutMs),
+    timeoutMs,
+  });
+  const text = res.body.toString('utf8');
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: reported as text below
+  }
+  if (res.status >= 200 && res.status < 300) {
+    process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+    return 0;
+  }
+  // The back office's failure envelope {code, message} as it came; anything else (such as the
+  // 404 of a service without the sandbox provider, where the helper route does not exist) described.
+  const envelope = typeof body === 'object' && body !== null && 'code' in body;
+  const out = envelope
+    ? body
+    : {
+        error: 'UnexpectedResponseError',
+        status: res.status,
+        message:
+          res.status === 404 ? 'no sandbox helpers at this address: the service does not run the sandbox provider' : `HTTP ${res.status}`,
+        bodyText: text.slice(0, 2000),
+      };
+  process.stderr.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 1;
 }
 
 function report(err: unknown): number {
@@ -341,6 +401,7 @@ async function main(argv: string[]): Promise<number> {
       if (positionals.length !== 1) throw new UsageError('verify-notification takes no argument');
       return await verifyCommand(values);
     }
+    if (command === 'sandbox') return await sandboxCommand(values, positionals);
     if (!API_COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     return await apiCommand(command, values, positionals);
   } catch (err) {

@@ -769,6 +769,10 @@ describe('CLI', () => {
       ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'no-such-keys.json')],
       // A platform keys file that is not the admin API's document (e.g. npm's banner captured with it).
       ['query-order', 'ORDER_1', ...base, ...key, '--platform-keys', join(dir, 'merchant-public.pem')],
+      // sandbox pay: its one argument, and the admin token (no ADMIN_TOKEN in this environment).
+      ['sandbox', 'pay', ...base, ...key, '--admin-token', 't'],
+      ['sandbox', 'fly', 'ORDER_1', ...base, ...key, '--admin-token', 't'],
+      ['sandbox', 'pay', 'ORDER_1', ...base, ...key],
       [
         'verify-notification',
         '--headers',
