@@ -8,14 +8,21 @@ import type { ObjectSchema } from './schema.ts';
 export const MERCHANT_NO_PATTERN = '^[A-Za-z0-9_-]{6,64}$';
 export const AMOUNT_MAX_FEN = 10_000_000_000;
 
+export const channelSchema = { type: 'string', enum: ['ALIPAY_H5', 'WECHAT_H5'], description: 'The payment channel.' } as const;
+export const tradeScopeSchema = {
+  type: 'string',
+  enum: ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'],
+  description: 'The declared trade form.',
+} as const;
+
 export const createOrderSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['outTradeNo', 'channel', 'amountFen', 'currency', 'subject', 'payerClientIp'],
   properties: {
     outTradeNo: { type: 'string', pattern: MERCHANT_NO_PATTERN, description: "The merchant's order number (6-64 of A-Z a-z 0-9 _ -)." },
-    channel: { type: 'string', enum: ['ALIPAY_H5', 'WECHAT_H5'] },
-    tradeScope: { type: 'string', enum: ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'] },
+    channel: channelSchema,
+    tradeScope: tradeScopeSchema,
     amountFen: { type: 'integer', minimum: 1, maximum: AMOUNT_MAX_FEN, description: 'Integer fen; 1.0 counts as a decimal.' },
     currency: { type: 'string', const: 'CNY' },
     subject: { type: 'string', minLength: 1, maxLength: 128 },
@@ -42,8 +49,8 @@ export const createRefundSchema = {
 
 export type Channel = 'ALIPAY_H5' | 'WECHAT_H5';
 export type TradeScope = 'PHYSICAL_FACE_TO_FACE' | 'CARD_VIRTUAL';
-export const CHANNELS: readonly Channel[] = ['ALIPAY_H5', 'WECHAT_H5'];
-export const TRADE_SCOPES: readonly TradeScope[] = ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'];
+export const CHANNELS: readonly Channel[] = channelSchema.enum;
+export const TRADE_SCOPES: readonly TradeScope[] = tradeScopeSchema.enum;
 export const LINK_OF_CHANNEL: Record<Channel, string> = { ALIPAY_H5: 'ALIPAY_AGGREGATION_NATIVE', WECHAT_H5: 'WECHAT_JSAPI' };
 
 export interface CreateOrderInput {

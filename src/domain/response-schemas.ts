@@ -1,17 +1,21 @@
 /**
  * Response bodies of the open API, as schemas: published in the OpenAPI document and checked
  * against real responses in the tests (test/http/openapi.test.ts), so the document cannot drift.
+ * The seed's named resources (order snapshot, refund projection, settlement view) are schemas of
+ * their own, and each answer is one of them plus `requestId` (extendObject).
  */
 import { CLOSED_REASONS, ATTEMPT_STATES, ORDER_STATUSES, REFUND_STATES } from './states.ts';
-import { type ArraySchema, type ObjectSchema, type Schema, nullable } from './schema.ts';
+import { channelSchema, tradeScopeSchema } from './open-schemas.ts';
+import { type ArraySchema, type ObjectSchema, type Schema, extendObject, nullable } from './schema.ts';
 
-const ts = {
+export const timestampSchema = {
   type: 'string',
   format: 'date-time',
   pattern: '^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z$',
   description: 'RFC 3339 UTC with milliseconds',
 } as const;
 const requestId = { type: 'string', minLength: 1, maxLength: 128, description: "The merchant's X-SVC-Request-Id." } as const;
+const withRequestId = { properties: { requestId }, required: ['requestId'] } as const;
 const fen = { type: 'integer', minimum: 0 } as const;
 
 export const feeProjectionSchema = {
@@ -42,80 +46,85 @@ export const feeProjectionSchema = {
   },
 } as const satisfies ObjectSchema;
 
-const snapshotProps = {
-  openOrderId: { type: 'string', pattern: '^ord_[0-9a-z]+$' },
-  outTradeNo: { type: 'string' },
-  status: { type: 'string', enum: ORDER_STATUSES },
-  closedReason: nullable({ type: 'string', enum: CLOSED_REASONS }),
-  channel: { type: 'string', enum: ['ALIPAY_H5', 'WECHAT_H5'] },
-  tradeScope: nullable({ type: 'string', enum: ['PHYSICAL_FACE_TO_FACE', 'CARD_VIRTUAL'] }),
-  links: { type: 'array', items: { type: 'string', enum: ['ALIPAY_AGGREGATION_NATIVE', 'WECHAT_JSAPI'] } },
-  amountFen: { type: 'integer', minimum: 1 },
-  currency: { type: 'string', const: 'CNY' },
-  attach: nullable({ type: 'string' }),
-  expireAt: ts,
-  payUrl: nullable({ type: 'string', format: 'uri' }, 'Cashier page; only in create and re-create answers with a valid attempt.'),
-  qrCode: nullable({ type: 'string' }, 'ALIPAY_H5 collection code; only in create and re-create answers; null in query and close.'),
-  payUrlExpireHint: { type: 'integer', description: "UTC epoch seconds of the order's expireAt." },
-  nextAction: { type: 'string', enum: ['CREATE_ATTEMPT'] },
-  latestAttempt: nullable({
-    type: 'object',
-    additionalProperties: false,
-    required: ['state', 'expireAt'],
-    properties: { state: { type: 'string', enum: ATTEMPT_STATES }, expireAt: ts },
-  }),
-  feeProjection: feeProjectionSchema,
-  replayed: { type: 'boolean' },
-  unknown: { type: 'boolean', const: true } as unknown as Schema,
-} as const;
-
-const snapshotRequired = [
-  'openOrderId',
-  'outTradeNo',
-  'status',
-  'closedReason',
-  'channel',
-  'tradeScope',
-  'links',
-  'amountFen',
-  'currency',
-  'attach',
-  'expireAt',
-  'payUrl',
-  'payUrlExpireHint',
-  'feeProjection',
-];
-
-export const orderCreatedSchema = {
+export const latestAttemptSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['requestId', ...snapshotRequired, 'replayed'],
-  properties: { requestId, ...snapshotProps },
+  required: ['state', 'expireAt'],
+  properties: { state: { type: 'string', enum: ATTEMPT_STATES }, expireAt: timestampSchema },
+  description: 'State and expiry of the latest payment attempt; never any payment material.',
 } as const satisfies ObjectSchema;
 
-export const orderQuerySchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['requestId', ...snapshotRequired, 'qrCode', 'latestAttempt'],
-  properties: { requestId, ...snapshotProps },
-} as const satisfies ObjectSchema;
-
-export const orderCloseSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['requestId', 'closeState', ...snapshotRequired, 'qrCode', 'latestAttempt'],
-  properties: {
-    requestId,
-    closeState: { type: 'string', enum: ['CLOSE_REQUESTED', 'ALREADY_CLOSED', 'UNKNOWN_KEPT', 'PROVIDER_PAID_CONFLICT'] },
-    ...snapshotProps,
-  },
-} as const satisfies ObjectSchema;
-
-export const refundSchema = {
+/** The seed's OrderSnapshot: every field an order answer may have; each answer says which it requires. */
+export const orderSnapshotSchema = {
   type: 'object',
   additionalProperties: false,
   required: [
-    'requestId',
+    'openOrderId',
+    'outTradeNo',
+    'status',
+    'closedReason',
+    'channel',
+    'tradeScope',
+    'links',
+    'amountFen',
+    'currency',
+    'attach',
+    'expireAt',
+    'payUrl',
+    'payUrlExpireHint',
+    'feeProjection',
+  ],
+  properties: {
+    openOrderId: { type: 'string', pattern: '^ord_[0-9a-z]+$' },
+    outTradeNo: { type: 'string' },
+    status: { type: 'string', enum: ORDER_STATUSES },
+    closedReason: nullable({ type: 'string', enum: CLOSED_REASONS }),
+    channel: channelSchema,
+    tradeScope: nullable(tradeScopeSchema),
+    links: { type: 'array', items: { type: 'string', enum: ['ALIPAY_AGGREGATION_NATIVE', 'WECHAT_JSAPI'] } },
+    amountFen: { type: 'integer', minimum: 1 },
+    currency: { type: 'string', const: 'CNY' },
+    attach: nullable({ type: 'string' }),
+    expireAt: timestampSchema,
+    payUrl: nullable({ type: 'string', format: 'uri' }, 'Cashier page; only in create and re-create answers with a valid attempt.'),
+    qrCode: nullable({ type: 'string' }, 'ALIPAY_H5 collection code; only in create and re-create answers; null in query and close.'),
+    payUrlExpireHint: { type: 'integer', description: "UTC epoch seconds of the order's expireAt." },
+    nextAction: { type: 'string', enum: ['CREATE_ATTEMPT'] },
+    latestAttempt: nullable(latestAttemptSchema),
+    feeProjection: feeProjectionSchema,
+    replayed: { type: 'boolean' },
+    unknown: { type: 'boolean', const: true } as unknown as Schema,
+  },
+  description: 'An order and its payment state (seed "OrderSnapshot").',
+} as const satisfies ObjectSchema;
+
+/** Create order and re-create attempt. */
+export const orderCreatedSchema = extendObject(orderSnapshotSchema, {
+  properties: withRequestId.properties,
+  required: [...withRequestId.required, 'replayed'],
+  description: 'requestId plus the order snapshot, with replayed (and unknown, only when true).',
+});
+
+export const orderQuerySchema = extendObject(orderSnapshotSchema, {
+  properties: withRequestId.properties,
+  required: [...withRequestId.required, 'qrCode', 'latestAttempt'],
+  description: 'requestId plus the order snapshot with latestAttempt; payUrl and qrCode are null.',
+});
+
+export const orderCloseSchema = extendObject(orderSnapshotSchema, {
+  properties: {
+    ...withRequestId.properties,
+    closeState: { type: 'string', enum: ['CLOSE_REQUESTED', 'ALREADY_CLOSED', 'UNKNOWN_KEPT', 'PROVIDER_PAID_CONFLICT'] },
+  },
+  required: [...withRequestId.required, 'closeState', 'qrCode', 'latestAttempt'],
+  description: 'requestId, closeState and the order snapshot; payUrl and latestAttempt are null.',
+});
+
+/** The seed's RefundProjection. */
+export const refundProjectionSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
     'refundAttemptId',
     'outRefundNo',
     'outTradeNo',
@@ -129,7 +138,6 @@ export const refundSchema = {
     'unknown',
   ],
   properties: {
-    requestId,
     refundAttemptId: { type: 'string', pattern: '^rf_[0-9a-z]+$' },
     outRefundNo: { type: 'string' },
     outTradeNo: { type: 'string' },
@@ -137,12 +145,18 @@ export const refundSchema = {
     amountFen: { type: 'integer', minimum: 1 },
     state: { type: 'string', enum: REFUND_STATES },
     reason: nullable({ type: 'string' }),
-    createdAt: ts,
-    updatedAt: ts,
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
     replayed: { type: 'boolean', description: 'Always true in the refund query: a projection of an existing record.' },
     unknown: { type: 'boolean', description: 'true while the provider outcome is uncertain (state UNKNOWN); always present.' },
   },
+  description: 'A refund and its state (seed "RefundProjection").',
 } as const satisfies ObjectSchema;
+
+export const refundSchema = extendObject(refundProjectionSchema, {
+  ...withRequestId,
+  description: 'requestId plus the refund projection.',
+});
 
 /** RATIO shares: 2-4 accounts, each 0 < shareBps < 10000 (the sum of 10000 is checked in code). */
 export const ratiosSchema = {
@@ -158,35 +172,42 @@ export const ratiosSchema = {
       shareBps: { type: 'integer', minimum: 1, maximum: 9999 },
     },
   },
+  description: 'Only when mode is RATIO: each participating account and its share in basis points (the shares add up to 10000).',
 } as const satisfies ArraySchema;
 
-export const settlementSchema = {
+export const settlementAccountSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['requestId', 'accounts', 'mode', 'participants', 'unavailablePolicy'],
+  required: ['accountId', 'entityType', 'entityName', 'merchantNo', 'cardLast4'],
   properties: {
-    requestId,
-    accounts: {
-      type: 'array',
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['accountId', 'entityType', 'entityName', 'merchantNo', 'cardLast4'],
-        properties: {
-          accountId: { type: 'string' },
-          entityType: { type: 'string', enum: ['INDIVIDUAL', 'CORPORATE'] },
-          entityName: { type: 'string' },
-          merchantNo: { type: 'string' },
-          cardLast4: { type: 'string', pattern: '^[0-9]{4}$' },
-        },
-      },
-    },
+    accountId: { type: 'string' },
+    entityType: { type: 'string', enum: ['INDIVIDUAL', 'CORPORATE'] },
+    entityName: { type: 'string' },
+    merchantNo: { type: 'string' },
+    cardLast4: { type: 'string', pattern: '^[0-9]{4}$' },
+  },
+  description: 'A settlement account of the merchant; never the full card number.',
+} as const satisfies ObjectSchema;
+
+/** The seed's settlement view. */
+export const settlementViewSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['accounts', 'mode', 'participants', 'unavailablePolicy'],
+  properties: {
+    accounts: { type: 'array', items: settlementAccountSchema },
     mode: nullable({ type: 'string', enum: ['SINGLE', 'PRIORITY', 'RATIO'] }, 'null while no allocation is configured'),
     participants: { type: 'array', items: { type: 'string' } },
     ratios: ratiosSchema,
     unavailablePolicy: nullable({ type: 'string', enum: ['FAIL', 'NEXT_AVAILABLE', 'REDISTRIBUTE'] }),
   },
+  description: 'The settlement accounts and the current collection allocation: a configuration snapshot.',
 } as const satisfies ObjectSchema;
+
+export const settlementSchema = extendObject(settlementViewSchema, {
+  ...withRequestId,
+  description: 'requestId plus the settlement view.',
+});
 
 export const failureSchema = {
   type: 'object',
@@ -240,7 +261,7 @@ export const webhookEventSchema = {
     eventType: { type: 'string', enum: ['PAYMENT_SUCCEEDED', 'PAYMENT_CLOSED', 'PAYMENT_FAILED', 'REFUND_SUCCEEDED', 'REFUND_FAILED'] },
     feeProjection: nullable(feeProjectionSchema, 'Present on PAYMENT_SUCCEEDED, null otherwise.'),
     grossAmountFen: { ...fen, description: "The order's amount." },
-    occurredAt: ts,
+    occurredAt: timestampSchema,
     outRefundNo: nullable({ type: 'string' }, 'null on payment events.'),
     outTradeNo: { type: 'string' },
     reason: nullable({ type: 'string' }, 'closedReason, failure reason or refund reason; else null.'),

@@ -188,3 +188,41 @@ export function validate(
 
 export const nullable = <S extends Schema>(s: S, description?: string): NullableSchema =>
   description === undefined ? { anyOf: [s, { type: 'null' }] } : { anyOf: [s, { type: 'null' }], description };
+
+/** How extendObject made an object schema: its base, plus the properties and required names it added. */
+export interface ObjectExtension {
+  base: ObjectSchema;
+  properties: Record<string, Schema>;
+  required: readonly string[];
+}
+
+const extensions = new WeakMap<ObjectSchema, ObjectExtension>();
+
+/**
+ * `base` with more properties, as one flat object schema: validated like any other (no unknown
+ * field), and published in the OpenAPI document as `allOf: [base, the additions]` with
+ * `unevaluatedProperties: false` (src/http/openapi.ts, through extensionOf), so a named resource
+ * such as the order snapshot is one schema there too.
+ */
+export function extendObject(
+  base: ObjectSchema,
+  add: { properties: Record<string, Schema>; required: readonly string[]; description?: string },
+): ObjectSchema {
+  for (const key of Object.keys(add.properties)) {
+    if (Object.hasOwn(base.properties, key)) throw new Error(`extendObject: ${key} is already a property of the base`);
+  }
+  const schema: ObjectSchema = {
+    type: 'object',
+    additionalProperties: false,
+    required: [...add.required, ...(base.required ?? [])],
+    properties: { ...add.properties, ...base.properties },
+    ...(add.description === undefined ? {} : { description: add.description }),
+  };
+  extensions.set(schema, { base, properties: add.properties, required: add.required });
+  return schema;
+}
+
+/** The base and additions of a schema made by extendObject; undefined for any other schema. */
+export function extensionOf(schema: object): ObjectExtension | undefined {
+  return extensions.get(schema as ObjectSchema);
+}
