@@ -94,7 +94,7 @@ describe('cashier page in a mobile browser', { skip: browserSkipReason() }, () =
     assert.ok(size.complete && size.natural === 480, `the QR image loaded under the CSP (${JSON.stringify(size)})`);
     assert.ok(size.shown >= 200, 'the QR is large enough to scan');
     assert.equal(await page.locator('.merchant').textContent(), 'Test Shop');
-    assert.equal(await page.locator('.amount').textContent(), '¥12.34');
+    assert.equal(await page.locator('.amount').textContent(), 'CN¥12.34');
     assert.match((await page.locator('[data-countdown]').textContent()) ?? '', /^1[45]:\d\d$/);
     const href = await page.locator('a[href^="alipays:"]').getAttribute('href');
     assert.equal(href, `alipays://platformapi/startapp?saId=10000007&qrcode=${encodeURIComponent(c.order.qrCode!)}`);
@@ -110,7 +110,7 @@ describe('cashier page in a mobile browser', { skip: browserSkipReason() }, () =
     await shot(page, 'payable');
 
     await page.evaluate(() => ((globalThis as Record<string, unknown>).__sameDocument = true));
-    await page.getByRole('button', { name: 'Pay (sandbox)' }).click();
+    await page.getByRole('button', { name: 'Simulate payment' }).click();
     await stateIs(page, 'PAID');
     assert.equal(await page.evaluate(() => (globalThis as Record<string, unknown>).__sameDocument), true, 'no reload');
     assert.equal(c.loads(), 1, 'one page load only');
@@ -180,7 +180,7 @@ describe('cashier page in a mobile browser', { skip: browserSkipReason() }, () =
     await page.getByText('Pay inside WeChat').waitFor();
     assert.equal(await page.locator('img').count(), 0, 'no invented QR');
     await shot(page, 'wechat');
-    await page.getByRole('button', { name: 'Fail (sandbox)' }).click();
+    await page.getByRole('button', { name: 'Simulate failure' }).click();
     await stateIs(page, 'FAILED');
     await page.getByRole('heading', { name: 'Payment failed' }).waitFor();
     await assertNoMaterial(page);
