@@ -153,6 +153,9 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       channel: order.channel,
       secondsLeft: cashierStatus(state, order, attempt, c.nowMs).secondsLeft,
       payable: qrCode ? { qrCode, qrImage: await QRCode.toDataURL(qrCode, { errorCorrectionLevel: 'M', margin: 2, width: 480 }) } : null,
+      // The provider's own payment page (the live adapters' redirectUrl), like the code only while PAYABLE;
+      // the attempt does not store it yet, and the sandbox has none.
+      providerPageUrl: null,
       returnUrl: state === 'PAID' ? order.returnUrl : null,
       sandboxActions: state === 'PAYABLE' && svc.sandbox !== null,
     };

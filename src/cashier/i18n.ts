@@ -65,9 +65,14 @@ export interface Messages {
   timeLeft: string;
   qrAlt: string;
   alipayHint: string;
+  /** With the provider's own page: the code is for scanning from another device. */
+  alipayHintWithPage: string;
   alipayOpenApp: string;
+  /** The link to the provider's own payment page. */
+  providerPage: Record<Channel, string>;
   wechatInside: string;
   wechatInsideHint: string;
+  wechatPageHint: string;
   sandboxTag: string;
   sandboxText: string;
   sandboxWechat: string;
@@ -91,9 +96,12 @@ export const MESSAGES: Record<Lang, Messages> = {
     timeLeft: '剩余支付时间',
     qrAlt: '支付宝付款码',
     alipayHint: '请用支付宝扫码，或在本机的支付宝中打开。',
+    alipayHintWithPage: '可用另一部手机的支付宝扫码付款。',
     alipayOpenApp: '在支付宝中打开',
+    providerPage: { ALIPAY_H5: '去支付宝付款', WECHAT_H5: '去微信支付付款' },
     wechatInside: '请在微信中付款',
     wechatInsideHint: '请在微信中打开此页面，使用微信支付付款。',
+    wechatPageHint: '将打开微信完成付款。',
     sandboxTag: '测试',
     sandboxText: '这是一笔测试付款，不会扣除真实款项。',
     sandboxWechat: '测试付款无需打开微信，请使用下方按钮。',
@@ -122,9 +130,12 @@ export const MESSAGES: Record<Lang, Messages> = {
     timeLeft: 'Time left',
     qrAlt: 'Alipay payment code',
     alipayHint: 'Scan with Alipay, or open it in the Alipay app on this phone.',
+    alipayHintWithPage: 'Scan with Alipay on another phone, or use the button below.',
     alipayOpenApp: 'Open in Alipay',
+    providerPage: { ALIPAY_H5: 'Pay with Alipay', WECHAT_H5: 'Pay with WeChat Pay' },
     wechatInside: 'Pay inside WeChat',
     wechatInsideHint: 'Open this page in WeChat to pay with WeChat Pay.',
+    wechatPageHint: 'WeChat opens to complete the payment.',
     sandboxTag: 'Test',
     sandboxText: 'This is a test payment: no real money is charged.',
     sandboxWechat: 'For this test payment, use the buttons below instead.',

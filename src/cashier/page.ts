@@ -16,6 +16,11 @@ export interface CashierView {
   secondsLeft: number;
   /** Only while PAYABLE (ALIPAY_H5): the official collection code and its QR image (data: URL). */
   payable: { qrCode: string; qrImage: string } | null;
+  /**
+   * Only while PAYABLE: the provider's own payment page for this attempt (the attempt's redirectUrl:
+   * Alipay's mobile-web page, WeChat Pay's h5_url); null for the sandbox. Shown only if http(s).
+   */
+  providerPageUrl: string | null;
   /** Only when PAID: the returnUrl frozen on the order, if it had one. */
   returnUrl: string | null;
   /** Only while PAYABLE with the sandbox provider: show the sandbox buyer actions. */
@@ -36,6 +41,17 @@ export function escapeHtml(s: string): string {
 /** The Alipay app's hand-off for a collection code (opens the code as if scanned). */
 export function alipayAppLink(qrCode: string): string {
   return `alipays://platformapi/startapp?saId=10000007&qrcode=${encodeURIComponent(qrCode)}`;
+}
+
+/** The URL itself when it is an absolute http(s) URL, else null (never a javascript: or app link). */
+function webUrl(s: string | null): string | null {
+  if (!s) return null;
+  try {
+    const { protocol } = new URL(s);
+    return protocol === 'https:' || protocol === 'http:' ? s : null;
+  } catch {
+    return null;
+  }
 }
 
 const ICONS = {
@@ -72,15 +88,29 @@ function timer(v: CashierView, lang: Lang): string {
 
 function payableBlock(v: CashierView, lang: Lang): string {
   const t = MESSAGES[lang];
+  const url = webUrl(v.providerPageUrl);
+  // Origin only: WeChat Pay refuses an h5_url opened without a Referer of the registered domain, and the
+  // full URL (this page's) carries the cashier token.
+  const providerPage = url
+    ? `<a class="btn primary" href="${escapeHtml(url)}" referrerpolicy="origin">${t.providerPage[v.channel]}</a>`
+    : '';
   let how: string;
-  if (v.channel === 'ALIPAY_H5' && v.payable) {
+  if (v.channel === 'ALIPAY_H5') {
     const code = v.payable;
-    how = `<img class="qr" src="${escapeHtml(code.qrImage)}" width="240" height="240" alt="${t.qrAlt}">
-      <p class="hint">${t.alipayHint}</p>
-      <a class="btn primary" href="${escapeHtml(alipayAppLink(code.qrCode))}" rel="noreferrer">${t.alipayOpenApp}</a>`;
+    // With the provider's page, its link replaces the app link (Alipay's page opens the app itself).
+    const appLink = code
+      ? `<a class="btn primary" href="${escapeHtml(alipayAppLink(code.qrCode))}" rel="noreferrer">${t.alipayOpenApp}</a>`
+      : '';
+    how = code
+      ? `<img class="qr" src="${escapeHtml(code.qrImage)}" width="240" height="240" alt="${t.qrAlt}">
+      <p class="hint">${providerPage ? t.alipayHintWithPage : t.alipayHint}</p>
+      ${providerPage || appLink}`
+      : providerPage;
+  } else if (providerPage) {
+    how = `<p class="hint">${t.wechatPageHint}</p>${providerPage}`;
   } else {
-    // WECHAT_H5: the JSAPI payment runs inside WeChat's own browser; the attempt holds no material for
-    // this page to show, so it explains the hand-off instead of inventing any.
+    // WECHAT_H5 without the provider's page: the JSAPI payment runs inside WeChat's own browser; the
+    // attempt holds no material for this page to show, so it explains the hand-off instead of inventing any.
     how = `<div class="handoff"><p><strong>${t.wechatInside}</strong></p>
       <p class="hint">${t.wechatInsideHint}</p>${v.sandboxActions ? `<p class="hint">${t.sandboxWechat}</p>` : ''}</div>`;
   }

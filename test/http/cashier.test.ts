@@ -492,6 +492,7 @@ const baseView: CashierView = {
   channel: 'ALIPAY_H5',
   secondsLeft: 600,
   payable: null,
+  providerPageUrl: null,
   returnUrl: null,
   sandboxActions: false,
 };
@@ -667,5 +668,49 @@ describe('languages', () => {
     assert.equal(st.statusCode, 503);
     assert.deepEqual(st.json(), { error: 'SERVICE_UNAVAILABLE', message: 'Service unavailable.' });
     assert.equal(stateOf((await page(c.token)).body), 'PAYABLE', 'answers again once the database does');
+  });
+});
+
+describe("hand-off to the provider's own payment page (providerPageUrl)", () => {
+  const ALIPAY_PAGE = 'https://openapi.alipay.com/gateway.do?method=alipay.trade.wap.pay&sign=a%2Bb&biz=1';
+  const WECHAT_PAGE = 'https://wx.tenpay.com/cgi-bin/mmpayweb-bin/checkmweb?prepay_id=wx1&package=2';
+  const qr = { qrCode: 'https://qr.alipay.com/bax01234', qrImage: 'data:image/png;base64,AAAA' };
+  const link = (url: string, text: string) =>
+    `<a class="btn primary" href="${url.replaceAll('&', '&amp;')}" referrerpolicy="origin">${text}</a>`;
+
+  test('ALIPAY_H5: the collection code stays, the primary button goes to Alipay, origin-only referrer', () => {
+    const v: CashierView = { ...baseView, payable: qr, providerPageUrl: ALIPAY_PAGE };
+    const zh = renderCashierPage(v, ASSETS, 'zh-CN');
+    assert.ok(zh.includes(link(ALIPAY_PAGE, '去支付宝付款')), zh);
+    assert.ok(zh.includes(`<img class="qr" src="${qr.qrImage}"`));
+    assert.match(zh, /可用另一部手机的支付宝扫码付款。/);
+    assert.ok(!zh.includes('alipays://'), "the provider's page replaces the app link");
+    const en = renderCashierPage(v, ASSETS, 'en');
+    assert.ok(en.includes(link(ALIPAY_PAGE, 'Pay with Alipay')));
+    // Without the provider's page (the sandbox, today): the app link, as before.
+    const sandbox = renderCashierPage({ ...v, providerPageUrl: null }, ASSETS, 'en');
+    assert.ok(sandbox.includes('alipays://') && !sandbox.includes('referrerpolicy'));
+  });
+
+  test("WECHAT_H5: the button goes to WeChat Pay's h5_url instead of the in-WeChat explanation", () => {
+    const v: CashierView = { ...baseView, channel: 'WECHAT_H5', providerPageUrl: WECHAT_PAGE };
+    const zh = renderCashierPage(v, ASSETS, 'zh-CN');
+    assert.ok(zh.includes(link(WECHAT_PAGE, '去微信支付付款')), zh);
+    assert.match(zh, /将打开微信完成付款。/);
+    assert.ok(!zh.includes('请在微信中付款') && !zh.includes('<img'));
+    assert.ok(renderCashierPage(v, ASSETS, 'en').includes(link(WECHAT_PAGE, 'Pay with WeChat Pay')));
+  });
+
+  test('only an http(s) page is linked, escaped; never outside PAYABLE', () => {
+    for (const bad of ['javascript:alert(1)', 'alipays://platformapi/startapp', 'data:text/html,x', '/relative', 'not a url']) {
+      const html = renderCashierPage({ ...baseView, providerPageUrl: bad }, ASSETS, 'en');
+      assert.ok(!html.includes('referrerpolicy') && !html.includes(bad), bad);
+    }
+    const quoted = renderCashierPage({ ...baseView, providerPageUrl: 'https://p.example/?a="><script>' }, ASSETS, 'en');
+    assert.ok(quoted.includes('href="https://p.example/?a=&quot;&gt;&lt;script&gt;"') && !quoted.includes('"><script>'));
+    for (const state of FINAL_STATES.concat('PROCESSING')) {
+      const html = renderCashierPage({ ...baseView, state: state as CashierView['state'], providerPageUrl: ALIPAY_PAGE }, ASSETS, 'zh-CN');
+      assert.ok(!html.includes('openapi.alipay.com') && !html.includes('去支付宝付款'), state);
+    }
   });
 });
