@@ -7,7 +7,8 @@
  *   GET  /cashier/assets/cashier.js       the page's one script
  *
  * The token is the attempt's 256-bit cashier token; it is the only key and it reaches nothing but
- * its own order. Every response carries the strict headers below, errors and 404s included.
+ * its own order. Every response carries the strict headers below, errors and 404s included. Every
+ * HTML page is in the language the browser's Accept-Language asks for (i18n.ts); the JSON is not.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -17,6 +18,7 @@ import QRCode from 'qrcode';
 import type { Services } from '../services.ts';
 import type { AttemptRow, OrderRow } from '../store/orders.ts';
 import { cashierAttempt, merchantName } from '../usecases/cashier.ts';
+import { type Lang, negotiateLang } from './i18n.ts';
 import { type CashierView, type PageAssets, renderCashierPage, renderNotFoundPage, renderUnavailablePage } from './page.ts';
 import { type CashierState, type CashierStatus, cashierState, cashierStatus } from './state.ts';
 
@@ -101,17 +103,23 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
   });
 
   const notFoundJson = (reply: FastifyReply) => reply.code(404).send({ error: 'NOT_FOUND', message: 'Not found.' });
-  const notFoundPage = (reply: FastifyReply) => reply.code(404).type(HTML).send(renderNotFoundPage(assets));
+  /** Every HTML answer: in the buyer's language, and marked as depending on Accept-Language. */
+  const sendPage = (req: FastifyRequest, reply: FastifyReply, code: number, render: (lang: Lang) => string) => {
+    const lang = negotiateLang(req.headers['accept-language']);
+    return reply.code(code).type(HTML).header('vary', 'Accept-Language').header('content-language', lang).send(render(lang));
+  };
+  const notFoundPage = (req: FastifyRequest, reply: FastifyReply) => sendPage(req, reply, 404, (lang) => renderNotFoundPage(assets, lang));
 
-  scope.setNotFoundHandler((req, reply) => (req.method === 'GET' || req.method === 'HEAD' ? notFoundPage(reply) : notFoundJson(reply)));
+  scope.setNotFoundHandler((req, reply) =>
+    req.method === 'GET' || req.method === 'HEAD' ? notFoundPage(req, reply) : notFoundJson(reply),
+  );
   scope.setErrorHandler((err: FastifyError, req, reply) => {
     const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;
     if (status === 503) req.log.error({ err }, 'cashier request failed');
     if ((req.routeOptions.config as { html?: boolean }).html) {
-      return reply
-        .code(status)
-        .type(HTML)
-        .send(status === 503 ? renderUnavailablePage(assets) : renderNotFoundPage(assets));
+      return sendPage(req, reply, status, (lang) =>
+        status === 503 ? renderUnavailablePage(assets, lang) : renderNotFoundPage(assets, lang),
+      );
     }
     return reply
       .code(status)
@@ -126,7 +134,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
 
   scope.get<{ Params: { token: string } }>('/:token', PAGE_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
-    if (!c) return notFoundPage(reply);
+    if (!c) return notFoundPage(req, reply);
     const { order, attempt, state } = c;
     const merchant = { name: await merchantName(svc, order.merchantId) };
     // Material only while payable: an ended, replaced or paid attempt never shows its old code.
@@ -139,10 +147,13 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       channel: order.channel,
       secondsLeft: cashierStatus(state, order, attempt, c.nowMs).secondsLeft,
       payable: qrCode ? { qrCode, qrImage: await QRCode.toDataURL(qrCode, { errorCorrectionLevel: 'M', margin: 2, width: 480 }) } : null,
+      // The provider's own payment page (the live adapters' redirectUrl), like the code only while PAYABLE;
+      // the attempt does not store it yet, and the sandbox has none.
+      providerPageUrl: null,
       returnUrl: state === 'PAID' ? order.returnUrl : null,
       sandboxActions: state === 'PAYABLE' && svc.sandbox !== null,
     };
-    return reply.type(HTML).send(renderCashierPage(view, assets));
+    return sendPage(req, reply, 200, (lang) => renderCashierPage(view, assets, lang));
   });
 
   scope.get<{ Params: { token: string } }>('/:token/status', STATUS_ROUTE, async (req, reply) => {

@@ -1,6 +1,7 @@
 /**
- * Browser tests use Debian's chromium (`apt-get install chromium`) through playwright-core; no browser
- * is ever downloaded. Without /usr/bin/chromium the browser suites report themselves skipped.
+ * Browser tests use Debian's chromium (`apt-get install chromium fonts-noto-cjk`) through playwright-core;
+ * no browser is ever downloaded. Without /usr/bin/chromium the browser suites report themselves skipped;
+ * without a CJK font the cashier suite fails where it checks that the Chinese text is drawn.
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -23,7 +24,7 @@ const ARGS = [
 export function browserSkipReason(): string | false {
   return fs.existsSync(CHROMIUM_PATH)
     ? false
-    : `no browser at ${CHROMIUM_PATH}: install Debian's package (apt-get install chromium) to run the browser tests`;
+    : `no browser at ${CHROMIUM_PATH}: install Debian's packages (apt-get install chromium fonts-noto-cjk) to run the browser tests`;
 }
 
 /** launch() gives every run a fresh temporary profile, removed on close. */

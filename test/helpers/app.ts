@@ -79,9 +79,9 @@ export interface Merchant {
 
 export async function provision(
   t: TestApp,
-  o: { entityType?: 'INDIVIDUAL' | 'CORPORATE'; app?: Record<string, unknown>; keyId?: string } = {},
+  o: { name?: string; entityType?: 'INDIVIDUAL' | 'CORPORATE'; app?: Record<string, unknown>; keyId?: string } = {},
 ): Promise<Merchant> {
-  const m = await t.admin('POST', '/merchants', { name: 'Test Shop', entityType: o.entityType ?? 'CORPORATE' });
+  const m = await t.admin('POST', '/merchants', { name: o.name ?? 'Test Shop', entityType: o.entityType ?? 'CORPORATE' });
   if (m.statusCode !== 201) throw new Error(`merchant: ${m.body}`);
   const merchantId = m.json().merchantId as string;
   const a = await t.admin('POST', `/merchants/${merchantId}/apps`, o.app ?? {});

@@ -2,6 +2,7 @@
 // Polls <page>/status every 2 s while visible, keeps the countdown, runs the sandbox buttons. When the state
 // changes it fetches the page again and swaps its <main> in place (no reload): the server stays
 // the only place that decides what a state shows, and final states never carry payment material.
+// Every text it shows comes from the page (data-* attributes), in the page's language.
 {
   const POLL_MS = 2000;
   const FINAL = new Set(['PAID', 'EXPIRED', 'CLOSED', 'SUPERSEDED', 'FAILED']);
@@ -12,19 +13,21 @@
   let pollTimer = null;
   let expiryPolled = false;
 
-  const duration = (seconds) => {
+  /** The time left with the templates the countdown element carries (the server's formatDuration, i18n.ts). */
+  const duration = (el, seconds) => {
     const s = Math.max(0, Math.floor(seconds));
     const h = Math.floor(s / 3600);
     const m = Math.floor((s % 3600) / 60);
-    const ss = String(s % 60).padStart(2, '0');
-    return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
+    const parts = { h, m, mm: String(m).padStart(2, '0'), ss: String(s % 60).padStart(2, '0') };
+    const template = h > 0 ? el.dataset.formatHours : el.dataset.formatMinutes;
+    return template.replace(/\{(\w+)\}/g, (all, k) => (k in parts ? String(parts[k]) : all));
   };
 
   const tick = () => {
     const el = root.querySelector('[data-countdown]');
     if (!el) return;
     const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
-    el.textContent = duration(left);
+    el.textContent = duration(el, left);
     // At zero, ask the server at once instead of waiting for the next poll.
     if (left === 0 && !expiryPolled && !FINAL.has(state)) {
       expiryPolled = true;
@@ -33,7 +36,12 @@
   };
 
   const swapPage = async () => {
-    const res = await fetch(page, { cache: 'no-store', credentials: 'same-origin' });
+    // The new <main> in this page's language, whatever the browser would ask for now.
+    const res = await fetch(page, {
+      cache: 'no-store',
+      credentials: 'same-origin',
+      headers: { 'Accept-Language': document.documentElement.lang },
+    });
     const doc = new window.DOMParser().parseFromString(await res.text(), 'text/html');
     const next = doc.getElementById('cashier');
     if (!next) return;
@@ -88,13 +96,14 @@
       });
       const body = await res.json().catch(() => null);
       if (body && typeof body.state === 'string') await apply(body);
+      // The JSON's message is for machines (English); the buyer reads the page's own words.
       if (!res.ok && error && root.contains(error)) {
-        error.textContent = (body && body.message) || 'The action could not be completed.';
+        error.textContent = error.dataset.errorFailed;
         error.hidden = false;
       }
     } catch {
       if (error && root.contains(error)) {
-        error.textContent = 'Network error. Please try again.';
+        error.textContent = error.dataset.errorNetwork;
         error.hidden = false;
       }
     } finally {
