@@ -13,7 +13,6 @@
  * out_trade_no, the refund id its out_request_no), so a repeated call is the same call at Alipay.
  */
 import { AlipaySdk, type AlipaySdkConfig } from 'alipay-sdk';
-import { guardJson } from '../../gate/json-guard.ts';
 import {
   type CallOptions,
   type CloseResult,
@@ -34,7 +33,7 @@ import {
 import { ALIPAY_MAX_TRADE_FEN, fenToYuan, yuanToFen } from './amount.ts';
 import type { AlipayConfig } from './config.ts';
 import { type AnswerMeaning, answerRow } from './mapping.ts';
-import { notificationSignContent, parseForm, shanghaiDateTime, topLevelMembers } from './wire.ts';
+import { type GatewayAnswer, notificationSignContent, parseForm, readGatewayAnswer, shanghaiDateTime } from './wire.ts';
 
 export { type AlipayConfig, alipayConfigFromEnv } from './config.ts';
 
@@ -55,11 +54,7 @@ export const NOTIFICATION_LIMITS = { maxParams: 100, maxNameChars: 64, maxValueC
 const SUBJECT_MAX_CHARS = 256;
 
 /** A verified answer of the gateway. */
-interface Answer {
-  code: string;
-  subCode: string | null;
-  body: Record<string, unknown>;
-}
+type Answer = Extract<GatewayAnswer, { ok: true }>;
 
 export class AlipayProvider implements PaymentProvider {
   readonly name = 'alipay';
@@ -311,36 +306,9 @@ export class AlipayProvider implements PaymentProvider {
       ...camel(publicParams),
       timestamp: shanghaiDateTime(this.#now()),
     });
-    const raw = await this.#post(method, body);
-    const guarded = guardJson(raw);
-    if (!guarded.ok || guarded.empty) throw new ProviderUncertainError(`alipay ${method}: the answer is not JSON (or has a name twice)`);
-    const members = topLevelMembers(Buffer.from(raw).toString('utf8'));
-    const responseText = members.get(`${method.replaceAll('.', '_')}_response`) ?? members.get('error_response');
-    if (responseText === undefined) throw new ProviderUncertainError(`alipay ${method}: the answer has no response member`);
-    const signText = members.get('sign');
-    const sign = signText === undefined ? undefined : (JSON.parse(signText) as unknown);
-    if (typeof sign !== 'string' || sign === '') throw new ProviderUncertainError(`alipay ${method}: the answer is not signed`);
-    if (this.#alipayCertSn !== null) {
-      const certSnText = members.get('alipay_cert_sn');
-      const certSn = certSnText === undefined ? null : (JSON.parse(certSnText) as unknown);
-      if (certSn !== null && certSn !== this.#alipayCertSn) {
-        throw new ProviderUncertainError(
-          `alipay ${method}: the answer is signed with an Alipay certificate (SN ${String(certSn)}) other than ALIPAY_PUBLIC_CERT_FILE's; install Alipay's current public certificate`,
-        );
-      }
-    }
-    // The signature covers the member's text as sent. Alipay's Java SDK tries it once more with
-    // `\/` read as `/` (AbstractAlipayClient.checkResponseSign), as Alipay's documentation advises.
-    if (!this.#verify(responseText, sign) && !(responseText.includes('\\/') && this.#verify(responseText.replaceAll('\\/', '/'), sign))) {
-      throw new ProviderUncertainError(`alipay ${method}: the answer's signature does not verify`);
-    }
-    const response = JSON.parse(responseText) as unknown;
-    if (typeof response !== 'object' || response === null || Array.isArray(response)) {
-      throw new ProviderUncertainError(`alipay ${method}: the response member is not an object`);
-    }
-    const r = response as Record<string, unknown>;
-    if (typeof r.code !== 'string') throw new ProviderUncertainError(`alipay ${method}: the answer has no code`);
-    return { code: r.code, subCode: typeof r.sub_code === 'string' && r.sub_code !== '' ? r.sub_code : null, body: r };
+    const answer = readGatewayAnswer(await this.#post(method, body), method, (text, sign) => this.#verify(text, sign), this.#alipayCertSn);
+    if (!answer.ok) throw new ProviderUncertainError(`alipay ${method}: ${answer.reason}`);
+    return answer;
   }
 
   /** POSTs the signed form; one deadline for the whole exchange, no redirect followed, the body read up to MAX_ANSWER_BYTES. */

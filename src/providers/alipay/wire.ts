@@ -1,8 +1,9 @@
 /**
  * The parts of Alipay's OpenAPI 2.0 wire format that the adapter reads itself (docs/providers.md,
- * "Why the SDK, and which parts"): form bodies of notifications, the content a notification's
- * signature covers, the raw members of a gateway answer, and times in Asia/Shanghai.
+ * "Why the SDK, and which parts"): gateway answers (which text the signature covers), form bodies
+ * of notifications and the content their signature covers, and times in Asia/Shanghai.
  */
+import { guardJson } from '../../gate/json-guard.ts';
 
 /** Bounds on a form body (a notification): parameters, name length, value length in characters. */
 export interface FormLimits {
@@ -114,6 +115,57 @@ function skipValue(s: string, i: number): number {
     } else if (depth === 0 && (c === ',' || c === ' ' || c === '\t' || c === '\n' || c === '\r')) return j;
   }
   return s.length;
+}
+
+export type GatewayAnswer =
+  { ok: true; code: string; subCode: string | null; body: Record<string, unknown> } | { ok: false; reason: string };
+
+/**
+ * A gateway answer, read: JSON without duplicate names, the `<method>_response` member (or
+ * `error_response`) signed by Alipay, a `code`. `verify(text, sign)` checks a signature with
+ * Alipay's key. In certificate mode (`alipayCertSn`), an answer naming another Alipay certificate
+ * is refused: Alipay has changed its certificate and the configured one no longer verifies.
+ * Anything short of this is not an answer (the call's outcome is unknown).
+ */
+export function readGatewayAnswer(
+  raw: Uint8Array,
+  method: string,
+  verify: (text: string, sign: string) => boolean,
+  alipayCertSn: string | null,
+): GatewayAnswer {
+  const guarded = guardJson(raw);
+  if (!guarded.ok || guarded.empty) return { ok: false, reason: 'the answer is not JSON (or has a name twice)' };
+  const members = topLevelMembers(Buffer.from(raw).toString('utf8'));
+  const responseText = members.get(`${method.replaceAll('.', '_')}_response`) ?? members.get('error_response');
+  if (responseText === undefined) return { ok: false, reason: 'the answer has no response member' };
+  const sign = jsonString(members.get('sign'));
+  if (sign === null || sign === '') return { ok: false, reason: 'the answer is not signed' };
+  if (alipayCertSn !== null) {
+    const certSn = jsonString(members.get('alipay_cert_sn'));
+    if (certSn !== null && certSn !== alipayCertSn) {
+      return {
+        ok: false,
+        reason: `the answer is signed with an Alipay certificate (SN ${certSn}) other than ALIPAY_PUBLIC_CERT_FILE's; install Alipay's current public certificate`,
+      };
+    }
+  }
+  // The signature covers the member's text as sent. Alipay's Java SDK tries it once more with
+  // `\/` read as `/` (AbstractAlipayClient.checkResponseSign), as Alipay's documentation advises.
+  if (!verify(responseText, sign) && !(responseText.includes('\\/') && verify(responseText.replaceAll('\\/', '/'), sign))) {
+    return { ok: false, reason: "the answer's signature does not verify" };
+  }
+  const response = JSON.parse(responseText) as unknown;
+  if (typeof response !== 'object' || response === null || Array.isArray(response))
+    return { ok: false, reason: 'the response member is not an object' };
+  const r = response as Record<string, unknown>;
+  if (typeof r.code !== 'string') return { ok: false, reason: 'the answer has no code' };
+  return { ok: true, code: r.code, subCode: typeof r.sub_code === 'string' && r.sub_code !== '' ? r.sub_code : null, body: r };
+}
+
+function jsonString(text: string | undefined): string | null {
+  if (text === undefined) return null;
+  const v = JSON.parse(text) as unknown;
+  return typeof v === 'string' ? v : null;
 }
 
 const SHANGHAI_OFFSET_MS = 8 * 3600_000;
