@@ -93,7 +93,8 @@ export function issueCert(opts: {
   const now = opts.now ?? new Date();
   const serial = Buffer.concat([Buffer.from([0x10]), randomBytes(15)]);
   const algorithm = seq(oid(SHA256_WITH_RSA), tlv(0x05, Buffer.alloc(0)));
-  const spki = createPublicKey(opts.subjectKey).export({ type: 'spki', format: 'der' });
+  const subjectPublic = opts.subjectKey.type === 'public' ? opts.subjectKey : createPublicKey(opts.subjectKey);
+  const spki = subjectPublic.export({ type: 'spki', format: 'der' });
   const extensions = opts.ca
     ? [explicit(3, seq(seq(oid(BASIC_CONSTRAINTS), tlv(0x01, Buffer.from([0xff])), tlv(0x04, seq(tlv(0x01, Buffer.from([0xff])))))))]
     : [];

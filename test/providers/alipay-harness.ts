@@ -73,13 +73,25 @@ export async function startAlipayHarness(simOpts: AlipaySimulatorOptions = {}, t
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   const notifyUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/api/provider/v1/notifications/alipay`;
-  const sim = await startAlipaySimulator({
-    refundSettleMs: 300,
-    notifyRetryDelaysMs: [100, 200, 400],
-    notifyTimeoutMs: 2000,
-    holdMs: 10_000,
-    ...simOpts,
-  });
+  const closeReceiver = () =>
+    new Promise<void>((r) => {
+      receiver.close(() => r());
+      receiver.closeAllConnections();
+    });
+  let sim: AlipaySimulator;
+  try {
+    sim = await startAlipaySimulator({
+      refundSettleMs: 300,
+      notifyRetryDelaysMs: [100, 200, 400],
+      notifyTimeoutMs: 2000,
+      holdMs: 10_000,
+      ...simOpts,
+    });
+  } catch (err) {
+    // Nothing left running when the simulator cannot start.
+    await closeReceiver();
+    throw err;
+  }
   const config = configFor(sim, timeoutMs);
   provider = new AlipayProvider(config, { notifyUrl });
   return {
@@ -93,10 +105,7 @@ export async function startAlipayHarness(simOpts: AlipaySimulatorOptions = {}, t
     },
     async close() {
       await sim.close();
-      await new Promise<void>((r) => {
-        receiver.close(() => r());
-        receiver.closeAllConnections();
-      });
+      await closeReceiver();
     },
   };
 }
