@@ -8,7 +8,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AlipayProvider } from '../../src/providers/alipay/alipay.ts';
 import type { AlipayConfig } from '../../src/providers/alipay/config.ts';
-import type { ProviderNotification } from '../../src/providers/provider.ts';
+import { after, before } from 'node:test';
+import { newId } from '../../src/domain/ids.ts';
+import type { CreateAttemptInput, ProviderNotification } from '../../src/providers/provider.ts';
 import { type AlipaySimulator, type AlipaySimulatorOptions, startAlipaySimulator } from '../../simulators/alipay/simulator.ts';
 
 export interface Received {
@@ -107,5 +109,31 @@ export async function startAlipayHarness(simOpts: AlipaySimulatorOptions = {}, t
       await sim.close();
       await closeReceiver();
     },
+  };
+}
+
+/** Starts a harness before the tests of the enclosing describe and closes it after them; call the getter inside a test. */
+export function useAlipayHarness(simOpts: AlipaySimulatorOptions = {}, timeoutMs?: number): () => AlipayHarness {
+  let h: AlipayHarness | undefined;
+  before(async () => {
+    h = await startAlipayHarness(simOpts, timeoutMs);
+  });
+  after(() => h?.close());
+  return () => h!;
+}
+
+/** An ALIPAY_H5 attempt of 10.00 yuan, 15 minutes to pay, with a return URL. */
+export function attemptInput(o: Partial<CreateAttemptInput> = {}): CreateAttemptInput {
+  return {
+    attemptId: newId.attempt(),
+    openOrderId: newId.order(),
+    channel: 'ALIPAY_H5',
+    amountFen: 1000,
+    currency: 'CNY',
+    subject: 'Alipay test',
+    expireAt: new Date(Date.now() + 15 * 60_000),
+    payerClientIp: '8.8.8.8',
+    returnUrl: 'https://merchant.example/return',
+    ...o,
   };
 }

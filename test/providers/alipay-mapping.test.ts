@@ -14,22 +14,9 @@ import { AlipayProvider, MAX_ANSWER_BYTES } from '../../src/providers/alipay/ali
 import { ANSWER_TABLE, type AnswerMeaning, answerRow } from '../../src/providers/alipay/mapping.ts';
 import { type CreateAttemptInput, ProviderRejectedError, ProviderUncertainError } from '../../src/providers/provider.ts';
 import type { SimFault, SimulatedMethod } from '../../simulators/alipay/simulator.ts';
-import { type AlipayHarness, startAlipayHarness } from './alipay-harness.ts';
+import { attemptInput, useAlipayHarness } from './alipay-harness.ts';
 
-function input(o: Partial<CreateAttemptInput> = {}): CreateAttemptInput {
-  return {
-    attemptId: newId.attempt(),
-    openOrderId: newId.order(),
-    channel: 'ALIPAY_H5',
-    amountFen: 1000,
-    currency: 'CNY',
-    subject: 'Mapping test',
-    expireAt: new Date(Date.now() + 15 * 60_000),
-    payerClientIp: '8.8.8.8',
-    returnUrl: 'https://merchant.example/return',
-    ...o,
-  };
-}
+const input = (o: Partial<CreateAttemptInput> = {}) => attemptInput({ subject: 'Mapping test', ...o });
 
 const uncertain = (e: unknown) => e instanceof ProviderUncertainError;
 const rejectedAs = (reason: string) => (e: unknown) => e instanceof ProviderRejectedError && e.reason === reason;
@@ -66,34 +53,30 @@ describe('the answer table', () => {
 });
 
 describe('each call against the simulator: transport and answer rows', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness({}, 500);
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness({}, 500);
 
   async function open(): Promise<CreateAttemptInput> {
     const i = input();
-    await h.provider.createAttempt(i);
+    await harness().provider.createAttempt(i);
     return i;
   }
   async function paid(): Promise<CreateAttemptInput> {
     const i = await open();
-    await h.sim.pay(i.attemptId);
+    await harness().sim.pay(i.attemptId);
     return i;
   }
 
   /** Each call, on a fresh payment of the kind it needs. */
   const calls: { name: string; method: SimulatedMethod; run: () => Promise<unknown> }[] = [
-    { name: 'createAttempt', method: 'alipay.trade.precreate', run: () => h.provider.createAttempt(input()) },
-    { name: 'queryPayment', method: 'alipay.trade.query', run: async () => h.provider.queryPayment((await open()).attemptId) },
-    { name: 'closePayment', method: 'alipay.trade.close', run: async () => h.provider.closePayment((await open()).attemptId) },
+    { name: 'createAttempt', method: 'alipay.trade.precreate', run: () => harness().provider.createAttempt(input()) },
+    { name: 'queryPayment', method: 'alipay.trade.query', run: async () => harness().provider.queryPayment((await open()).attemptId) },
+    { name: 'closePayment', method: 'alipay.trade.close', run: async () => harness().provider.closePayment((await open()).attemptId) },
     {
       name: 'refund',
       method: 'alipay.trade.refund',
       run: async () => {
         const i = await paid();
-        return h.provider.refund({
+        return harness().provider.refund({
           refundId: newId.refund(),
           paidAttemptId: i.attemptId,
           amountFen: 100,
@@ -105,7 +88,7 @@ describe('each call against the simulator: transport and answer rows', () => {
     {
       name: 'queryRefund',
       method: 'alipay.trade.fastpay.refund.query',
-      run: async () => h.provider.queryRefund({ refundId: newId.refund(), paidAttemptId: (await paid()).attemptId }),
+      run: async () => harness().provider.queryRefund({ refundId: newId.refund(), paidAttemptId: (await paid()).attemptId }),
     },
   ];
 
@@ -136,13 +119,13 @@ describe('each call against the simulator: transport and answer rows', () => {
     describe(c.name, () => {
       for (const r of rows) {
         test(`${r.what}: ${r.expect}`, async () => {
-          h.sim.clearFaults();
+          harness().sim.clearFaults();
           // Set-up calls (precreate, the buyer paying) use other methods: the fault is the call's own.
-          h.sim.programFault(c.method, r.fault);
+          harness().sim.programFault(c.method, r.fault);
           if (r.expect === 'UNCERTAIN') await assert.rejects(c.run, uncertain);
           else if (r.expect === 'REJECTED') await assert.rejects(c.run, (e) => e instanceof ProviderRejectedError && e.reason !== '');
           else await c.run();
-          h.sim.clearFaults();
+          harness().sim.clearFaults();
         });
       }
     });
@@ -150,108 +133,119 @@ describe('each call against the simulator: transport and answer rows', () => {
 });
 
 describe('each call against the simulator: what each call makes of its answers', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness({ refundSettleMs: 200 }, 1000);
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness({ refundSettleMs: 200 }, 1000);
 
   test('createAttempt: ACCEPTED with the QR code and a signed wap.pay page URL naming the same trade', async () => {
     const i = input({ amountFen: 12345, subject: 'Tea & cake / 2=two' });
-    const r = await h.provider.createAttempt(i);
+    const r = await harness().provider.createAttempt(i);
     assert.equal(r.outcome, 'ACCEPTED');
     if (r.outcome !== 'ACCEPTED') return;
     assert.equal(r.providerRef, i.attemptId, 'no trade_no exists yet: the out_trade_no');
     assert.match(r.material.qrCode!, /^http:\/\/127\.0\.0\.1:\d+\/qr\//);
     const page = new URL(r.material.redirectUrl!);
-    assert.equal(page.origin + page.pathname, h.sim.gatewayUrl);
+    assert.equal(page.origin + page.pathname, harness().sim.gatewayUrl);
     assert.equal(page.searchParams.get('method'), 'alipay.trade.wap.pay');
     assert.equal(page.searchParams.get('return_url'), 'https://merchant.example/return');
-    assert.equal(page.searchParams.get('notify_url'), h.notifyUrl);
+    assert.equal(page.searchParams.get('notify_url'), harness().notifyUrl);
     const biz = JSON.parse(page.searchParams.get('biz_content')!) as Record<string, string>;
     assert.equal(biz.out_trade_no, i.attemptId);
     assert.equal(biz.total_amount, '123.45');
     assert.equal(biz.product_code, 'QUICK_WAP_WAY');
     assert.equal(biz.subject, 'Tea   cake   2 two', 'Alipay refuses / = & in a subject');
-    assert.equal(biz.time_expire, h.sim.trade(i.attemptId)!.timeExpire);
+    assert.equal(biz.time_expire, harness().sim.trade(i.attemptId)!.timeExpire);
   });
 
   test('createAttempt: a trade paid already (ACQ.TRADE_HAS_SUCCESS) is PAID with its trade_no, confirmed by a query', async () => {
-    h.sim.programFault('alipay.trade.precreate', { kind: 'paid' });
+    harness().sim.programFault('alipay.trade.precreate', { kind: 'paid' });
     const i = input();
-    const r = await h.provider.createAttempt(i);
-    assert.deepEqual(r, { outcome: 'PAID', providerRef: h.sim.trade(i.attemptId)!.tradeNo });
+    const r = await harness().provider.createAttempt(i);
+    assert.deepEqual(r, { outcome: 'PAID', providerRef: harness().sim.trade(i.attemptId)!.tradeNo });
   });
 
   test('createAttempt: another channel, currency or an amount out of range is refused before any call', async () => {
-    const before = h.sim.requestCount('alipay.trade.precreate');
-    await assert.rejects(() => h.provider.createAttempt(input({ channel: 'WECHAT_H5' })), rejectedAs('CHANNEL_NOT_SERVED'));
-    await assert.rejects(() => h.provider.createAttempt(input({ amountFen: 0 })), rejectedAs('AMOUNT_OUT_OF_RANGE'));
-    await assert.rejects(() => h.provider.createAttempt(input({ amountFen: 10_000_000_001 })), rejectedAs('AMOUNT_OUT_OF_RANGE'));
-    assert.equal(h.sim.requestCount('alipay.trade.precreate'), before);
+    const before = harness().sim.requestCount('alipay.trade.precreate');
+    await assert.rejects(() => harness().provider.createAttempt(input({ channel: 'WECHAT_H5' })), rejectedAs('CHANNEL_NOT_SERVED'));
+    await assert.rejects(() => harness().provider.createAttempt(input({ amountFen: 0 })), rejectedAs('AMOUNT_OUT_OF_RANGE'));
+    await assert.rejects(() => harness().provider.createAttempt(input({ amountFen: 10_000_000_001 })), rejectedAs('AMOUNT_OUT_OF_RANGE'));
+    assert.equal(harness().sim.requestCount('alipay.trade.precreate'), before);
   });
 
   test('createAttempt: the same out_trade_no with another amount is a refusal (ACQ.CONTEXT_INCONSISTENT)', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    await assert.rejects(() => h.provider.createAttempt({ ...i, amountFen: 999 }), rejectedAs('ACQ.CONTEXT_INCONSISTENT'));
+    await harness().provider.createAttempt(i);
+    await assert.rejects(() => harness().provider.createAttempt({ ...i, amountFen: 999 }), rejectedAs('ACQ.CONTEXT_INCONSISTENT'));
   });
 
   test('queryPayment: WAIT_BUYER_PAY OPEN, TRADE_SUCCESS PAID with trade_no and amount, unknown NOT_FOUND', async () => {
     const i = input({ amountFen: 777 });
-    await h.provider.createAttempt(i);
-    assert.deepEqual(await h.provider.queryPayment(i.attemptId), {
+    await harness().provider.createAttempt(i);
+    assert.deepEqual(await harness().provider.queryPayment(i.attemptId), {
       state: 'OPEN',
       providerRef: i.attemptId,
       material: null,
       amountFen: 777,
     });
-    const { tradeNo } = await h.sim.pay(i.attemptId);
-    assert.deepEqual(await h.provider.queryPayment(i.attemptId), { state: 'PAID', providerRef: tradeNo, material: null, amountFen: 777 });
-    assert.equal((await h.provider.queryPayment(newId.attempt())).state, 'NOT_FOUND');
+    const { tradeNo } = await harness().sim.pay(i.attemptId);
+    assert.deepEqual(await harness().provider.queryPayment(i.attemptId), {
+      state: 'PAID',
+      providerRef: tradeNo,
+      material: null,
+      amountFen: 777,
+    });
+    assert.equal((await harness().provider.queryPayment(newId.attempt())).state, 'NOT_FOUND');
   });
 
   test('queryPayment: a paid trade refunded in full (TRADE_CLOSED with send_pay_date) is PAID, not CLOSED', async () => {
     const i = input({ amountFen: 500 });
-    await h.provider.createAttempt(i);
-    await h.sim.pay(i.attemptId);
-    h.sim.programFault('alipay.trade.refund', { kind: 'paid' });
-    await h.provider.refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 500, paymentAmountFen: 500, reason: null });
-    assert.equal(h.sim.trade(i.attemptId)!.status, 'TRADE_CLOSED');
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'PAID');
+    await harness().provider.createAttempt(i);
+    await harness().sim.pay(i.attemptId);
+    harness().sim.programFault('alipay.trade.refund', { kind: 'paid' });
+    await harness().provider.refund({
+      refundId: newId.refund(),
+      paidAttemptId: i.attemptId,
+      amountFen: 500,
+      paymentAmountFen: 500,
+      reason: null,
+    });
+    assert.equal(harness().sim.trade(i.attemptId)!.status, 'TRADE_CLOSED');
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'PAID');
   });
 
   test('closePayment: closed, unknown (ACQ.TRADE_NOT_EXIST) and already closed are CLOSED; paid is PAID', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    assert.deepEqual(await h.provider.closePayment(i.attemptId), { outcome: 'CLOSED' });
+    await harness().provider.createAttempt(i);
+    assert.deepEqual(await harness().provider.closePayment(i.attemptId), { outcome: 'CLOSED' });
     assert.deepEqual(
-      await h.provider.closePayment(i.attemptId),
+      await harness().provider.closePayment(i.attemptId),
       { outcome: 'CLOSED' },
       'ACQ.TRADE_STATUS_ERROR, and the query says closed',
     );
-    assert.deepEqual(await h.provider.closePayment(newId.attempt()), { outcome: 'CLOSED' });
+    assert.deepEqual(await harness().provider.closePayment(newId.attempt()), { outcome: 'CLOSED' });
     const p = input();
-    await h.provider.createAttempt(p);
-    await h.sim.pay(p.attemptId);
-    assert.deepEqual(await h.provider.closePayment(p.attemptId), { outcome: 'PAID' }, 'ACQ.TRADE_STATUS_ERROR, and the query says paid');
+    await harness().provider.createAttempt(p);
+    await harness().sim.pay(p.attemptId);
+    assert.deepEqual(
+      await harness().provider.closePayment(p.attemptId),
+      { outcome: 'PAID' },
+      'ACQ.TRADE_STATUS_ERROR, and the query says paid',
+    );
   });
 
   test('closePayment: refused for the trade state while the trade is still open is a refusal', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    h.sim.programFault('alipay.trade.close', { kind: 'business', code: '40004', subCode: 'ACQ.TRADE_STATUS_ERROR' });
-    await assert.rejects(() => h.provider.closePayment(i.attemptId), rejectedAs('ACQ.TRADE_STATUS_ERROR'));
+    await harness().provider.createAttempt(i);
+    harness().sim.programFault('alipay.trade.close', { kind: 'business', code: '40004', subCode: 'ACQ.TRADE_STATUS_ERROR' });
+    await assert.rejects(() => harness().provider.closePayment(i.attemptId), rejectedAs('ACQ.TRADE_STATUS_ERROR'));
   });
 
   test('refund: of an open, a closed or an unknown trade is a refusal naming the sub_code', async () => {
     const o = input();
-    await h.provider.createAttempt(o);
+    await harness().provider.createAttempt(o);
     const c = input();
-    await h.provider.createAttempt(c);
-    await h.provider.closePayment(c.attemptId);
+    await harness().provider.createAttempt(c);
+    await harness().provider.closePayment(c.attemptId);
     const r = (attemptId: string) =>
-      h.provider.refund({ refundId: newId.refund(), paidAttemptId: attemptId, amountFen: 1, paymentAmountFen: 1000, reason: 'r' });
+      harness().provider.refund({ refundId: newId.refund(), paidAttemptId: attemptId, amountFen: 1, paymentAmountFen: 1000, reason: 'r' });
     await assert.rejects(() => r(o.attemptId), rejectedAs('ACQ.TRADE_STATUS_ERROR'));
     await assert.rejects(() => r(c.attemptId), rejectedAs('ACQ.TRADE_HAS_CLOSE'));
     await assert.rejects(() => r(newId.attempt()), rejectedAs('ACQ.TRADE_NOT_EXIST'));
@@ -259,45 +253,45 @@ describe('each call against the simulator: what each call makes of its answers',
 
   test('refund: fund_change Y is SUCCEEDED; N is PENDING until the refund query says REFUND_SUCCESS; a repeat is the same refund', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    const { tradeNo } = await h.sim.pay(i.attemptId);
+    await harness().provider.createAttempt(i);
+    const { tradeNo } = await harness().sim.pay(i.attemptId);
     const refundId = newId.refund();
     const r = { refundId, paidAttemptId: i.attemptId, amountFen: 300, paymentAmountFen: 1000, reason: 'size' };
-    assert.deepEqual(await h.provider.refund(r), { outcome: 'PENDING', providerRef: tradeNo });
-    assert.deepEqual(await h.provider.queryRefund(r), { state: 'PENDING', amountFen: 300 });
+    assert.deepEqual(await harness().provider.refund(r), { outcome: 'PENDING', providerRef: tradeNo });
+    assert.deepEqual(await harness().provider.queryRefund(r), { state: 'PENDING', amountFen: 300 });
     await new Promise((res) => setTimeout(res, 400));
-    assert.deepEqual(await h.provider.queryRefund(r), { state: 'SUCCEEDED', amountFen: 300 });
-    assert.deepEqual(await h.provider.refund(r), { outcome: 'SUCCEEDED', providerRef: tradeNo }, 'fund_change N, then the query');
-    assert.equal(h.sim.trade(i.attemptId)!.refunds.length, 1);
-    h.sim.programFault('alipay.trade.refund', { kind: 'paid' });
-    assert.deepEqual(await h.provider.refund({ ...r, refundId: newId.refund() }), { outcome: 'SUCCEEDED', providerRef: tradeNo });
+    assert.deepEqual(await harness().provider.queryRefund(r), { state: 'SUCCEEDED', amountFen: 300 });
+    assert.deepEqual(await harness().provider.refund(r), { outcome: 'SUCCEEDED', providerRef: tradeNo }, 'fund_change N, then the query');
+    assert.equal(harness().sim.trade(i.attemptId)!.refunds.length, 1);
+    harness().sim.programFault('alipay.trade.refund', { kind: 'paid' });
+    assert.deepEqual(await harness().provider.refund({ ...r, refundId: newId.refund() }), { outcome: 'SUCCEEDED', providerRef: tradeNo });
   });
 
   test('refund: over the amount paid (ACQ.REFUND_AMT_NOT_EQUAL_TOTAL) and a repeat with another amount are refusals', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    await h.sim.pay(i.attemptId);
+    await harness().provider.createAttempt(i);
+    await harness().sim.pay(i.attemptId);
     const refundId = newId.refund();
     await assert.rejects(
-      () => h.provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1001, paymentAmountFen: 1000, reason: null }),
+      () => harness().provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 1001, paymentAmountFen: 1000, reason: null }),
       rejectedAs('ACQ.REFUND_AMT_NOT_EQUAL_TOTAL'),
     );
-    await h.provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 10, paymentAmountFen: 1000, reason: null });
+    await harness().provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 10, paymentAmountFen: 1000, reason: null });
     await assert.rejects(
-      () => h.provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 11, paymentAmountFen: 1000, reason: null }),
+      () => harness().provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 11, paymentAmountFen: 1000, reason: null }),
       rejectedAs('ACQ.DISCORDANT_REPEAT_REQUEST'),
     );
   });
 
   test('queryRefund: an unknown refund of a known trade, and any refund of an unknown trade, are NOT_FOUND', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    await h.sim.pay(i.attemptId);
-    assert.deepEqual(await h.provider.queryRefund({ refundId: newId.refund(), paidAttemptId: i.attemptId }), {
+    await harness().provider.createAttempt(i);
+    await harness().sim.pay(i.attemptId);
+    assert.deepEqual(await harness().provider.queryRefund({ refundId: newId.refund(), paidAttemptId: i.attemptId }), {
       state: 'NOT_FOUND',
       amountFen: null,
     });
-    assert.deepEqual(await h.provider.queryRefund({ refundId: newId.refund(), paidAttemptId: newId.attempt() }), {
+    assert.deepEqual(await harness().provider.queryRefund({ refundId: newId.refund(), paidAttemptId: newId.attempt() }), {
       state: 'NOT_FOUND',
       amountFen: null,
     });

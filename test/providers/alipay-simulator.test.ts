@@ -6,29 +6,17 @@
  */
 import assert from 'node:assert/strict';
 import { createPrivateKey, createVerify, generateKeyPairSync } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { AlipaySdk } from 'alipay-sdk';
 import { newId } from '../../src/domain/ids.ts';
 import { AlipayProvider } from '../../src/providers/alipay/alipay.ts';
 import { notificationSignContent, topLevelMembers } from '../../src/providers/alipay/wire.ts';
 import { type CreateAttemptInput, ProviderRejectedError, ProviderUncertainError } from '../../src/providers/provider.ts';
 import { makeCertSet } from '../../simulators/alipay/certs.ts';
-import { type AlipayHarness, startAlipayHarness } from './alipay-harness.ts';
+import { attemptInput, useAlipayHarness } from './alipay-harness.ts';
 
-function input(o: Partial<CreateAttemptInput> = {}): CreateAttemptInput {
-  return {
-    attemptId: newId.attempt(),
-    openOrderId: newId.order(),
-    channel: 'ALIPAY_H5',
-    amountFen: 2500,
-    currency: 'CNY',
-    subject: 'Simulator test',
-    expireAt: new Date(Date.now() + 15 * 60_000),
-    payerClientIp: '8.8.8.8',
-    returnUrl: 'https://merchant.example/return?order=1',
-    ...o,
-  };
-}
+const input = (o: Partial<CreateAttemptInput> = {}) =>
+  attemptInput({ amountFen: 2500, subject: 'Simulator test', returnUrl: 'https://merchant.example/return?order=1', ...o });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,24 +29,20 @@ async function until(what: string, check: () => boolean, ms = 3000): Promise<voi
 }
 
 describe('alipay simulator: the gateway refuses bad requests as Alipay does', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness();
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness();
 
   /** Posts a request the SDK signed with `privateKey` (changed by `edit`), returns the answer's response member and whether Alipay's signature verifies. */
   async function call(opts: { privateKey?: string; appId?: string; edit?: (p: URLSearchParams) => void; method?: string }) {
     const sdk = new AlipaySdk({
-      appId: opts.appId ?? h.sim.appId,
-      privateKey: opts.privateKey ?? h.sim.keys.merchantPrivateKeyPem!,
+      appId: opts.appId ?? harness().sim.appId,
+      privateKey: opts.privateKey ?? harness().sim.keys.merchantPrivateKeyPem!,
       keyType: 'PKCS8',
       signType: 'RSA2',
       camelcase: false,
     });
     const p = new URLSearchParams(sdk.sdkExecute(opts.method ?? 'alipay.trade.query', { bizContent: { out_trade_no: 'att_x' } }));
     opts.edit?.(p);
-    const res = await fetch(h.sim.gatewayUrl, {
+    const res = await fetch(harness().sim.gatewayUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
       body: p.toString(),
@@ -67,7 +51,7 @@ describe('alipay simulator: the gateway refuses bad requests as Alipay does', ()
     const members = topLevelMembers(text);
     const [key, inner] = [...members].find(([k]) => k.endsWith('_response'))!;
     const sign = JSON.parse(members.get('sign')!) as string;
-    const verified = createVerify('RSA-SHA256').update(inner, 'utf8').verify(h.sim.keys.alipayPublicKeyPem, sign, 'base64');
+    const verified = createVerify('RSA-SHA256').update(inner, 'utf8').verify(harness().sim.keys.alipayPublicKeyPem, sign, 'base64');
     return { key, response: JSON.parse(inner) as Record<string, string>, verified };
   }
 
@@ -94,7 +78,7 @@ describe('alipay simulator: the gateway refuses bad requests as Alipay does', ()
     const unknown = await call({ method: 'alipay.trade.pay' });
     assert.equal(unknown.key, 'error_response');
     assert.equal(unknown.response.sub_code, 'isv.invalid-method');
-    assert.equal((await call({ edit: (p) => p.append('app_id', h.sim.appId) })).response.sub_code, 'isv.invalid-parameter');
+    assert.equal((await call({ edit: (p) => p.append('app_id', harness().sim.appId) })).response.sub_code, 'isv.invalid-parameter');
   });
 
   test('a well signed request is answered 10000 / ACQ.TRADE_NOT_EXIST, signed', async () => {
@@ -105,11 +89,7 @@ describe('alipay simulator: the gateway refuses bad requests as Alipay does', ()
 });
 
 describe('alipay simulator: buyer pages', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness();
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness();
 
   async function page(url: string): Promise<{ status: number; html: string; session: string | null }> {
     const res = await fetch(url, { redirect: 'manual' });
@@ -119,13 +99,13 @@ describe('alipay simulator: buyer pages', () => {
 
   test('the wap.pay page: pay, then back to return_url with the signed return parameters', async () => {
     const i = input();
-    const r = await h.provider.createAttempt(i);
+    const r = await harness().provider.createAttempt(i);
     assert.equal(r.outcome, 'ACCEPTED');
     if (r.outcome !== 'ACCEPTED') return;
     const p = await page(r.material.redirectUrl!);
     assert.equal(p.status, 200);
     assert.match(p.html, /¥25\.00/);
-    const paid = await fetch(`${h.sim.url}/buyer/${p.session}/pay`, { method: 'POST', redirect: 'manual' });
+    const paid = await fetch(`${harness().sim.url}/buyer/${p.session}/pay`, { method: 'POST', redirect: 'manual' });
     assert.equal(paid.status, 302);
     const back = new URL(paid.headers.get('location')!);
     assert.equal(`${back.origin}${back.pathname}`, 'https://merchant.example/return');
@@ -135,28 +115,30 @@ describe('alipay simulator: buyer pages', () => {
     const params = new Map([...back.searchParams].filter(([k]) => k !== 'order'));
     const ok = createVerify('RSA-SHA256')
       .update(notificationSignContent(params), 'utf8')
-      .verify(h.sim.keys.alipayPublicKeyPem, params.get('sign')!, 'base64');
+      .verify(harness().sim.keys.alipayPublicKeyPem, params.get('sign')!, 'base64');
     assert.ok(ok, 'the return parameters are signed by Alipay (sign and sign_type left out)');
-    await until('the payment notice', () => h.received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId));
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'PAID');
+    await until('the payment notice', () =>
+      harness().received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId),
+    );
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'PAID');
     assert.match((await page(r.material.redirectUrl!)).html, /has been paid/, 'opening the page again shows it paid');
   });
 
   test('the QR code page; a failed payment leaves the trade open', async () => {
     const i = input();
-    const r = await h.provider.createAttempt(i);
+    const r = await harness().provider.createAttempt(i);
     if (r.outcome !== 'ACCEPTED') return assert.fail();
     const p = await page(r.material.qrCode!);
-    const failed = await fetch(`${h.sim.url}/buyer/${p.session}/fail`, { method: 'POST' });
+    const failed = await fetch(`${harness().sim.url}/buyer/${p.session}/fail`, { method: 'POST' });
     assert.match(await failed.text(), /still open/);
-    const q = await h.provider.queryPayment(i.attemptId);
+    const q = await harness().provider.queryPayment(i.attemptId);
     assert.equal(q.state, 'OPEN');
-    assert.equal(q.providerRef, h.sim.trade(i.attemptId)!.tradeNo, 'scanned: the trade has its trade_no');
+    assert.equal(q.providerRef, harness().sim.trade(i.attemptId)!.tradeNo, 'scanned: the trade has its trade_no');
   });
 
   test('a page URL changed after signing: the error page (isv.invalid-signature), no trade', async () => {
     const i = input();
-    const r = await h.provider.createAttempt(i);
+    const r = await harness().provider.createAttempt(i);
     if (r.outcome !== 'ACCEPTED') return assert.fail();
     const tampered = r.material.redirectUrl!.replace('%2225.00%22', '%220.01%22');
     assert.notEqual(tampered, r.material.redirectUrl);
@@ -167,25 +149,24 @@ describe('alipay simulator: buyer pages', () => {
 });
 
 describe('alipay simulator: notifications', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness();
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness();
 
   async function paidTrade(): Promise<string> {
     const i = input();
-    await h.provider.createAttempt(i);
-    await h.sim.pay(i.attemptId);
+    await harness().provider.createAttempt(i);
+    await harness().sim.pay(i.attemptId);
     return i.attemptId;
   }
-  const sendsOf = (id: string) => h.sim.notifications().filter((n) => n.rawBody.toString().includes(id));
+  const sendsOf = (id: string) =>
+    harness()
+      .sim.notifications()
+      .filter((n) => n.rawBody.toString().includes(id));
 
   test('sent again until answered `success`, on the retry schedule', async () => {
-    h.failAcks(true);
+    harness().failAcks(true);
     const id = await paidTrade();
     await until('a retry', () => sendsOf(id).length >= 2);
-    h.failAcks(false);
+    harness().failAcks(false);
     await until('the acknowledgement', () => sendsOf(id).some((n) => n.acknowledged));
     const sends = sendsOf(id);
     assert.deepEqual(
@@ -199,14 +180,14 @@ describe('alipay simulator: notifications', () => {
   });
 
   test('duplicated: the same notice twice, both accepted (the service applies them idempotently)', async () => {
-    h.sim.duplicateNotifications(1);
+    harness().sim.duplicateNotifications(1);
     const id = await paidTrade();
     await until('two sends', () => sendsOf(id).length === 2);
     assert.deepEqual(sendsOf(id)[0]!.rawBody, sendsOf(id)[1]!.rawBody);
   });
 
   test('delayed: sent late', async () => {
-    h.sim.delayNotifications(300, 1);
+    harness().sim.delayNotifications(300, 1);
     const t0 = Date.now();
     const id = await paidTrade();
     assert.equal(sendsOf(id).length, 0);
@@ -215,85 +196,82 @@ describe('alipay simulator: notifications', () => {
   });
 
   test('lost: never sent, never retried; the payment is still there to be queried', async () => {
-    h.sim.loseNotifications(1);
+    harness().sim.loseNotifications(1);
     const id = await paidTrade();
     await sleep(400);
     assert.equal(sendsOf(id).length, 0);
-    assert.equal((await h.provider.queryPayment(id)).state, 'PAID');
+    assert.equal((await harness().provider.queryPayment(id)).state, 'PAID');
   });
 
   test('expiry: an open trade past its time_expire is closed and notified TRADE_CLOSED', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    await h.sim.expire(i.attemptId);
-    await until('the close notice', () => h.received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId));
-    const n = h.received.find((x) => x.parsed?.kind === 'PAYMENT' && x.parsed.attemptId === i.attemptId)!;
+    await harness().provider.createAttempt(i);
+    await harness().sim.expire(i.attemptId);
+    await until('the close notice', () =>
+      harness().received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId),
+    );
+    const n = harness().received.find((x) => x.parsed?.kind === 'PAYMENT' && x.parsed.attemptId === i.attemptId)!;
     assert.equal(n.parsed?.kind === 'PAYMENT' && n.parsed.state, 'CLOSED');
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'CLOSED');
-    await assert.rejects(() => h.sim.pay(i.attemptId), /TRADE_CLOSED/);
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'CLOSED');
+    await assert.rejects(() => harness().sim.pay(i.attemptId), /TRADE_CLOSED/);
   });
 });
 
 describe('alipay simulator: time_expire runs out by the clock', () => {
-  let h: AlipayHarness;
   let offset = 0;
-  before(async () => {
-    h = await startAlipayHarness({ now: () => new Date(Date.now() + offset) });
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness({ now: () => new Date(Date.now() + offset) });
 
   test('a trade is CLOSED once its time_expire has passed, and cannot be paid', async () => {
     const i = input({ expireAt: new Date(Date.now() + 5 * 60_000) });
-    await h.provider.createAttempt(i);
+    await harness().provider.createAttempt(i);
     offset = 6 * 60_000;
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'CLOSED');
-    await assert.rejects(() => h.sim.pay(i.attemptId));
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'CLOSED');
+    await assert.rejects(() => harness().sim.pay(i.attemptId));
   });
 });
 
 describe("alipay simulator: a precreated trade exists only once scanned, as at Alipay ('scan-creates-trade')", () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness({ tradeVisibleOnPrecreate: false });
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness({ tradeVisibleOnPrecreate: false });
 
   test('NOT_FOUND and closed before the scan; still payable after that close, until time_expire', async () => {
     const i = input();
-    const r = await h.provider.createAttempt(i);
+    const r = await harness().provider.createAttempt(i);
     assert.equal(r.outcome, 'ACCEPTED');
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'NOT_FOUND');
-    assert.deepEqual(await h.provider.closePayment(i.attemptId), { outcome: 'CLOSED' }, 'ACQ.TRADE_NOT_EXIST counts as closed');
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'NOT_FOUND');
+    assert.deepEqual(await harness().provider.closePayment(i.attemptId), { outcome: 'CLOSED' }, 'ACQ.TRADE_NOT_EXIST counts as closed');
     // Alipay knew no trade to close: the QR code still works. The service treats the payment that follows as a late payment.
-    const { tradeNo } = await h.sim.pay(i.attemptId);
-    await until('the payment notice', () => h.received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId));
-    assert.deepEqual(await h.provider.queryPayment(i.attemptId), { state: 'PAID', providerRef: tradeNo, material: null, amountFen: 2500 });
+    const { tradeNo } = await harness().sim.pay(i.attemptId);
+    await until('the payment notice', () =>
+      harness().received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId),
+    );
+    assert.deepEqual(await harness().provider.queryPayment(i.attemptId), {
+      state: 'PAID',
+      providerRef: tradeNo,
+      material: null,
+      amountFen: 2500,
+    });
   });
 
   test('scanning makes the trade: OPEN with its trade_no; then a close closes it', async () => {
     const i = input();
-    await h.provider.createAttempt(i);
-    h.sim.scan(i.attemptId);
-    assert.equal((await h.provider.queryPayment(i.attemptId)).state, 'OPEN');
-    assert.deepEqual(await h.provider.closePayment(i.attemptId), { outcome: 'CLOSED' });
-    await assert.rejects(() => h.sim.pay(i.attemptId));
+    await harness().provider.createAttempt(i);
+    harness().sim.scan(i.attemptId);
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).state, 'OPEN');
+    assert.deepEqual(await harness().provider.closePayment(i.attemptId), { outcome: 'CLOSED' });
+    await assert.rejects(() => harness().sim.pay(i.attemptId));
   });
 });
 
 describe('alipay simulator: certificate mode end to end', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness({ certMode: true });
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness({ certMode: true });
 
   test('requests carry the SNs the simulator computed on its own; answers carry its alipay_cert_sn', async () => {
-    assert.deepEqual(h.provider.certSns, h.sim.certSns);
+    assert.deepEqual(harness().provider.certSns, harness().sim.certSns);
     const i = input();
-    await h.provider.createAttempt(i);
-    const { tradeNo } = await h.sim.pay(i.attemptId);
-    assert.equal((await h.provider.queryPayment(i.attemptId)).providerRef, tradeNo);
-    const r = await h.provider.refund({
+    await harness().provider.createAttempt(i);
+    const { tradeNo } = await harness().sim.pay(i.attemptId);
+    assert.equal((await harness().provider.queryPayment(i.attemptId)).providerRef, tradeNo);
+    const r = await harness().provider.refund({
       refundId: newId.refund(),
       paidAttemptId: i.attemptId,
       amountFen: 100,
@@ -301,23 +279,25 @@ describe('alipay simulator: certificate mode end to end', () => {
       reason: null,
     });
     assert.equal(r.providerRef, tradeNo);
-    await until('a verified notice', () => h.received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId));
+    await until('a verified notice', () =>
+      harness().received.some((n) => n.parsed?.kind === 'PAYMENT' && n.parsed.attemptId === i.attemptId),
+    );
   });
 
   test('an app certificate Alipay does not hold: 40002 isv.app-cert-sn-mismatch, a refusal', async () => {
-    const key = createPrivateKey(h.sim.keys.merchantPrivateKeyPem!);
-    const other = makeCertSet(h.sim.appId, key, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey);
+    const key = createPrivateKey(harness().sim.keys.merchantPrivateKeyPem!);
+    const other = makeCertSet(harness().sim.appId, key, generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey);
     const p = new AlipayProvider(
       {
-        ...h.config,
+        ...harness().config,
         mode: {
           kind: 'CERT',
           appCertPem: other.app.pem,
-          alipayPublicCertPem: h.sim.keys.certs!.alipayPublicCertPem,
-          alipayRootCertPem: h.sim.keys.certs!.alipayRootCertPem,
+          alipayPublicCertPem: harness().sim.keys.certs!.alipayPublicCertPem,
+          alipayRootCertPem: harness().sim.keys.certs!.alipayRootCertPem,
         },
       },
-      { notifyUrl: h.notifyUrl },
+      { notifyUrl: harness().notifyUrl },
     );
     await assert.rejects(
       () => p.queryPayment(newId.attempt()),
@@ -327,21 +307,21 @@ describe('alipay simulator: certificate mode end to end', () => {
 
   test('answers signed under another Alipay certificate than the configured one: UNCERTAIN, naming the file to update', async () => {
     const other = makeCertSet(
-      h.sim.appId,
-      createPrivateKey(h.sim.keys.merchantPrivateKeyPem!),
+      harness().sim.appId,
+      createPrivateKey(harness().sim.keys.merchantPrivateKeyPem!),
       generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey,
     );
     const p = new AlipayProvider(
       {
-        ...h.config,
+        ...harness().config,
         mode: {
           kind: 'CERT',
-          appCertPem: h.sim.keys.certs!.appCertPem,
+          appCertPem: harness().sim.keys.certs!.appCertPem,
           alipayPublicCertPem: other.alipay.pem,
-          alipayRootCertPem: h.sim.keys.certs!.alipayRootCertPem,
+          alipayRootCertPem: harness().sim.keys.certs!.alipayRootCertPem,
         },
       },
-      { notifyUrl: h.notifyUrl },
+      { notifyUrl: harness().notifyUrl },
     );
     await assert.rejects(
       () => p.queryPayment(newId.attempt()),
@@ -351,21 +331,17 @@ describe('alipay simulator: certificate mode end to end', () => {
 });
 
 describe('alipay simulator: the HTTP control API (/__sim/)', () => {
-  let h: AlipayHarness;
-  before(async () => {
-    h = await startAlipayHarness();
-  });
-  after(() => h.close());
+  const harness = useAlipayHarness();
   const post = (path: string, body?: object) =>
-    fetch(`${h.sim.url}/__sim/${path}`, {
+    fetch(`${harness().sim.url}/__sim/${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: body ? JSON.stringify(body) : undefined,
     });
 
   test('faults, trades, pay, notifications', async () => {
-    const info = (await (await fetch(`${h.sim.url}/__sim/`)).json()) as { gatewayUrl: string };
-    assert.equal(info.gatewayUrl, h.sim.gatewayUrl);
+    const info = (await (await fetch(`${harness().sim.url}/__sim/`)).json()) as { gatewayUrl: string };
+    assert.equal(info.gatewayUrl, harness().sim.gatewayUrl);
     assert.equal(
       (
         await post('faults', {
@@ -376,17 +352,20 @@ describe('alipay simulator: the HTTP control API (/__sim/)', () => {
       ).status,
       200,
     );
-    await assert.rejects(() => h.provider.createAttempt(input()), ProviderRejectedError);
+    await assert.rejects(() => harness().provider.createAttempt(input()), ProviderRejectedError);
     const i = input();
-    await h.provider.createAttempt(i);
-    const trade = (await (await fetch(`${h.sim.url}/__sim/trades/${i.attemptId}`)).json()) as { status: string; totalAmount: string };
+    await harness().provider.createAttempt(i);
+    const trade = (await (await fetch(`${harness().sim.url}/__sim/trades/${i.attemptId}`)).json()) as {
+      status: string;
+      totalAmount: string;
+    };
     assert.deepEqual([trade.status, trade.totalAmount], ['WAIT_BUYER_PAY', '25.00']);
     const paid = await post(`trades/${i.attemptId}/pay`);
     assert.equal(paid.status, 200);
     assert.equal((await post(`trades/${i.attemptId}/pay`)).status, 409, 'a paid trade cannot be paid again');
-    const sent = (await (await fetch(`${h.sim.url}/__sim/notifications`)).json()) as { rawBody: string; acknowledged: boolean }[];
+    const sent = (await (await fetch(`${harness().sim.url}/__sim/notifications`)).json()) as { rawBody: string; acknowledged: boolean }[];
     assert.ok(sent.some((n) => n.rawBody.includes(i.attemptId) && n.acknowledged));
     assert.equal((await post('faults', { method: 'alipay.trade.nope', fault: { kind: 'timeout' } })).status, 400);
-    assert.equal((await fetch(`${h.sim.url}/__sim/faults`, { method: 'DELETE' })).status, 200);
+    assert.equal((await fetch(`${harness().sim.url}/__sim/faults`, { method: 'DELETE' })).status, 200);
   });
 });

@@ -46,10 +46,8 @@ export interface AlipayConfig {
 
 type Env = Record<string, string | undefined>;
 
-function str(env: Env, name: string): string | undefined {
-  const v = env[name];
-  return v === undefined || v === '' ? undefined : v;
-}
+/** A variable's value; unset and empty are the same. */
+const str = (env: Env, name: string): string | undefined => env[name] || undefined;
 
 const CERT_VARS = ['ALIPAY_APP_CERT_FILE', 'ALIPAY_PUBLIC_CERT_FILE', 'ALIPAY_ROOT_CERT_FILE'] as const;
 
