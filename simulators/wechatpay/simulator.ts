@@ -168,6 +168,8 @@ export interface SimulatorControls {
   /** A new platform certificate, used from now on for signing in certificate mode. */
   rotateCertificate(): SimCertificate;
   sentNotifications(): readonly SentNotification[];
+  /** How many authenticated requests each endpoint has received. */
+  requestCount(endpoint: Endpoint): number;
   order(outTradeNo: string): SimOrder | null;
   refund(outRefundNo: string): SimRefund | null;
 }
@@ -258,6 +260,7 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
   const ordersByPrepay = new Map<string, SimOrder>();
   const refunds = new Map<string, SimRefund>();
   const faults = new Map<Endpoint, { fault: Fault; remaining: number }[]>();
+  const counts = new Map<Endpoint, number>();
   const sent: SentNotification[] = [];
   const lost: { id: string; eventType: string; url: string }[] = [];
   const notifyFaults = { lose: 0, duplicate: 0, delayMs: 0 };
@@ -760,6 +763,7 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     },
     rotateCertificate: () => newCertificate(),
     sentNotifications: () => sent,
+    requestCount: (e) => counts.get(e) ?? 0,
     order: (n) => orders.get(n) ?? null,
     refund: (n) => refunds.get(n) ?? null,
   };
@@ -861,6 +865,7 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     }
     const requested = typeof req.headers['wechatpay-serial'] === 'string' ? req.headers['wechatpay-serial'] : null;
     const endpoint = endpointOf(method, url.pathname);
+    if (endpoint) counts.set(endpoint, (counts.get(endpoint) ?? 0) + 1);
     let fault = endpoint ? takeFault(endpoint) : null;
     if (fault?.kind === 'delay') {
       await sleep(fault.ms);
