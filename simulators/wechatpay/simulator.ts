@@ -11,7 +11,7 @@
  * - Every other answer is signed (`Wechatpay-*` headers) with WeChat Pay's public key (its id
  *   `PUB_KEY_ID_...`) or the platform certificate's key: the key the request names in its
  *   `Wechatpay-Serial`, else the configured `signWith`. `GET /v3/certificates` lists the platform
- *   certificates encrypted under the APIv3key and is signed with the newest certificate.
+ *   certificates encrypted under the APIv3 key and is signed with the newest certificate.
  * - Orders (H5), their query and close, refunds and their query are kept in memory. The buyer pays
  *   or fails on the `h5_url` page, which then goes to the order's `redirect_url`.
  * - Notifications (TRANSACTION.SUCCESS, REFUND.SUCCESS / ABNORMAL / CLOSED) carry an
@@ -782,6 +782,7 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
         refunds: [...refunds.values()],
         notifications: sent.map(({ rawBody: _b, headers: _h, ...n }) => n),
         lostNotifications: lost,
+        requests: Object.fromEntries(counts),
       });
     }
     if (method === 'POST' && (m = /^\/orders\/([^/]+)\/(pay|fail|expire)$/.exec(p))) {
