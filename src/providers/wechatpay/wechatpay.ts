@@ -1,0 +1,261 @@
+/**
+ * WeChat Pay API v3, H5 payment (WECHAT_H5), as a PaymentProvider: node:crypto and Node's fetch,
+ * no SDK (docs/providers-wechatpay.md says why). Our attempt id is WeChat Pay's out_trade_no and
+ * our refund id its out_refund_no, so every call is idempotent at WeChat Pay. What each answer
+ * means is in mapping.ts, one table per call.
+ *
+ * providerRef of a payment: WeChat Pay knows an unpaid order only by (mchid, out_trade_no), and
+ * gives its transaction_id once it is paid. So the reference is the out_trade_no (our attempt id)
+ * while the order is unpaid or closed, and the transaction_id once it is paid (queries, the PAID
+ * outcomes and the payment notification). A refund's reference is WeChat Pay's refund_id.
+ */
+import {
+  type CallOptions,
+  type CloseResult,
+  type CreateAttemptInput,
+  type CreateAttemptResult,
+  type NotificationAck,
+  type PaymentProvider,
+  type PaymentQueryResult,
+  type ProviderNotification,
+  ProviderRejectedError,
+  ProviderUncertainError,
+  type RefundInput,
+  type RefundQuery,
+  type RefundQueryResult,
+  type RefundResult,
+} from '../provider.ts';
+import { type Answer, type Clock, type HttpOptions, sendSigned, verifiedAnswer } from './client.ts';
+import type { WechatPayConfig } from './config.ts';
+import {
+  CLOSE_ERRORS,
+  CREATE_ERRORS,
+  type ErrorTable,
+  type Outcome,
+  QUERY_ERRORS,
+  REFUND_ERRORS,
+  REFUND_QUERY_ERRORS,
+  REFUND_STATES,
+  TRADE_STATES,
+  classify,
+} from './mapping.ts';
+import { parseWechatPayNotification } from './notifications.ts';
+import { CertificatePlatform, type PlatformKeys, PublicKeyPlatform } from './platform-keys.ts';
+import { rfc3339Beijing } from './protocol.ts';
+
+export interface WechatPayProviderOptions {
+  /** Where WeChat Pay posts notifications: `{PUBLIC_BASE_URL}/api/provider/v1/notifications/wechatpay` (no query string). */
+  notifyUrl: string;
+  clock?: Clock;
+  /** The HTTP client (tests); Node's fetch by default. */
+  fetch?: typeof fetch;
+  log?: (msg: string, err?: unknown) => void;
+  /** Certificate mode: how old the certificate list may grow before it is fetched again (default 12 h). */
+  certificateRefreshMs?: number;
+}
+
+/** WeChat Pay's limits on free text: description 127 characters, refund reason 80. */
+function clip(s: string, max: number): string {
+  const cps = Array.from(s);
+  return cps.length <= max ? s : cps.slice(0, max).join('');
+}
+
+function str(v: unknown): string | null {
+  return typeof v === 'string' && v !== '' ? v : null;
+}
+
+function fenOrNull(o: unknown, key: string): number | null {
+  const v = (o as Record<string, unknown> | null)?.[key];
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null;
+}
+
+/** The h5_url with the page the buyer returns to, as WeChat Pay's H5 guide describes (`redirect_url`, URL-encoded). */
+export function h5RedirectUrl(h5Url: string, returnUrl: string | null): string {
+  if (returnUrl === null) return h5Url;
+  return `${h5Url}${h5Url.includes('?') ? '&' : '?'}redirect_url=${encodeURIComponent(returnUrl)}`;
+}
+
+export class WechatPayProvider implements PaymentProvider {
+  readonly name = 'wechatpay';
+  readonly channels = ['WECHAT_H5'] as const;
+  readonly #c: WechatPayConfig;
+  readonly #http: HttpOptions;
+  readonly #keys: PlatformKeys;
+  readonly #clock: Clock;
+  readonly #notifyUrl: string;
+
+  constructor(config: WechatPayConfig, opts: WechatPayProviderOptions) {
+    let u: URL | null;
+    try {
+      u = new URL(opts.notifyUrl);
+    } catch {
+      u = null;
+    }
+    if (!u || (u.protocol !== 'https:' && u.protocol !== 'http:') || u.search !== '' || u.hash !== '') {
+      throw new TypeError('WechatPayProvider: notifyUrl must be an http(s) URL without a query string');
+    }
+    this.#c = config;
+    this.#notifyUrl = opts.notifyUrl;
+    this.#clock = opts.clock ?? { now: () => Date.now() };
+    this.#http = {
+      mchId: config.mchId,
+      certSerial: config.certSerial,
+      privateKey: config.privateKey,
+      baseUrl: config.baseUrl,
+      timeoutMs: config.timeoutMs,
+      clock: this.#clock,
+      fetch: opts.fetch ?? fetch,
+    };
+    this.#keys =
+      config.platform.mode === 'publicKey'
+        ? new PublicKeyPlatform(config.platform.publicKeyId, config.platform.publicKey)
+        : new CertificatePlatform({
+            apiV3Key: config.apiV3Key,
+            clock: this.#clock,
+            refreshMs: opts.certificateRefreshMs,
+            log: opts.log,
+            download: () => sendSigned(this.#http, 'GET', '/v3/certificates', undefined, null),
+          });
+  }
+
+  /** One signed call; the verified answer, or ProviderUncertainError. */
+  async #call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Answer> {
+    const what = `${method} ${path.split('?')[0]}`;
+    const raw = await sendSigned(this.#http, method, path, body, this.#keys.acceptSerial());
+    return verifiedAnswer(raw, this.#keys, this.#clock.now(), what);
+  }
+
+  /** The outcome of an error answer; throws for REJECTED and UNCERTAIN. */
+  #outcome(table: ErrorTable, a: Answer, what: string): Exclude<Outcome, 'REJECTED' | 'UNCERTAIN'> {
+    const o = classify(table, a.status, a.code);
+    if (o === 'REJECTED') throw new ProviderRejectedError(a.code!);
+    if (o === 'UNCERTAIN') throw new ProviderUncertainError(`wechatpay: ${what}: HTTP ${a.status} ${a.code ?? ''}`.trim());
+    return o;
+  }
+
+  async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
+    if (input.channel !== 'WECHAT_H5') throw new ProviderRejectedError('CHANNEL_NOT_SUPPORTED');
+    if (!Number.isSafeInteger(input.amountFen) || input.amountFen < 1) throw new ProviderRejectedError('AMOUNT_INVALID');
+    if (input.payerClientIp === '') throw new ProviderRejectedError('PAYER_CLIENT_IP_REQUIRED');
+    const body = {
+      appid: this.#c.appId,
+      mchid: this.#c.mchId,
+      description: clip(input.subject || input.openOrderId, 127),
+      out_trade_no: input.attemptId,
+      time_expire: rfc3339Beijing(input.expireAt),
+      notify_url: this.#notifyUrl,
+      amount: { total: input.amountFen, currency: input.currency },
+      scene_info: { payer_client_ip: input.payerClientIp, h5_info: { type: 'Wap' } },
+    };
+    const a = await this.#call('POST', '/v3/pay/transactions/h5', body);
+    if (a.status === 200) {
+      const h5 = str(a.json?.h5_url);
+      if (h5 === null || !/^https?:\/\//.test(h5)) throw new ProviderUncertainError('wechatpay: H5 order answered without an h5_url');
+      return {
+        outcome: 'ACCEPTED',
+        providerRef: input.attemptId,
+        material: { qrCode: null, redirectUrl: h5RedirectUrl(h5, input.returnUrl) },
+      };
+    }
+    this.#outcome(CREATE_ERRORS, a, 'H5 order');
+    // CHECK: an order of this number exists already; only a paid one is an outcome.
+    const q = await this.queryPayment(input.attemptId);
+    if (q.state === 'PAID') return { outcome: 'PAID', providerRef: q.providerRef ?? input.attemptId };
+    throw new ProviderRejectedError(a.code!);
+  }
+
+  async queryPayment(attemptId: string): Promise<PaymentQueryResult> {
+    const a = await this.#call('GET', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(attemptId)}?mchid=${this.#c.mchId}`);
+    if (a.status !== 200) {
+      this.#outcome(QUERY_ERRORS, a, 'order query');
+      return { state: 'NOT_FOUND', providerRef: null, material: null, amountFen: null };
+    }
+    const j = a.json ?? {};
+    if (j.out_trade_no !== attemptId || j.mchid !== this.#c.mchId)
+      throw new ProviderUncertainError('wechatpay: order query answered for another order');
+    const state = TRADE_STATES[j.trade_state as keyof typeof TRADE_STATES];
+    if (state === undefined) throw new ProviderUncertainError(`wechatpay: order query: unknown trade_state`);
+    const amount = (j.amount ?? null) as Record<string, unknown> | null;
+    if (amount !== null && amount.currency !== undefined && amount.currency !== 'CNY') {
+      throw new ProviderUncertainError('wechatpay: order query: the order is not in CNY');
+    }
+    return {
+      state,
+      providerRef: state === 'PAID' ? (str(j.transaction_id) ?? attemptId) : attemptId,
+      // WeChat Pay's query does not give the h5_url again (it is valid 5 minutes): the creation's stands.
+      material: null,
+      amountFen: fenOrNull(amount, 'total'),
+    };
+  }
+
+  async closePayment(attemptId: string, _opts?: CallOptions): Promise<CloseResult> {
+    const a = await this.#call('POST', `/v3/pay/transactions/out-trade-no/${encodeURIComponent(attemptId)}/close`, {
+      mchid: this.#c.mchId,
+    });
+    if (a.status === 204 || a.status === 200) return { outcome: 'CLOSED' };
+    if (this.#outcome(CLOSE_ERRORS, a, 'close') === 'CLOSED') return { outcome: 'CLOSED' };
+    // CHECK: refused; paid meanwhile (ORDERPAID), or still open.
+    const q = await this.queryPayment(attemptId);
+    if (q.state === 'PAID') return { outcome: 'PAID' };
+    if (q.state === 'CLOSED' || q.state === 'NOT_FOUND') return { outcome: 'CLOSED' };
+    throw new ProviderRejectedError(a.code!);
+  }
+
+  async refund(input: RefundInput, _opts?: CallOptions): Promise<RefundResult> {
+    if (!Number.isSafeInteger(input.amountFen) || input.amountFen < 1) throw new ProviderRejectedError('AMOUNT_INVALID');
+    const body: Record<string, unknown> = {
+      out_trade_no: input.paidAttemptId,
+      out_refund_no: input.refundId,
+      notify_url: this.#notifyUrl,
+      amount: { refund: input.amountFen, total: input.paymentAmountFen, currency: 'CNY' },
+    };
+    if (input.reason) body.reason = clip(input.reason, 80);
+    const a = await this.#call('POST', '/v3/refund/domestic/refunds', body);
+    if (a.status !== 200) {
+      this.#outcome(REFUND_ERRORS, a, 'refund');
+      throw new ProviderUncertainError(`wechatpay: refund: HTTP ${a.status} ${a.code ?? ''}`.trim());
+    }
+    const j = a.json ?? {};
+    const ref = str(j.refund_id);
+    if (ref === null || j.out_refund_no !== input.refundId)
+      throw new ProviderUncertainError('wechatpay: refund answered without its refund');
+    const state = REFUND_STATES[j.status as keyof typeof REFUND_STATES];
+    if (state === undefined) throw new ProviderUncertainError('wechatpay: refund: unknown status');
+    // CLOSED: a refund of this number that WeChat Pay closed unpaid; nothing was refunded.
+    if (state === 'FAILED') throw new ProviderRejectedError('REFUND_CLOSED');
+    return { outcome: state, providerRef: ref };
+  }
+
+  async queryRefund(q: RefundQuery): Promise<RefundQueryResult> {
+    const a = await this.#call('GET', `/v3/refund/domestic/refunds/${encodeURIComponent(q.refundId)}`);
+    if (a.status !== 200) {
+      this.#outcome(REFUND_QUERY_ERRORS, a, 'refund query');
+      return { state: 'NOT_FOUND', amountFen: null };
+    }
+    const j = a.json ?? {};
+    if (j.out_refund_no !== q.refundId) throw new ProviderUncertainError('wechatpay: refund query answered for another refund');
+    const state = REFUND_STATES[j.status as keyof typeof REFUND_STATES];
+    if (state === undefined) throw new ProviderUncertainError('wechatpay: refund query: unknown status');
+    return { state, amountFen: fenOrNull(j.amount, 'refund') };
+  }
+
+  parseNotification(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification> {
+    return parseWechatPayNotification(rawBody, headers, {
+      mchId: this.#c.mchId,
+      appId: this.#c.appId,
+      apiV3Key: this.#c.apiV3Key,
+      keys: this.#keys,
+      nowMs: this.#clock.now(),
+    });
+  }
+
+  /** WeChat Pay's notification answers: 204 with no body when received; 4xx/5xx with `{"code":"FAIL"}` to have it sent again. */
+  notificationAck(ok: boolean, message?: string): NotificationAck {
+    if (ok) return { status: 204, contentType: 'text/plain; charset=utf-8', body: '' };
+    return {
+      status: 500,
+      contentType: 'application/json; charset=utf-8',
+      body: JSON.stringify({ code: 'FAIL', message: clip(message ?? 'FAIL', 200) }),
+    };
+  }
+}
