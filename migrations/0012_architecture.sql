@@ -40,6 +40,27 @@ CREATE INDEX follow_ups_due ON follow_ups(due_at);
 ALTER TABLE attempts ADD COLUMN provider text NOT NULL DEFAULT 'sandbox';
 ALTER TABLE refunds ADD COLUMN provider text NOT NULL DEFAULT 'sandbox';
 ALTER TABLE duplicate_payments ADD COLUMN provider text NOT NULL DEFAULT 'sandbox';
+-- The provider's own payment page for the attempt (Alipay's mobile-web page, WeChat Pay's h5_url),
+-- where the cashier sends the buyer; the sandbox has none.
+ALTER TABLE attempts ADD COLUMN redirect_url text;
+
+-- What a provider said that does not match the ledger (an amount, a currency), or that needs an
+-- operator (a refund WeChat Pay holds as ABNORMAL): never applied, kept here for the operator,
+-- counted in the metrics (docs/providers.md).
+CREATE TABLE provider_discrepancies (
+  id           bigserial PRIMARY KEY,
+  provider     text NOT NULL,
+  source       text NOT NULL CHECK (source IN ('NOTICE', 'QUERY', 'ANSWER', 'STATEMENT')),
+  kind         text NOT NULL,
+  subject_id   text NOT NULL,
+  expected     jsonb,
+  reported     jsonb,
+  status       text NOT NULL DEFAULT 'OPEN' CHECK (status IN ('OPEN', 'RESOLVED')),
+  created_at   timestamptz NOT NULL,
+  resolved_at  timestamptz,
+  UNIQUE (provider, source, kind, subject_id)
+);
+CREATE INDEX provider_discrepancies_open ON provider_discrepancies(created_at) WHERE status = 'OPEN';
 
 -- 5. The accepted outcome of a create: one statement whose states are parameters, given by the
 --    store from the transition tables (src/store/orders.ts acceptAttempts, with the transitions
@@ -62,13 +83,15 @@ CREATE FUNCTION mps_accept_attempts(
 ) RETURNS TABLE (order_id text, answered boolean) LANGUAGE sql AS $$
   WITH i AS (
     SELECT * FROM json_to_recordset(p_items)
-      AS t(order_id text, attempt_id text, provider_ref text, qr_code text, r_app text, r_req text, r_holder text, r_status integer, r_body text)
+      AS t(order_id text, attempt_id text, provider_ref text, qr_code text, redirect_url text,
+           r_app text, r_req text, r_holder text, r_status integer, r_body text)
   ), lk AS MATERIALIZED (
     SELECT o.id FROM orders o WHERE o.id = ANY(p_order_ids) AND o.status || '' = p_order_from AND o.close_pending IS NULL
      ORDER BY o.id FOR UPDATE
   ), a AS (
     UPDATE attempts SET state = p_attempt_to, provider_ref = COALESCE(i.provider_ref, attempts.provider_ref),
-           qr_code = COALESCE(i.qr_code, attempts.qr_code), next_check_at = NULL, made_at = p_now, updated_at = p_now
+           qr_code = COALESCE(i.qr_code, attempts.qr_code), redirect_url = COALESCE(i.redirect_url, attempts.redirect_url),
+           next_check_at = NULL, made_at = p_now, updated_at = p_now
       FROM i JOIN lk ON lk.id = i.order_id
      WHERE attempts.id = ANY(p_attempt_ids) AND attempts.id = i.attempt_id AND attempts.order_id = i.order_id
        AND attempts.state || '' = p_attempt_from

@@ -127,6 +127,11 @@ async function main(): Promise<void> {
   const built = await buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true }).catch(async (err) => {
     await embedded?.stop();
     await lock?.release();
+    if (err instanceof ConfigError) {
+      // A provider's configuration (PROVIDER=live) is read where the providers are built.
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
     throw err;
   });
   const stopEmbedded = cleanup;

@@ -18,8 +18,9 @@ import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } 
 import { AppRateLimiter } from './gate/rate-limit.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
-import { ProviderRouter } from './providers/router.ts';
-import { SandboxProvider } from './providers/sandbox/sandbox.ts';
+import type { ProviderRouter } from './providers/router.ts';
+import type { SandboxProvider } from './providers/sandbox/sandbox.ts';
+import { setUpProviders } from './providers/setup.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
@@ -115,11 +116,19 @@ async function redisNonceStore(redis: Redis, log: FastifyBaseLogger): Promise<Re
 export async function createServices(d: ServiceDeps): Promise<Services> {
   const { config, db, log } = d;
   const clock = d.clock ?? systemClock;
+  // The providers first: a configuration they refuse stops the start before anything is connected.
+  const { router: providers, sandbox } = setUpProviders({
+    provider: config.provider,
+    channelsDisabled: config.channelsDisabled,
+    providerEnv: config.providerEnv,
+    publicBaseUrl: config.publicBaseUrl,
+    db,
+    clock,
+    log: (msg, err) => log.warn({ err }, msg),
+    override: d.provider,
+  });
   const redis = await connectRedis(config, log);
   const redisNonces = redis ? await redisNonceStore(redis, log) : null;
-  const sandbox = d.provider ? null : new SandboxProvider(db, { log: (msg, err) => log.warn({ err }, msg), clock });
-  const provider = d.provider ?? sandbox!;
-  const providers = new ProviderRouter({ ALIPAY_H5: provider, WECHAT_H5: provider });
   const ipPolicy = new IpPolicyHolder(db, clock, {
     trustedProxies: config.trustedProxies,
     allowlist: config.platformIpAllowlist,

@@ -22,7 +22,12 @@ export interface Config {
   databaseUrlEmbedded?: boolean;
   /** PUBLIC_BASE_URL was unset: publicBaseUrl is http://HOST:PORT (see withListenPort). */
   publicBaseUrlDefaulted?: boolean;
-  provider: 'sandbox';
+  /** `sandbox`: the sandbox serves both channels; `live`: ALIPAY_H5 by Alipay, WECHAT_H5 by WeChat Pay (src/providers/setup.ts). */
+  provider: 'sandbox' | 'live';
+  /** Channels whose creates are refused (422 OPEN_API_CHANNEL_UNAVAILABLE) whatever the app allows. */
+  channelsDisabled: ('ALIPAY_H5' | 'WECHAT_H5')[];
+  /** The ALIPAY_* and WECHATPAY_* variables, read by the live providers' configuration (docs/providers.md). */
+  providerEnv: Record<string, string>;
   platformKeyFile: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Peers whose forwarding headers (X-Forwarded-For, Forwarded, X-Real-IP) are honoured. */
@@ -161,7 +166,14 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const publicBaseUrl = (base ?? `http://${displayHost}:${port}`).replace(/\/+$/, '');
   const provider = str(env, 'PROVIDER') ?? 'sandbox';
-  if (provider !== 'sandbox') throw new ConfigError(`PROVIDER must be sandbox (got '${provider}')`);
+  if (provider !== 'sandbox' && provider !== 'live') throw new ConfigError(`PROVIDER must be sandbox or live (got '${provider}')`);
+  const channelsDisabled = list(env, 'CHANNELS_DISABLED') ?? [];
+  for (const c of channelsDisabled) {
+    if (c !== 'ALIPAY_H5' && c !== 'WECHAT_H5')
+      throw new ConfigError(`CHANNELS_DISABLED must list ALIPAY_H5 and/or WECHAT_H5 (got '${c}')`);
+  }
+  const providerEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (/^(ALIPAY|WECHATPAY)_/.test(k) && v !== undefined && v !== '') providerEnv[k] = v;
   const platformKeyFile = str(env, 'PLATFORM_KEY_FILE') ?? null;
   const logLevel = (str(env, 'LOG_LEVEL') ?? 'info') as Config['logLevel'];
   if (!LOG_LEVELS.includes(logLevel)) {
@@ -183,6 +195,8 @@ export function loadConfig(env: Env = process.env): Config {
     publicBaseUrl,
     publicBaseUrlDefaulted: base === undefined,
     provider,
+    channelsDisabled: channelsDisabled as Config['channelsDisabled'],
+    providerEnv,
     platformKeyFile,
     logLevel,
     trustedProxies: cidrs(env, 'TRUSTED_PROXIES') ?? [],

@@ -1,5 +1,5 @@
 /** Step 1 of the gate for any scope that reads JSON: the strict JSON guard's verdict on a raw body. */
-import { guardJson } from './json-guard.ts';
+import { guardJson } from '../lib/json-guard.ts';
 
 export class BodyError extends Error {
   readonly kind: 'INVALID' | 'TOO_LARGE';

@@ -125,4 +125,27 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
       updatedAt: x.updatedAt,
     })),
   }));
+
+  scope.get<{ Querystring: { status?: string; limit?: string } }>('/provider-discrepancies', async (req) => {
+    const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'limit');
+    if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status and limit');
+    const { status } = req.query;
+    if (status !== undefined && status !== 'OPEN' && status !== 'RESOLVED') {
+      throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be OPEN or RESOLVED');
+    }
+    const rawLimit: unknown = req.query.limit;
+    if (
+      rawLimit !== undefined &&
+      (typeof rawLimit !== 'string' || !/^[0-9]{1,3}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 500)
+    ) {
+      throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
+    }
+    const rows = await bo.listDiscrepancies(d, { status: status ?? null, limit: rawLimit === undefined ? 100 : Number(rawLimit) });
+    return { discrepancies: rows };
+  });
+
+  scope.post<{ Params: { id: string } }>('/provider-discrepancies/:id/resolve', async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
+    return bo.resolveDiscrepancy(d, req.params.id);
+  });
 }

@@ -28,10 +28,15 @@ export function headingSlug(text: string): string {
     .replace(/ /g, '-');
 }
 
-/** A relative link to another served page's markdown (`errors.md#x`) becomes that page (`errors#x`). */
-function servedHref(href: string): string {
+/**
+ * A relative link to another served page's markdown (`errors.md#x`) becomes that page (`errors#x`).
+ * Any other relative link names a file of the repository that the service does not serve: null
+ * (its text is kept, without a link). Absolute links and anchors stay.
+ */
+function servedHref(href: string): string | null {
   const m = /^([a-z0-9-]+)\.md(#.*)?$/.exec(href);
-  return m && (DOC_PAGES as readonly string[]).includes(m[1]!) ? `${m[1]}${m[2] ?? ''}` : href;
+  if (m && (DOC_PAGES as readonly string[]).includes(m[1]!)) return `${m[1]}${m[2] ?? ''}`;
+  return /^([a-z][a-z0-9+.-]*:|#)/i.test(href) ? href : null;
 }
 
 const STYLE = `body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1b1b1b}
@@ -46,10 +51,12 @@ export function renderDocPage(markdown: string): { title: string; html: string }
   let title = '';
   const marked = new Marked({
     gfm: true,
-    walkTokens(token) {
-      if (token.type === 'link') token.href = servedHref(token.href);
-    },
     renderer: {
+      link({ href, tokens }) {
+        const served = servedHref(href);
+        const text = this.parser.parseInline(tokens);
+        return served === null ? text : `<a href="${escapeHtml(served)}">${text}</a>`;
+      },
       heading({ tokens, depth }) {
         const text = plainText(tokens);
         if (title === '') title = text;

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../store/db.ts';
+import { countOpenDiscrepancies } from '../store/discrepancies.ts';
 import { countEventsByStatus } from '../store/events.ts';
 import { hasAdminToken } from './common.ts';
 
@@ -49,6 +50,17 @@ export function createMetrics(svc: { db: Db }): Metrics {
       const rows = await countEventsByStatus(svc.db);
       this.reset();
       for (const row of rows) this.set({ status: row.status }, row.n);
+    },
+  });
+  new Gauge({
+    name: 'mps_provider_discrepancies_open',
+    help: 'Provider reports kept for the operator (not applied: amount, currency or provider mismatch, or a notice that needs an operator)',
+    labelNames: ['provider', 'kind'],
+    registers: [registry],
+    async collect() {
+      const rows = await countOpenDiscrepancies(svc.db);
+      this.reset();
+      for (const row of rows) this.set({ provider: row.provider, kind: row.kind }, row.n);
     },
   });
   return m;

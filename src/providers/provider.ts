@@ -29,6 +29,26 @@ export class ProviderNotificationError extends Error {
   override name = 'ProviderNotificationError';
 }
 
+/**
+ * A verified notice that changes nothing in the ledger but needs an operator (e.g. a refund the
+ * provider holds because it could not reach the buyer): kept for the operator and acknowledged,
+ * so that the provider stops sending it.
+ */
+export class ProviderNoticeForOperator extends ProviderNotificationError {
+  override name = 'ProviderNoticeForOperator';
+  /** What it is about: `REFUND_ABNORMAL`, ... */
+  readonly kind: string;
+  /** Our id it names (an attempt or refund id). */
+  readonly subjectId: string;
+  readonly details: Record<string, unknown>;
+  constructor(kind: string, subjectId: string, message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.kind = kind;
+    this.subjectId = subjectId;
+    this.details = details;
+  }
+}
+
 export interface CreateAttemptInput {
   /** Our attempt id: the provider's merchant order number (out_trade_no). */
   attemptId: string;

@@ -53,6 +53,8 @@ export interface AttemptRow {
   state: AttemptState;
   cashierToken: string;
   qrCode: string | null;
+  /** The provider's own payment page the cashier sends the buyer to (null for the sandbox). */
+  redirectUrl: string | null;
   providerRef: string | null;
   /** The provider that holds the payment (src/providers/router.ts). */
   provider: string;
@@ -63,7 +65,7 @@ export interface AttemptRow {
   updatedAt: Date;
 }
 
-const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode",
+const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode", redirect_url AS "redirectUrl",
   provider_ref AS "providerRef", provider, expire_at AS "expireAt", made_at AS "madeAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** When the provider is asked again about an attempt still PENDING (its creation never finished). */
@@ -131,7 +133,7 @@ export async function findAttemptByCashierToken(db: Queryable, token: string): P
 
 /** The attempt columns of a joined row, prefixed `la_`, with the mapping back to an AttemptRow. */
 const LATEST_COLS = `la.id AS la_id, la.order_id AS la_order_id, la.seq AS la_seq, la.state AS la_state,
-  la.cashier_token AS la_cashier_token, la.qr_code AS la_qr_code, la.provider_ref AS la_provider_ref, la.provider AS la_provider,
+  la.cashier_token AS la_cashier_token, la.qr_code AS la_qr_code, la.redirect_url AS la_redirect_url, la.provider_ref AS la_provider_ref, la.provider AS la_provider,
   la.expire_at AS la_expire_at, la.made_at AS la_made_at, la.created_at AS la_created_at, la.updated_at AS la_updated_at`;
 
 interface LatestCols {
@@ -141,6 +143,7 @@ interface LatestCols {
   la_state: AttemptState;
   la_cashier_token: string;
   la_qr_code: string | null;
+  la_redirect_url: string | null;
   la_provider_ref: string | null;
   la_provider: string;
   la_expire_at: Date;
@@ -162,6 +165,7 @@ function splitLatest(row: OrderRow & LatestCols): OrderWithLatest {
     la_state,
     la_cashier_token,
     la_qr_code,
+    la_redirect_url,
     la_provider_ref,
     la_provider,
     la_expire_at,
@@ -180,6 +184,7 @@ function splitLatest(row: OrderRow & LatestCols): OrderWithLatest {
           state: la_state,
           cashierToken: la_cashier_token,
           qrCode: la_qr_code,
+          redirectUrl: la_redirect_url,
           providerRef: la_provider_ref,
           provider: la_provider,
           expireAt: la_expire_at,
@@ -407,6 +412,7 @@ export interface AttemptAcceptance {
   attemptId: string;
   providerRef: string | null;
   qrCode: string | null;
+  redirectUrl: string | null;
   answer: RecordedAnswer | null;
 }
 
@@ -447,6 +453,7 @@ export async function acceptAttempts(
           attempt_id: a.attemptId,
           provider_ref: a.providerRef,
           qr_code: a.qrCode,
+          redirect_url: a.redirectUrl,
           r_app: a.answer?.appId ?? null,
           r_req: a.answer?.requestId ?? null,
           r_holder: a.answer?.holder ?? null,
@@ -511,6 +518,7 @@ export async function withdrawPendingAttempt(tx: Tx, id: string): Promise<void> 
 export interface AttemptChange {
   providerRef?: string | null;
   qrCode?: string | null;
+  redirectUrl?: string | null;
   nextCheckAt?: Date | null;
   /** Set by the request that created the attempt when it records the provider's outcome. */
   madeAt?: Date | null;
@@ -521,15 +529,30 @@ export async function setAttemptState(tx: Queryable, id: string, t: Transition<'
   const r = await tx.query({
     name: 'attempt_set_state',
     text: `UPDATE attempts SET state = $3, provider_ref = COALESCE($4, provider_ref), qr_code = COALESCE($5, qr_code),
-            next_check_at = $6, made_at = COALESCE($7, made_at), updated_at = $8 WHERE id = $1 AND state = $2`,
-    values: [id, t.from, t.to, c.providerRef ?? null, c.qrCode ?? null, c.nextCheckAt ?? null, c.madeAt ?? null, now],
+            redirect_url = COALESCE($9, redirect_url), next_check_at = $6, made_at = COALESCE($7, made_at), updated_at = $8
+      WHERE id = $1 AND state = $2`,
+    values: [
+      id,
+      t.from,
+      t.to,
+      c.providerRef ?? null,
+      c.qrCode ?? null,
+      c.nextCheckAt ?? null,
+      c.madeAt ?? null,
+      now,
+      c.redirectUrl ?? null,
+    ],
   });
   return r.rowCount === 1;
 }
 
-/** Records the provider's reference of an attempt that has none yet. */
+/**
+ * Records the provider's reference of an attempt as its payment report gives it (a provider may
+ * assign its own trade number only when the buyer pays: Alipay's trade_no, WeChat Pay's
+ * transaction_id).
+ */
 export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: string): Promise<void> {
-  await tx.query('UPDATE attempts SET provider_ref = COALESCE(provider_ref, $2) WHERE id = $1', [id, providerRef]);
+  await tx.query('UPDATE attempts SET provider_ref = $2 WHERE id = $1 AND provider_ref IS DISTINCT FROM $2', [id, providerRef]);
 }
 
 export interface OrderChange {

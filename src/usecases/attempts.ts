@@ -112,13 +112,21 @@ export async function runAttempt(
         state: 'ACCEPTED',
         providerRef: result.providerRef,
         qrCode: result.material.qrCode ?? attempt.qrCode,
+        redirectUrl: result.material.redirectUrl ?? attempt.redirectUrl,
         madeAt: now,
       },
       replayed: false,
     };
     const answer = unit?.answerFor(outcome) ?? null;
     const r = await d.acceptor.accept(
-      { orderId: order.id, attemptId: attempt.id, providerRef: result.providerRef, qrCode: result.material.qrCode, answer },
+      {
+        orderId: order.id,
+        attemptId: attempt.id,
+        providerRef: result.providerRef,
+        qrCode: result.material.qrCode,
+        redirectUrl: result.material.redirectUrl,
+        answer,
+      },
       now,
     );
     if (r.applied) {
@@ -158,11 +166,19 @@ export async function runAttempt(
         const r = await confirmPaid(tx, flow, o, a, now);
         return { order: r.order, attempt: a };
       }
-      const accepted = { ...made, providerRef: result.providerRef, qrCode: result.material.qrCode };
+      const accepted = {
+        ...made,
+        providerRef: result.providerRef,
+        qrCode: result.material.qrCode,
+        redirectUrl: result.material.redirectUrl,
+      };
       await setAttempt(tx, flow, a, 'ACCEPTED', accepted, now);
       if (o.status === 'CREATED' || o.status === 'UNKNOWN' || o.status === 'PAYING') {
         const fresh = await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
-        return { order: fresh, attempt: { ...a, providerRef: result.providerRef, qrCode: result.material.qrCode } };
+        return {
+          order: fresh,
+          attempt: { ...a, providerRef: result.providerRef, qrCode: result.material.qrCode, redirectUrl: result.material.redirectUrl },
+        };
       }
       // The order ended (closed or paid) while the provider answered: this attempt must not be payable.
       return { order: o, attempt: a };

@@ -10,6 +10,7 @@ import { newId } from '../domain/ids.ts';
 import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
 import { checkNotifyUrl, type NotifyUrlPolicy } from '../events/notify-url.ts';
 import { CidrList } from '../net/ip.ts';
+import * as discrepancies from '../store/discrepancies.ts';
 import * as events from '../store/events.ts';
 import * as merchants from '../store/merchants.ts';
 import type { AppPatch, AppRow } from '../store/merchants.ts';
@@ -319,4 +320,17 @@ export async function redeliverEvent(d: BackOfficeDeps, eventId: string): Promis
 
 export function listDuplicates(d: BackOfficeDeps) {
   return refunds.listDuplicates(d.db, 500);
+}
+
+// --- provider discrepancies ----------------------------------------------------------------------
+
+export function listDiscrepancies(d: BackOfficeDeps, f: { status: 'OPEN' | 'RESOLVED' | null; limit: number }) {
+  return discrepancies.listDiscrepancies(d.db, f);
+}
+
+/** An operator has dealt with it (with the provider, or by hand in the ledger). */
+export async function resolveDiscrepancy(d: BackOfficeDeps, id: string) {
+  const r = await discrepancies.resolveDiscrepancy(d.db, id, nowOf(d));
+  if (!r) throw new DomainError('NOT_FOUND', undefined, { entity: 'open discrepancy' });
+  return r;
 }

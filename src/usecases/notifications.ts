@@ -2,17 +2,34 @@
  * Provider notices (payment paid / failed / closed, refund settled / failed): verified by the
  * provider's adapter, applied idempotently (the same notice twice changes nothing). The sandbox's
  * buyer actions arrive here too, and so do the reconciler's findings.
+ *
+ * A notice is applied only when it matches the ledger: it comes from the provider that holds the
+ * payment, and the amount and currency it carries (when it carries them) are the order's or the
+ * refund's. Anything else is never applied: it is logged and kept for the operator
+ * (provider_discrepancies, counted in the metrics).
  */
-import { type PaymentProvider, type ProviderNotification, ProviderNotificationError } from '../providers/provider.ts';
+import {
+  type PaymentProvider,
+  type ProviderNotification,
+  ProviderNoticeForOperator,
+  ProviderNotificationError,
+} from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
+import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { reviveLostRefund } from './refunds.ts';
 import { confirmPaid, setAttempt, setOrderStatus, setRefundState } from './payment-state.ts';
 
-/** What became of a notice. */
-export type NoticeOutcome = 'APPLIED' | 'UNKNOWN_SUBJECT';
+/** What became of a notice: applied (or already applied), about nothing of ours, or kept for the operator. */
+export type NoticeOutcome = 'APPLIED' | 'UNKNOWN_SUBJECT' | 'KEPT_FOR_OPERATOR';
+
+/** Where a provider's word came from, for the discrepancy it may become. */
+export interface NoticeOrigin {
+  provider: string;
+  source: DiscrepancySource;
+}
 
 /** Verifies a notice with the provider that sent it, then applies it. Throws ProviderNotificationError for a notice that does not verify. */
 export async function handleProviderNotification(
@@ -21,24 +38,64 @@ export async function handleProviderNotification(
   rawBody: Buffer,
   headers: Record<string, string | string[] | undefined>,
 ): Promise<NoticeOutcome> {
-  const n = await provider.parseNotification(rawBody, headers);
+  let n: ProviderNotification;
+  try {
+    n = await provider.parseNotification(rawBody, headers);
+  } catch (err) {
+    if (!(err instanceof ProviderNoticeForOperator)) throw err;
+    await keep(d, { provider: provider.name, source: 'NOTICE' }, err.kind, err.subjectId, null, { message: err.message, ...err.details });
+    return 'KEPT_FOR_OPERATOR';
+  }
   // Whatever the provider: an id PostgreSQL cannot hold (U+0000) names nothing of ours, so it is
   // refused as a bad notification rather than looked up (a database error, a 503).
   if ((n.kind === 'PAYMENT' ? n.attemptId : n.refundId).includes('\u0000')) throw new ProviderNotificationError('unknown notification');
-  return applyNotification(d, n);
+  return applyNotification(d, n, { provider: provider.name, source: 'NOTICE' });
 }
 
-export async function applyNotification(d: UseCaseDeps, n: ProviderNotification): Promise<NoticeOutcome> {
+/** Keeps a provider's word that is not applied for the operator (once per provider, source, kind and subject). */
+export async function keep(
+  d: UseCaseDeps,
+  from: NoticeOrigin,
+  kind: string,
+  subjectId: string,
+  expected: unknown,
+  reported: unknown,
+): Promise<void> {
+  const fresh = await recordDiscrepancy(d.db, { ...from, kind, subjectId, expected, reported }, nowOf(d));
+  if (fresh) d.log.error({ ...from, kind, subjectId, expected, reported }, 'provider report kept for the operator: not applied');
+}
+
+/**
+ * The provider's word about a payment or refund, applied if it matches the ledger. `from`: who
+ * said it (a notice, or the reconciler's query); the service's own findings pass none.
+ */
+export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {
   if (n.kind === 'PAYMENT') {
     const flow = `provider notice ${n.state}`;
     const attempt0 = await orders.getAttempt(d.db, n.attemptId);
     if (!attempt0) return 'UNKNOWN_SUBJECT';
+    if (from) {
+      const order = (await orders.getOrder(d.db, attempt0.orderId))!;
+      if (from.provider !== attempt0.provider) {
+        await keep(d, from, 'PROVIDER_MISMATCH', attempt0.id, { provider: attempt0.provider }, { provider: from.provider, state: n.state });
+        return 'KEPT_FOR_OPERATOR';
+      }
+      if (n.amountFen != null && n.amountFen !== order.amountFen) {
+        await keep(d, from, 'AMOUNT_MISMATCH', attempt0.id, { amountFen: order.amountFen }, { amountFen: n.amountFen, state: n.state });
+        return 'KEPT_FOR_OPERATOR';
+      }
+      if (n.currency != null && n.currency !== order.currency) {
+        await keep(d, from, 'CURRENCY_MISMATCH', attempt0.id, { currency: order.currency }, { currency: n.currency, state: n.state });
+        return 'KEPT_FOR_OPERATOR';
+      }
+    }
     await withTx(d.db, async (tx) => {
       const o = (await orders.getOrder(tx, attempt0.orderId, true))!;
       const a = (await orders.getAttempt(tx, n.attemptId))!;
       const now = nowOf(d);
       if (n.state === 'PAID') {
         if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
+        if (n.providerRef) await orders.noteAttemptProviderRef(tx, a.id, n.providerRef);
         if (a.state === 'CLOSED' || a.state === 'FAILED') {
           // The provider took the money although the attempt was recorded as ended (its close
           // crossed the payment): the money is real. The order succeeds if it still can, else
@@ -62,12 +119,22 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification)
   }
   const r0 = await refunds.getRefund(d.db, n.refundId);
   if (!r0) return 'UNKNOWN_SUBJECT';
+  if (from) {
+    if (from.provider !== r0.provider) {
+      await keep(d, from, 'PROVIDER_MISMATCH', r0.id, { provider: r0.provider }, { provider: from.provider, state: n.state });
+      return 'KEPT_FOR_OPERATOR';
+    }
+    if (n.amountFen != null && n.amountFen !== r0.amountFen) {
+      await keep(d, from, 'AMOUNT_MISMATCH', r0.id, { amountFen: r0.amountFen }, { amountFen: n.amountFen, state: n.state });
+      return 'KEPT_FOR_OPERATOR';
+    }
+  }
   await withTx(d.db, async (tx) => {
     await orders.lockOrder(tx, r0.orderId);
     const r = (await refunds.getRefund(tx, n.refundId))!;
     const now = nowOf(d);
     if (r.state === 'FAILED' && n.state === 'SUCCEEDED') {
-      await reviveLostRefund(d.log, tx, r, 'SUCCEEDED', null, now);
+      await reviveLostRefund(d.log, tx, r, 'SUCCEEDED', n.providerRef ?? null, now);
       return;
     }
     if (r.state === 'SUCCEEDED' || r.state === 'FAILED') {
@@ -79,7 +146,14 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification)
       }
       return;
     }
-    await setRefundState(tx, `provider refund notice ${n.state}`, r, n.state, { failureReason: n.reason }, now);
+    await setRefundState(
+      tx,
+      `provider refund notice ${n.state}`,
+      r,
+      n.state,
+      { failureReason: n.reason, providerRef: n.providerRef ?? null },
+      now,
+    );
   });
   return 'APPLIED';
 }

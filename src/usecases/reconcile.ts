@@ -12,7 +12,7 @@ import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { applyNotification } from './notifications.ts';
+import { applyNotification, keep } from './notifications.ts';
 import { closeStrayLater, nextCheckAt, reopenIfNoLiveAttempt, setAttempt, setOrderStatus, setRefundState } from './payment-state.ts';
 
 /** A refund the provider has not known for this long was never received by it (longer than any provider call may take). */
@@ -57,7 +57,11 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
       continue;
     }
     if (q.state === 'PAID') {
-      await applyNotification(d, { kind: 'PAYMENT', attemptId: id, state: 'PAID', reason: null });
+      await applyNotification(
+        d,
+        { kind: 'PAYMENT', attemptId: id, state: 'PAID', reason: null, amountFen: q.amountFen, providerRef: q.providerRef },
+        { provider, source: 'QUERY' },
+      );
       continue;
     }
     const strays = await withTx(d.db, async (tx): Promise<number> => {
@@ -71,7 +75,14 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
       const latest = await orders.latestAttempt(tx, o.id);
       const isLatest = latest?.id === a.id;
       if (q.state === 'OPEN') {
-        await setAttempt(tx, flow, a, 'ACCEPTED', { providerRef: q.providerRef, qrCode: q.material?.qrCode ?? null }, now);
+        await setAttempt(
+          tx,
+          flow,
+          a,
+          'ACCEPTED',
+          { providerRef: q.providerRef, qrCode: q.material?.qrCode ?? null, redirectUrl: q.material?.redirectUrl ?? null },
+          now,
+        );
         if (isLatest && (o.status === 'UNKNOWN' || o.status === 'CREATED')) {
           await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
           return 0;
@@ -114,7 +125,13 @@ export async function reconcileRefunds(d: UseCaseDeps, limit: number): Promise<n
   for (const { id, checks, paidAttemptId, provider } of due) {
     let state;
     try {
-      state = (await d.providers.byName(provider).queryRefund({ refundId: id, paidAttemptId })).state;
+      const q = await d.providers.byName(provider).queryRefund({ refundId: id, paidAttemptId });
+      state = q.state;
+      const r = q.amountFen === null ? null : await refunds.getRefund(d.db, id);
+      if (r && q.amountFen !== r.amountFen) {
+        await keep(d, { provider, source: 'QUERY' }, 'AMOUNT_MISMATCH', id, { amountFen: r.amountFen }, { amountFen: q.amountFen, state });
+        continue;
+      }
     } catch (err) {
       d.log.warn({ err, refundId: id }, 'provider refund query failed; will retry');
       continue;

@@ -76,7 +76,7 @@ test('a rejected close does not withdraw the pending close of a concurrent close
   assert.equal(row.close_pending, 'MERCHANT_CLOSED', 'the kept close survives the other close rejection');
   const rc = await call(t, m, 'POST', `/api/open/v1/payments/${o.outTradeNo}/attempts`);
   assert.equal(rc.statusCode, 409, 'no new attempt while that close is pending');
-  await t.svc.db.query('UPDATE orders SET worker_lease_until = now() WHERE id = $1', [o.openOrderId]);
+  await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() - interval '1 second' WHERE id = $1`, [o.openOrderId]);
   assert.equal(await reconcileCloses(t.svc), 1);
   assert.equal((await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [o.openOrderId])).rows[0].status, 'CLOSED');
 });

@@ -586,7 +586,7 @@ describe('create order: the outcome when the order changed during the provider c
     const items = [];
     for (const o of [a, b]) {
       const [att] = (await t.svc.db.query<{ id: string }>('SELECT id FROM attempts WHERE order_id = $1', [o.openOrderId])).rows;
-      items.push({ orderId: o.openOrderId, attemptId: att!.id, providerRef: null, qrCode: null, answer: null });
+      items.push({ orderId: o.openOrderId, attemptId: att!.id, providerRef: null, qrCode: null, redirectUrl: null, answer: null });
     }
     const done = await acceptAttempts(t.svc.db, items, ACCEPT_TRANSITIONS, new Date());
     assert.deepEqual(
@@ -1165,7 +1165,7 @@ describe('close order', () => {
     assert.equal(again.json().code, 'OPEN_API_STATE_INVALID');
     await t.workers.tick();
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'tried again only after a short lease (2 s)');
-    await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() WHERE out_trade_no = $1`, [body.outTradeNo]);
+    await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() - interval '1 second' WHERE out_trade_no = $1`, [body.outTradeNo]);
     await t.workers.tick();
     assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
   });
@@ -1388,7 +1388,7 @@ describe('background work', () => {
     await fault('CREATE_ATTEMPT', 'TIMEOUT');
     const body = orderBody();
     const o = (await create(body)).json();
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() WHERE order_id = $1`, [o.openOrderId]);
+    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE order_id = $1`, [o.openOrderId]);
     await t.workers.tick();
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'PAYING');
@@ -1433,7 +1433,7 @@ describe('background work', () => {
 
     // Falls due while the service still fails: tried again, and due again later (x3).
     await t.svc.db.query(
-      `UPDATE sandbox_payments SET notice_due_at = now() WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
       [o.openOrderId],
     );
     sandbox.setNotificationSink(async () => {
@@ -1452,7 +1452,7 @@ describe('background work', () => {
 
     // Due again with the service back: applied once, acknowledged, not sent again.
     await t.svc.db.query(
-      `UPDATE sandbox_payments SET notice_due_at = now() WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
       [o.openOrderId],
     );
     await t.workers.tick();

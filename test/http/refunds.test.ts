@@ -606,7 +606,7 @@ describe('create refund: a refund judged lost that the provider accepts after al
     for (let i = 0; i < 20 && !judged; i++) {
       await sleep(50);
       const u = await t.svc.db.query(
-        `UPDATE refunds SET created_at = now() - interval '6 minutes', next_check_at = now()
+        `UPDATE refunds SET created_at = now() - interval '6 minutes', next_check_at = now() - interval '1 second'
           WHERE out_refund_no = $1 AND state = 'REQUESTED' RETURNING id`,
         [no],
       );

@@ -22,7 +22,14 @@ async function acceptItems(
 ): Promise<string[]> {
   const r = await acceptAttempts(
     db,
-    items.map((x) => ({ orderId: x.order_id, attemptId: x.attempt_id, providerRef: x.provider_ref, qrCode: null, answer: null })),
+    items.map((x) => ({
+      orderId: x.order_id,
+      attemptId: x.attempt_id,
+      providerRef: x.provider_ref,
+      qrCode: null,
+      redirectUrl: null,
+      answer: null,
+    })),
     ACCEPT_TRANSITIONS,
     new Date(),
   );

@@ -324,6 +324,7 @@ describe('batched create-order writes on PostgreSQL', () => {
                 attemptId: o.attempt.id,
                 providerRef: `ref_${i}`,
                 qrCode: i % 2 === 0 ? `qr_${i}` : null,
+                redirectUrl: null,
                 answer: { appId, requestId: `req-accept-${i}`, holder: `holder-req-accept-${i}`, status: 201, body: `{"n":${i}}` },
               },
               new Date(),

@@ -83,15 +83,16 @@ const layerOf = (file: string): string => {
 
 /** Which layers each layer may import (itself always). */
 const ALLOWED: Record<string, string[]> = {
-  domain: ['net'],
-  config: ['domain', 'net'],
-  net: [],
-  store: ['domain', 'platform'],
-  platform: ['domain'],
-  providers: ['domain', 'store', 'config'],
-  events: ['domain', 'store', 'platform', 'net'],
-  usecases: ['domain', 'store', 'providers', 'events', 'net'],
-  gate: ['domain', 'store', 'net', 'platform'],
+  lib: [],
+  domain: ['net', 'lib'],
+  config: ['domain', 'net', 'lib'],
+  net: ['lib'],
+  store: ['domain', 'platform', 'lib'],
+  platform: ['domain', 'lib'],
+  providers: ['domain', 'store', 'config', 'lib'],
+  events: ['domain', 'store', 'platform', 'net', 'lib'],
+  usecases: ['domain', 'store', 'providers', 'events', 'net', 'lib'],
+  gate: ['domain', 'store', 'net', 'platform', 'lib'],
 };
 
 describe('architecture', () => {

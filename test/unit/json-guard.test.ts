@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { guardJson, MAX_JSON_DEPTH } from '../../src/gate/json-guard.ts';
-import type { JsonGuardFailure, JsonGuardResult } from '../../src/gate/json-guard.ts';
+import { guardJson, MAX_JSON_DEPTH } from '../../src/lib/json-guard.ts';
+import type { JsonGuardFailure, JsonGuardResult } from '../../src/lib/json-guard.ts';
 
 const enc = new TextEncoder();
 const utf8 = (s: string): Uint8Array => enc.encode(s);

@@ -3,7 +3,7 @@
  * "Why the SDK, and which parts"): gateway answers (which text the signature covers), form bodies
  * of notifications and the content their signature covers, and times in Asia/Shanghai.
  */
-import { guardJson } from '../../gate/json-guard.ts';
+import { guardJson } from '../../lib/json-guard.ts';
 
 /** Bounds on a form body (a notification): parameters, name length, value length in characters. */
 export interface FormLimits {

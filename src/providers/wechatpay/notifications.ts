@@ -5,7 +5,7 @@
  * APPID. Anything that does not pass throws ProviderNotificationError (WeChat Pay sends it again).
  */
 import type { KeyObject } from 'node:crypto';
-import { type ProviderNotification, ProviderNotificationError } from '../provider.ts';
+import { type ProviderNotification, ProviderNoticeForOperator, ProviderNotificationError } from '../provider.ts';
 import { whyUnverified } from './client.ts';
 import type { PlatformKeys } from './platform-keys.ts';
 import { decryptAesGcm } from './protocol.ts';
@@ -13,16 +13,20 @@ import { decryptAesGcm } from './protocol.ts';
 /**
  * A verified REFUND.ABNORMAL notice: the refund could not reach the buyer (a cancelled card) and
  * waits in WeChat Pay's refund account until the merchant redirects it. It is neither settled nor
- * failed, and the interface has no state for it, so it is refused as a notification (WeChat Pay
- * sends it again for a day) and the refund stays PENDING at the provider's query. A caller that
- * knows this class may alert an operator and acknowledge it instead.
+ * failed (reporting it failed would release the amount for a second refund), so the ledger keeps
+ * the refund PENDING; the notice is kept for an operator and acknowledged.
  */
-export class WechatPayRefundAbnormalNotice extends ProviderNotificationError {
+export class WechatPayRefundAbnormalNotice extends ProviderNoticeForOperator {
   override name = 'WechatPayRefundAbnormalNotice';
   readonly refundId: string;
   readonly providerRef: string;
   constructor(refundId: string, providerRef: string) {
-    super(`REFUND.ABNORMAL for ${refundId}: held by WeChat Pay until the merchant redirects it (merchant platform, abnormal refund)`);
+    super(
+      'REFUND_ABNORMAL',
+      refundId,
+      `REFUND.ABNORMAL for ${refundId}: held by WeChat Pay until the merchant redirects it (merchant platform, abnormal refund)`,
+      { providerRef },
+    );
     this.refundId = refundId;
     this.providerRef = providerRef;
   }

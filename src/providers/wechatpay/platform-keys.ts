@@ -12,15 +12,10 @@
  */
 import { type KeyObject, X509Certificate } from 'node:crypto';
 import { ProviderUncertainError } from '../provider.ts';
-import { type Clock, type RawAnswer, whyUnverified } from './client.ts';
+import { type Clock, type PlatformKeys, type RawAnswer, whyUnverified } from './client.ts';
 import { decryptAesGcm } from './protocol.ts';
 
-export interface PlatformKeys {
-  /** The serial to name in a request's `Wechatpay-Serial` (the key we would like answers signed with). */
-  acceptSerial(): string | null;
-  /** The key of this serial, or null when we hold none (after a refresh, in certificate mode). */
-  keyFor(serial: string): Promise<KeyObject | null>;
-}
+export type { PlatformKeys } from './client.ts';
 
 export class PublicKeyPlatform implements PlatformKeys {
   readonly #id: string;
