@@ -23,6 +23,7 @@ import type { PaymentProvider } from './providers/provider.ts';
 import type { Clock } from './domain/clock.ts';
 import { type Services, createServices } from './services.ts';
 import { type Db, createPool, migrate } from './store/db.ts';
+import { agreeOnNotifyUrlPolicy } from './usecases/deployment.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
 import { createDispatcher } from './events/dispatcher.ts';
@@ -207,6 +208,10 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
       await handleProviderNotification(svc, sandbox, raw, headers);
     });
     await svc.units.start({ alone: o.aloneOnDatabase === true });
+    await agreeOnNotifyUrlPolicy(svc, svc.notifyUrlPolicy, svc.units.instanceId).catch(async (err: unknown) => {
+      await svc.units.stop();
+      throw err;
+    });
 
     // While stopping, new requests get a 503 in their surface's envelope (the open API's is the contract's).
     let closing = false;

@@ -141,7 +141,10 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const merchantConfig = new MerchantConfigCache(db);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
-  const notifyUrlPolicy: NotifyUrlPolicy = { devMode: config.devMode, allowPrivateTargets: config.webhookAllowPrivateTargets };
+  const notifyUrlPolicy: NotifyUrlPolicy = {
+    allowLoopback: config.webhookAllowLoopback,
+    allowPrivateTargets: config.webhookAllowPrivateTargets,
+  };
   const svc: Services = {
     config,
     db,

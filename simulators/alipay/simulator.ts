@@ -1,6 +1,6 @@
 /**
  * A local Alipay gateway: the OpenAPI 2.0 `gateway.do` for the calls the adapter makes, built from
- * Alipay's public documentation (docs/providers.md, "The Alipay simulator").
+ * Alipay's public documentation (docs/providers-alipay.md, "The Alipay simulator").
  *
  * - Every request's signature is verified with the merchant's public key (RSA2 over the sorted
  *   parameters, `sign` and empty values left out); a refused request gets the gateway's codes

@@ -147,11 +147,11 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       channel: order.channel,
       secondsLeft: cashierStatus(state, order, attempt, c.nowMs).secondsLeft,
       payable: qrCode ? { qrCode, qrImage: await QRCode.toDataURL(qrCode, { errorCorrectionLevel: 'M', margin: 2, width: 480 }) } : null,
-      // The provider's own payment page (the live adapters' redirectUrl), like the code only while PAYABLE;
-      // the attempt does not store it yet, and the sandbox has none.
-      providerPageUrl: null,
+      // The provider's own payment page (the live adapters' redirectUrl), like the code only while
+      // PAYABLE; the sandbox has none (its buyer acts on this page).
+      providerPageUrl: state === 'PAYABLE' ? attempt.redirectUrl : null,
       returnUrl: state === 'PAID' ? order.returnUrl : null,
-      sandboxActions: state === 'PAYABLE' && svc.sandbox !== null,
+      sandboxActions: state === 'PAYABLE' && svc.sandbox !== null && attempt.provider === svc.sandbox.name,
     };
     return sendPage(req, reply, 200, (lang) => renderCashierPage(view, assets, lang));
   });

@@ -41,8 +41,8 @@ export interface Config {
   authFailureLimit: number;
   authFailureWindowSeconds: number;
   authBlockSeconds: number;
-  /** Development mode (sandbox provider and NODE_ENV != production): notify URLs may use plain http to loopback. */
-  devMode: boolean;
+  /** Notify URLs may point at a loopback host, over plain http too (WEBHOOK_ALLOW_LOOPBACK; default: with the sandbox provider). */
+  webhookAllowLoopback: boolean;
   /** Allow notification delivery to private, loopback or link-local addresses (tests, private networks). */
   webhookAllowPrivateTargets: boolean;
   /** Background workers (expiry, reconciler, outbox delivery) on/off. */
@@ -207,7 +207,9 @@ export function loadConfig(env: Env = process.env): Config {
     authFailureLimit: int(env, 'AUTH_FAILURE_LIMIT', 50, 1, 1_000_000),
     authFailureWindowSeconds: int(env, 'AUTH_FAILURE_WINDOW_SECONDS', 60, 1, 86_400),
     authBlockSeconds: int(env, 'AUTH_BLOCK_SECONDS', 60, 1, 86_400),
-    devMode: provider === 'sandbox' && env.NODE_ENV !== 'production',
+    // Explicit, or the provider's default: a sandbox deployment takes no real money and is for
+    // development and tests; a live one never reaches its own host unless told so.
+    webhookAllowLoopback: bool(env, 'WEBHOOK_ALLOW_LOOPBACK', provider === 'sandbox'),
     webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
     workersEnabled: bool(env, 'WORKERS_ENABLED', true),
     threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),

@@ -1,9 +1,9 @@
 /**
  * Outgoing notification requests that cannot be turned against the platform's own network:
  * - the URL is checked again at every delivery (checkNotifyUrl: https, or plain http to a loopback
- *   host in development mode; no user info);
- * - the host is resolved once and every address must be allowed (public unicast; loopback only in
- *   development mode or when private targets are allowed; other private, link-local and reserved
+ *   host where loopback is allowed; no user info);
+ * - the host is resolved once and every address must be allowed (public unicast; loopback only
+ *   where loopback or private targets are allowed; other private, link-local and reserved
  *   ranges only when private targets are allowed; unspecified, multicast and broadcast never);
  * - the connection goes to the address that was checked (a custom `lookup` returns it), so a DNS
  *   answer that changes between check and connect (rebinding) cannot move the request;
@@ -125,7 +125,7 @@ export function isAllowedTarget(address: string, policy: NotifyUrlPolicy): boole
   if (isPublicIp(address)) return true;
   const range = normalizeIp(parsed).range();
   if (range === 'unspecified' || range === 'multicast' || range === 'broadcast') return false;
-  if (range === 'loopback') return policy.devMode || policy.allowPrivateTargets;
+  if (range === 'loopback') return policy.allowLoopback || policy.allowPrivateTargets;
   return policy.allowPrivateTargets;
 }
 

@@ -155,3 +155,12 @@ export async function removeInstances(db: Queryable, o: { before?: Date; except?
   );
   return r.rowCount ?? 0;
 }
+
+/** How many instances other than `except` have beaten since `aliveSince`. */
+export async function liveInstanceCount(db: Queryable, aliveSince: Date, except: string): Promise<number> {
+  const r = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM service_instances WHERE heartbeat_at > $1 AND id <> $2', [
+    aliveSince,
+    except,
+  ]);
+  return r.rows[0]!.n;
+}

@@ -1,5 +1,5 @@
 /**
- * Every row of the Alipay answer table (src/providers/alipay/mapping.ts, docs/providers.md) and
+ * Every row of the Alipay answer table (src/providers/alipay/mapping.ts, docs/providers-alipay.md) and
  * what each call makes of it: first the table itself, then each call against the simulator's
  * faults (realistic answers), then against a scripted gateway for the answers no gateway should
  * give (duplicate names, another trade, a redirect, an oversized body).

@@ -91,7 +91,7 @@ const ALLOWED: Record<string, string[]> = {
   platform: ['domain', 'lib'],
   providers: ['domain', 'store', 'config', 'lib'],
   events: ['domain', 'store', 'platform', 'net', 'lib'],
-  usecases: ['domain', 'store', 'providers', 'events', 'net', 'lib'],
+  usecases: ['domain', 'store', 'providers', 'events', 'net', 'lib', 'config'],
   gate: ['domain', 'store', 'net', 'platform', 'lib'],
 };
 

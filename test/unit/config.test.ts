@@ -9,7 +9,7 @@ test('defaults', () => {
   assert.equal(c.databaseUrl, null);
   assert.equal(c.publicBaseUrl, 'http://127.0.0.1:8080');
   assert.equal(c.provider, 'sandbox');
-  assert.equal(c.devMode, true);
+  assert.equal(c.webhookAllowLoopback, true);
 });
 
 test('DATABASE_URL accepts host URLs and the unix-socket form', () => {

@@ -24,9 +24,9 @@ import {
 import { signNotification } from '../../src/events/signer.ts';
 import { PlatformKeyRing } from '../../src/platform/keys.ts';
 
-const STRICT = { devMode: false, allowPrivateTargets: false };
-const DEV = { devMode: true, allowPrivateTargets: false };
-const PRIVATE_OK = { devMode: false, allowPrivateTargets: true };
+const STRICT = { allowLoopback: false, allowPrivateTargets: false };
+const DEV = { allowLoopback: true, allowPrivateTargets: false };
+const PRIVATE_OK = { allowLoopback: false, allowPrivateTargets: true };
 
 describe('SSRF guard', () => {
   test('only public unicast addresses by default', () => {
@@ -58,14 +58,14 @@ describe('SSRF guard', () => {
     for (const a of refused) assert.equal(isAllowedTarget(a, STRICT), false, a);
   });
 
-  test('loopback in development mode; private ranges only when allowed; unspecified and multicast never', () => {
+  test('loopback only where allowed; private ranges only when allowed; unspecified and multicast never', () => {
     assert.ok(isAllowedTarget('127.0.0.1', DEV));
     assert.ok(isAllowedTarget('::1', DEV));
     assert.equal(isAllowedTarget('10.0.0.1', DEV), false);
     assert.equal(isAllowedTarget('169.254.169.254', DEV), false);
     for (const a of ['10.0.0.1', '192.168.1.1', '169.254.169.254', 'fd00::1', '127.0.0.1']) assert.ok(isAllowedTarget(a, PRIVATE_OK), a);
     for (const a of ['0.0.0.0', '::', '224.0.0.1', 'ff02::1', '255.255.255.255']) {
-      assert.equal(isAllowedTarget(a, { devMode: true, allowPrivateTargets: true }), false, a);
+      assert.equal(isAllowedTarget(a, { allowLoopback: true, allowPrivateTargets: true }), false, a);
     }
   });
 

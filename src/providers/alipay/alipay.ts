@@ -1,12 +1,12 @@
 /**
  * The Alipay provider: ALIPAY_H5, Alipay's mobile-web payment (alipay.trade.wap.pay) with its
  * official collection code (alipay.trade.precreate), over Alipay's OpenAPI 2.0 gateway with RSA2
- * signatures, in public-key or certificate mode (docs/providers.md, "Alipay (`ALIPAY_H5`)").
+ * signatures, in public-key or certificate mode (docs/providers-alipay.md).
  *
  * Requests are signed, the mobile-web page URL is built, certificate SNs are computed and
  * signatures are checked by Alipay's own Node.js SDK (`alipay-sdk`). The HTTP exchange, the reading
  * of answers (which text a signature covers) and of notifications (form parsing, which parameters
- * a signature covers) are this module's: docs/providers.md says which defects of the SDK's own
+ * a signature covers) are this module's: docs/providers-alipay.md says which defects of the SDK's own
  * versions that avoids, each measured.
  *
  * The adapter keeps no state: every call is addressed by our ids (the attempt id is Alipay's
@@ -109,7 +109,7 @@ export class AlipayProvider implements PaymentProvider {
     }
     // The QR code (precreate) and the mobile-web page (wap.pay) name one trade: the same
     // out_trade_no, amount, subject and expiry, so whichever the buyer uses first creates it and
-    // the other refers to it; one attempt can never be paid twice (docs/providers.md).
+    // the other refers to it; one attempt can never be paid twice (docs/providers-alipay.md).
     const trade = {
       out_trade_no: input.attemptId,
       total_amount: fenToYuan(input.amountFen),

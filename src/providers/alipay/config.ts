@@ -1,5 +1,5 @@
 /**
- * Alipay's configuration from the environment (docs/providers.md, "Configuration"). Nothing is
+ * Alipay's configuration from the environment (docs/providers-alipay.md, "Configuration"). Nothing is
  * configured while ALIPAY_APP_ID is unset. Otherwise everything is read and checked here, at
  * start, and a partial or unusable configuration is refused with a ConfigError naming the
  * variable. Key material never appears in a message: a key that does not parse is named by its

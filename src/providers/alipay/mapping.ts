@@ -1,5 +1,5 @@
 /**
- * What a gateway answer means, as one table (docs/providers.md, "Alipay: answers and outcomes").
+ * What a gateway answer means, as one table (docs/providers-alipay.md, "Answers and outcomes").
  *
  * An answer first has to be an answer: received within the deadline, HTTP 200, JSON without
  * duplicate names, carrying the `<method>_response` member and a signature that verifies with

@@ -1,5 +1,5 @@
 /**
- * The parts of Alipay's OpenAPI 2.0 wire format that the adapter reads itself (docs/providers.md,
+ * The parts of Alipay's OpenAPI 2.0 wire format that the adapter reads itself (docs/providers-alipay.md,
  * "Why the SDK, and which parts"): gateway answers (which text the signature covers), form bodies
  * of notifications and the content their signature covers, and times in Asia/Shanghai.
  */

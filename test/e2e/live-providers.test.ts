@@ -1,0 +1,196 @@
+/**
+ * The service in live mode (PROVIDER=live) against the two gateway simulators, end to end through
+ * the open API: create (both channels) -> cashier -> the buyer pays at the simulator -> the
+ * provider's notification -> PAYMENT_SUCCEEDED to the merchant -> refund -> REFUND_SUCCEEDED; and
+ * the uncertain paths (no answer on create, close and refund) converge through the reconciler.
+ * A listening service (the simulators post their notifications to it) with a clock the tests move.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type LiveSimulators, startLiveSimulators } from '../../simulators/live.ts';
+import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { FakeClock, Receiver, waitFor } from '../helpers/events.ts';
+
+let sims: LiveSimulators;
+let t: TestApp;
+let m: Merchant;
+let rx: Receiver;
+let dir: string;
+const clock = new FakeClock();
+const HOOK = '/hooks/live';
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+before(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-live-'));
+  sims = await startLiveSimulators({ dir, alipay: { refundSettleMs: 300 }, wechatpay: { refundSettleMs: 300 }, timeoutMs: 1500 });
+  rx = await Receiver.start();
+  const port = await freePort();
+  t = await startTestApp(
+    { ...sims.env, PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_LOOPBACK: 'true' },
+    { clock },
+  );
+  await t.server.listen({ port, host: '127.0.0.1' });
+  m = await provision(t, { app: { notifyUrl: rx.url(HOOK) } });
+});
+after(async () => {
+  await t.stop();
+  await rx.close();
+  await sims.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Signed open-API call stamped with the test's clock. */
+const api = (method: string, url: string, body?: unknown) =>
+  call(t, m, method, url, body, { timestamp: String(Math.floor(clock.now() / 1000)) });
+
+async function attemptOf(openOrderId: string): Promise<string> {
+  const adm = (await t.admin('GET', `/orders/${openOrderId}`)).json();
+  return adm.attempts.at(-1).attemptId as string;
+}
+
+/** The workers run until `what` holds (the dispatcher delivers events, the reconciler converges). */
+async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
+  await waitFor(what, async () => {
+    await t.workers.tick();
+    return ok();
+  });
+}
+
+function eventsOf(outTradeNo: string): { eventType: string; status: string }[] {
+  return rx
+    .at(HOOK)
+    .map((r) => JSON.parse(r.body) as { eventType: string; status: string; outTradeNo: string })
+    .filter((e) => e.outTradeNo === outTradeNo);
+}
+
+async function pay(channel: 'ALIPAY_H5' | 'WECHAT_H5', attemptId: string): Promise<void> {
+  if (channel === 'ALIPAY_H5') await sims.alipay.pay(attemptId);
+  else await sims.wechatpay.controls.pay(attemptId);
+}
+
+describe('live mode against the simulators', () => {
+  test('the providers serve their channels; the sandbox helpers do not exist', async () => {
+    assert.equal(t.svc.providers.forChannel('ALIPAY_H5')!.name, 'alipay');
+    assert.equal(t.svc.providers.forChannel('WECHAT_H5')!.name, 'wechatpay');
+    assert.equal((await t.sandbox('POST', '/faults', { operation: 'CLOSE', outcome: 'REJECT' })).statusCode, 404);
+  });
+
+  for (const channel of ['ALIPAY_H5', 'WECHAT_H5'] as const) {
+    test(`${channel}: create -> cashier -> the buyer pays at the provider -> PAYMENT_SUCCEEDED -> refund -> REFUND_SUCCEEDED`, async () => {
+      const body = orderBody({ channel, amountFen: 1234 });
+      const no = String(body.outTradeNo);
+      const c = await api('POST', '/api/open/v1/payments', body);
+      assert.equal(c.statusCode, 201, c.body);
+      const o = c.json();
+      assert.equal(o.status, 'PAYING');
+      if (channel === 'ALIPAY_H5') assert.match(String(o.qrCode), /^http/, 'the official collection code');
+      else assert.equal('qrCode' in o, false);
+
+      // The cashier sends the buyer to the provider's own page.
+      const page = await t.server.inject({
+        method: 'GET',
+        url: new URL(String(o.payUrl)).pathname,
+        headers: { 'accept-language': 'zh-CN' },
+      });
+      assert.equal(page.statusCode, 200);
+      const attemptId = await attemptOf(o.openOrderId);
+      const link = /<a[^>]+href="([^"]+)"[^>]*>[^<]*(支付宝|微信支付)/.exec(page.body);
+      assert.ok(link, 'a link to the provider page');
+      const providerPage = link[1]!.replaceAll('&amp;', '&');
+      assert.ok(providerPage.startsWith(channel === 'ALIPAY_H5' ? sims.alipay.url : sims.wechatpay.url), providerPage);
+      assert.doesNotMatch(page.body, /模拟付款/, 'no sandbox buttons in live mode');
+
+      await pay(channel, attemptId);
+      await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+      await until('PAYMENT_SUCCEEDED delivered', async () => eventsOf(no).some((e) => e.eventType === 'PAYMENT_SUCCEEDED'));
+
+      const rf = await api('POST', '/api/open/v1/refunds', { outTradeNo: no, outRefundNo: `RF_${no}`, refundAmountFen: 234 });
+      assert.equal(rf.statusCode, 201, rf.body);
+      assert.ok(['PENDING', 'SUCCEEDED'].includes(rf.json().state), rf.body);
+      await until('the refund settled', async () => (await api('GET', `/api/open/v1/refunds/RF_${no}`)).json().state === 'SUCCEEDED');
+      await until('REFUND_SUCCEEDED delivered', async () => eventsOf(no).some((e) => e.eventType === 'REFUND_SUCCEEDED'));
+      const types = eventsOf(no).map((e) => e.eventType);
+      assert.deepEqual([...new Set(types)], ['PAYMENT_SUCCEEDED', 'REFUND_SUCCEEDED']);
+    });
+  }
+
+  test('a create the provider does not answer is UNKNOWN, then converges through the reconciler', async () => {
+    sims.alipay.programFault('alipay.trade.precreate', { kind: 'timeout' }, 1);
+    const body = orderBody({ channel: 'ALIPAY_H5' });
+    const no = String(body.outTradeNo);
+    const c = await api('POST', '/api/open/v1/payments', body);
+    assert.equal(c.statusCode, 201, c.body);
+    assert.equal(c.json().unknown, true);
+    assert.equal(c.json().status, 'UNKNOWN');
+    clock.advance(5_000);
+    await until(
+      'the attempt found open at the provider',
+      async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'PAYING',
+    );
+  });
+
+  test('a close the provider does not answer is UNKNOWN_KEPT, then finished by the pending-close worker', async () => {
+    const body = orderBody({ channel: 'WECHAT_H5' });
+    const no = String(body.outTradeNo);
+    assert.equal((await api('POST', '/api/open/v1/payments', body)).statusCode, 201);
+    sims.wechatpay.controls.programFault('close', { kind: 'noAnswer' }, 1);
+    const cl = await api('POST', `/api/open/v1/payments/${no}/close`);
+    assert.equal(cl.statusCode, 200, cl.body);
+    assert.equal(cl.json().closeState, 'UNKNOWN_KEPT');
+    clock.advance(3_000);
+    await until('the order closed', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'CLOSED');
+    await until('PAYMENT_CLOSED delivered', async () => eventsOf(no).some((e) => e.eventType === 'PAYMENT_CLOSED'));
+  });
+
+  test('a refund the provider does not answer is UNKNOWN, then converges through the reconciler', async () => {
+    const body = orderBody({ channel: 'ALIPAY_H5', amountFen: 900 });
+    const no = String(body.outTradeNo);
+    const o = (await api('POST', '/api/open/v1/payments', body)).json();
+    await pay('ALIPAY_H5', await attemptOf(o.openOrderId));
+    await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+    sims.alipay.programFault('alipay.trade.refund', { kind: 'timeout' }, 1);
+    // Its settlement notice is lost too: only the reconciler can learn the outcome.
+    sims.alipay.loseNotifications(1);
+    const rf = await api('POST', '/api/open/v1/refunds', { outTradeNo: no, outRefundNo: `RF_${no}`, refundAmountFen: 900 });
+    assert.equal(rf.statusCode, 201, rf.body);
+    assert.equal(rf.json().state, 'UNKNOWN');
+    clock.advance(5_000);
+    await until('the refund settled', async () => {
+      clock.advance(3_000);
+      return (await api('GET', `/api/open/v1/refunds/RF_${no}`)).json().state === 'SUCCEEDED';
+    });
+  });
+
+  test('a notice whose amount does not match the order is kept for the operator, never applied', async () => {
+    const body = orderBody({ channel: 'WECHAT_H5', amountFen: 500 });
+    const no = String(body.outTradeNo);
+    const o = (await api('POST', '/api/open/v1/payments', body)).json();
+    const attemptId = await attemptOf(o.openOrderId);
+    // The provider's record says another amount (as if the order had been tampered with on the way).
+    sims.wechatpay.controls.order(attemptId)!.total = 499;
+    await sims.wechatpay.controls.pay(attemptId);
+    const kept = await waitFor('the discrepancy', async () => {
+      const d = (await t.admin('GET', '/provider-discrepancies?status=OPEN')).json().discrepancies as { subjectId: string; kind: string }[];
+      return d.find((x) => x.subjectId === attemptId);
+    });
+    assert.equal(kept.kind, 'AMOUNT_MISMATCH');
+    assert.equal((await api('GET', `/api/open/v1/payments/${no}`)).json().status, 'PAYING', 'not applied');
+    const metrics = await t.server.inject({
+      method: 'GET',
+      url: '/metrics',
+      headers: { authorization: 'Bearer test-admin-token-0123456789' },
+    });
+    assert.match(metrics.body, /mps_provider_discrepancies_open\{provider="wechatpay",kind="AMOUNT_MISMATCH"\} 1/);
+  });
+});
