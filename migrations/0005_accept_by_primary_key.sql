@@ -1,5 +1,6 @@
 -- mps_accept_attempt (0002) and mps_accept_attempts (0003), same change, same preconditions, same
--- results; only how the rows are found changes (docs/performance.md, "Fifth session").
+-- results; only how the rows are found changes (docs/performance.md, "Plans that stay right as
+-- tables grow").
 --
 -- Both tested the state in the WHERE clause of the statement that found the rows
 -- (orders.status = 'CREATED', attempts.state = 'PENDING'). Those conditions match the predicates of

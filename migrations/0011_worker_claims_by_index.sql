@@ -2,7 +2,8 @@
 -- mps_accept_attempts does (0005). Each claim has a small partial index holding its candidates
 -- (orders_expiry, orders_unknown), but without statistics on a table that grew faster than
 -- autovacuum analyzed it, PostgreSQL preferred to scan and sort every order on every pass: ~10 ms
--- each with 100,000 orders, tens of passes a second under load (docs/performance.md, ninth session).
+-- each with 100,000 orders, tens of passes a second under load (docs/performance.md, "Plans that
+-- stay right as tables grow").
 CREATE FUNCTION mps_claim_expired_orders(p_limit integer) RETURNS SETOF text LANGUAGE sql AS $$
   UPDATE orders SET worker_lease_until = now() + interval '30 seconds'
    WHERE id IN (SELECT id FROM orders

@@ -3,8 +3,9 @@
  *  - TEST_DATABASE_URL (an external server; each suite creates and drops its own database), or
  *  - an embedded PostgreSQL started here in a temporary DATA_DIR (a machine without PostgreSQL).
  * Suites that need Redis run when TEST_REDIS_URL is set and are reported as skipped otherwise.
- * Then runs node's test runner over test/ and packages/*\/test, and ends with what was skipped and
- * why: node's own "skipped" counts tests only, and a suite skipped as a whole registers none.
+ * Then runs node's test runner over test/, packages/*\/test and bench/test (the benchmark's own
+ * code), and ends with what was skipped and why: node's own "skipped" counts tests only, and a suite
+ * skipped as a whole registers none.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -18,7 +19,7 @@ const args = process.argv.slice(2);
 
 async function listTests(): Promise<string[]> {
   const out: string[] = [];
-  for (const dir of ['test', ...(await fs.readdir(path.join(root, 'packages'))).map((p) => `packages/${p}/test`)]) {
+  for (const dir of ['test', 'bench/test', ...(await fs.readdir(path.join(root, 'packages'))).map((p) => `packages/${p}/test`)]) {
     for await (const f of fs.glob(`${dir}/**/*.test.ts`, { cwd: root })) out.push(f);
   }
   return out.sort();

@@ -12,7 +12,7 @@ import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.
  * After each full collection V8 lets the old generation grow by at most half of what survived
  * (its own factor goes up to 4x when collections are cheap, as they are here: ~20 MB live). That
  * keeps the peak RSS under load at ~170 MB instead of 210-245 MB, at no measured CPU cost
- * (docs/performance.md, ninth session). An operator's own `--heap-growing-percent` wins.
+ * (docs/performance.md, "The V8 heap"). An operator's own `--heap-growing-percent` wins.
  */
 const HEAP_GROWING_PERCENT = 50;
 if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent') || a.startsWith('--heap_growing_percent'))) {

@@ -98,9 +98,9 @@ export interface PacedJob {
 /**
  * Runs a paced phase in a worker thread of its own, so that the latencies it measures never include
  * a pause of this process: its main thread holds the whole signed corpus, and its major garbage
- * collections (6-15 ms, every second or two under load) delayed the requests due meanwhile, which
- * counted as the service's latency (docs/performance.md, "Thirteenth session"). Answers come back
- * in batches for `onAnswer`, in the order they arrived, all of them before the result.
+ * collections (6-15 ms, every second or two under load) would delay the requests due meanwhile and
+ * count as the service's latency (docs/performance.md, "The benchmark's own design"). Answers come
+ * back in batches for `onAnswer`, in the order they arrived, all of them before the result.
  */
 export function runPaced(o: {
   url: string;

@@ -327,7 +327,8 @@ async function runGate(svc: GateDeps, req: FastifyRequest): Promise<GateAnswer |
     body: g.body?.raw ?? Buffer.alloc(0),
   });
   // On libuv's pool, not the event loop: the main thread is the serial stage of every request
-  // (docs/performance.md, "Levers": query +4-16% at peak, create p99 lower, in A/B runs).
+  // (docs/performance.md, "Signature verification on libuv's pool": query +4-16% at peak, create
+  // p99 lower, in A/B runs).
   const good = await verifyOnPool(signingString, key ?? decoyKey(), h.sign);
   if (!good || !known || !authApp) return authFailed();
   svc.authFailures.recordSuccess(src.key);

@@ -1,9 +1,10 @@
 /**
  * Linux's SCHED_BATCH policy for threads and processes the service starts (libuv's pool, the
- * embedded PostgreSQL): the same share of the CPU as before, but a thread that wakes no longer
- * preempts the one running in the middle of its time slice. On two cores the service's main thread
- * is the one serial stage of every request, and such preemptions were most of its wait
- * (docs/performance.md, "Tenth session" and "Eleventh session").
+ * embedded PostgreSQL): the same share of the CPU as under the default policy, but a thread that
+ * wakes does not preempt the one running in the middle of its time slice. On two cores the
+ * service's main thread is the one serial stage of every request, and such preemptions are
+ * otherwise most of its wait (docs/performance.md, "SCHED_BATCH for libuv's thread pool" and
+ * "SCHED_BATCH for the embedded PostgreSQL").
  *
  * Node has no call for it: `chrt -b -p 0 ID` (util-linux) sets it from outside. Lowering one's own
  * threads' (or, as root, any process's) policy to SCHED_BATCH needs no privilege.

@@ -1,10 +1,10 @@
 /**
  * libuv's worker threads (response and notification signing, file and DNS work) run under Linux's
  * SCHED_BATCH policy (src/platform/sched.ts): a worker that wakes (a signature handed to the pool)
- * no longer preempts the main thread in the middle of its turn (docs/performance.md, "Tenth
- * session": create +6-32% at peak and the half-load create p99 37-42 ms against 52-54 ms,
- * alternating A/B). Where that is not possible (another OS, no chrt) the threads are left as they
- * are and the reason is answered.
+ * does not preempt the main thread in the middle of its turn: create +4-32% at peak and the
+ * half-load create p99 37-42 ms against 40-54 ms in alternating A/B pairs (docs/performance.md,
+ * "SCHED_BATCH for libuv's thread pool"). Where that is not possible (another OS, no chrt) the
+ * threads are left as they are and the reason is answered.
  */
 import { pbkdf2 } from 'node:crypto';
 import fs from 'node:fs/promises';

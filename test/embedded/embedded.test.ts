@@ -97,7 +97,7 @@ describe('embedded PostgreSQL', () => {
       const [s] = await query<{ la: string }>(a, `SELECT current_setting('listen_addresses') AS la`);
       assert.equal(s?.la, '', 'no TCP listener');
       const [z] = await query<{ z: string }>(a, `SELECT current_setting('wal_init_zero') AS z`);
-      assert.equal(z?.z, 'off', 'new WAL segments are not zero-filled (docs/performance.md, twelfth session)');
+      assert.equal(z?.z, 'off', 'new WAL segments are not zero-filled (docs/performance.md, "New WAL segments not zero-filled")');
       await a.stop();
       await a.stop(); // idempotent
       assert.equal(await postmasterPid(dir), undefined);

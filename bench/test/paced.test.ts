@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import type { Item } from '../../bench/lib/corpus.ts';
-import { parseAnswer, runPaced } from '../../bench/lib/paced.ts';
+import type { Item } from '../lib/corpus.ts';
+import { parseAnswer, runPaced } from '../lib/paced.ts';
 
 /** `n` GET requests expecting 200: `/0`, `/1`, ... */
 function queries(n: number): Item[] {

@@ -1,7 +1,7 @@
 /** The benchmark's /proc readers behind "Where the time went" (bench/lib/proc.ts). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { schedOf, schedShares, systemCpuSeconds } from '../../bench/lib/proc.ts';
+import { schedOf, schedShares, systemCpuSeconds } from '../lib/proc.ts';
 
 test('schedShares: on a core, waiting for one, and asleep as shares of the interval', () => {
   const s = schedShares({ onCpuSec: 10, runQueueSec: 4 }, { onCpuSec: 11, runQueueSec: 4.5 }, 2);
