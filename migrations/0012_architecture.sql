@@ -10,6 +10,11 @@ ALTER TABLE attempts ADD COLUMN made_at timestamptz;
 --    holder completes or abandons it, and a claim whose holder's instance has stopped beating is
 --    taken over at once (docs/decisions.md, "Request-id replay").
 ALTER TABLE request_replays ADD COLUMN holder text, ADD COLUMN holder_instance text;
+-- The instance whose request recorded an attempt being made or a refund being requested: when that
+-- instance is gone (a crash), its unfinished work is settled by asking the provider at once, not
+-- after the usual waits (src/usecases/reconcile.ts, recoverWorkOfGoneInstances).
+ALTER TABLE attempts ADD COLUMN created_by text;
+ALTER TABLE refunds ADD COLUMN created_by text;
 
 CREATE TABLE service_instances (
   id            text PRIMARY KEY,

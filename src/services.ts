@@ -146,6 +146,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     allowPrivateTargets: config.webhookAllowPrivateTargets,
   };
   const svc: Services = {
+    instanceId: units.instanceId,
     config,
     db,
     redis,

@@ -6,7 +6,14 @@
  */
 import type { UseCaseDeps } from './usecases/deps.ts';
 import { runFollowUps } from './usecases/follow-ups.ts';
-import { expireDueOrders, reconcileAttempts, reconcileCloses, reconcileDuplicates, reconcileRefunds } from './usecases/reconcile.ts';
+import {
+  expireDueOrders,
+  reconcileAttempts,
+  reconcileCloses,
+  reconcileDuplicates,
+  reconcileRefunds,
+  recoverWorkOfGoneInstances,
+} from './usecases/reconcile.ts';
 
 const TICK_MS = 1000;
 /**
@@ -43,6 +50,7 @@ export class Workers {
     this.#svc = svc;
     this.#tasks = [
       { name: 'follow-ups', run: () => runFollowUps(svc, BATCH) },
+      { name: 'recover work of gone instances', run: () => this.#everySecond('recover', () => recoverWorkOfGoneInstances(svc)) },
       { name: 'expiry', run: () => expireDueOrders(svc, BATCH) },
       { name: 'reconcile attempts', run: () => reconcileAttempts(svc, BATCH) },
       { name: 'reconcile refunds', run: () => reconcileRefunds(svc, BATCH) },
@@ -51,6 +59,14 @@ export class Workers {
       ...extra,
       { name: 'purge', run: () => this.#purge() },
     ];
+  }
+
+  readonly #lastRun = new Map<string, number>();
+  /** Runs `fn` at most once a second (a pass may run ten times a second when woken). */
+  async #everySecond(name: string, fn: () => Promise<number>): Promise<number> {
+    if (Date.now() - (this.#lastRun.get(name) ?? 0) < 1000) return 0;
+    this.#lastRun.set(name, Date.now());
+    return fn();
   }
 
   #lastPurge = 0;

@@ -192,6 +192,9 @@ async function holderState(
     return { alive: false, reason: 'it names our own pid but this process does not hold it (restarted with the same pid)' };
   }
   if (!isAlive(info.pid)) return { alive: false, reason: 'that process is gone' };
+  // A process killed (kill -9) stays a zombie until its parent reaps it: it still answers signal 0,
+  // but it is gone, and a supervisor that restarts at once must not be refused by it.
+  if (await isZombie(info.pid)) return { alive: false, reason: 'that process has exited (a zombie its parent has not reaped yet)' };
   if (info.bootId !== undefined && ourBootId !== undefined && info.bootId !== ourBootId) {
     return { alive: false, reason: `it was taken before a reboot; pid ${info.pid} is now another process` };
   }
@@ -236,6 +239,17 @@ function isAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return errCode(err) === 'EPERM'; // exists, but belongs to another user
+  }
+}
+
+/** The process has exited and waits to be reaped (state Z or X in /proc/<pid>/stat), Linux only. */
+async function isZombie(pid: number): Promise<boolean> {
+  try {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return false;
   }
 }
 

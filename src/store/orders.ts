@@ -274,11 +274,12 @@ export interface OrderInsert {
   claim: InlineClaim | null;
 }
 
-/** A new attempt's identifiers and the provider it goes to. */
+/** A new attempt's identifiers, the provider it goes to, and the instance whose request makes it. */
 export interface NewAttempt {
   id: string;
   cashierToken: string;
   provider: string;
+  createdBy: string;
 }
 
 export interface OrderInsertResult {
@@ -322,6 +323,7 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
     attempt_id: a.id,
     cashier_token: a.cashierToken,
     provider: a.provider,
+    created_by: a.createdBy,
     r_app: c?.appId ?? null,
     r_req: c?.requestId ?? null,
     r_method: c?.method ?? null,
@@ -337,7 +339,7 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
         SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
           channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
           return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
-          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text,
+          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text, created_by text,
           r_app text, r_req text, r_method text, r_target text, r_sha text, r_holder text, r_instance text, r_lease timestamptz)),
       r AS (
         INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
@@ -354,8 +356,8 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
          WHERE r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req)
         ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
       la AS (
-        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, expire_at, next_check_at, created_at, updated_at)
-        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, o.expire_at, i.next_check_at, i.created_at, i.created_at
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
+        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, i.created_by, o.expire_at, i.next_check_at, i.created_at, i.created_at
           FROM o JOIN i ON i.id = o.id RETURNING *)
       SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}
         FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req
@@ -498,10 +500,10 @@ const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 export async function insertAttempt(tx: Tx, order: OrderRow, a: NewAttempt, now: Date): Promise<AttemptRow> {
   const r = await tx.query<AttemptRow>({
     name: 'attempt_insert',
-    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, expire_at, next_check_at, created_at, updated_at)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, $5, $6, $7, $7)
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, $8, $5, $6, $7, $7)
      RETURNING ${ATTEMPT_COLS}`,
-    values: [a.id, order.id, a.cashierToken, a.provider, order.expireAt, new Date(now.getTime() + PENDING_RECHECK_MS), now],
+    values: [a.id, order.id, a.cashierToken, a.provider, order.expireAt, new Date(now.getTime() + PENDING_RECHECK_MS), now, a.createdBy],
   });
   return r.rows[0]!;
 }
@@ -668,6 +670,21 @@ export async function claimAttemptsToCheck(
     [limit, new Date(now.getTime() + 30_000), now],
   );
   return r.rows;
+}
+
+/**
+ * Attempts still being made by an instance that is gone (no beat since `aliveSince`): their
+ * request died with it, so they are checked at the provider now instead of after the usual wait.
+ * Answers how many were made due.
+ */
+export async function dueAttemptsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date): Promise<number> {
+  const r = await db.query(
+    `UPDATE attempts SET next_check_at = $2
+      WHERE state = 'PENDING' AND next_check_at > $2 AND created_by IS NOT NULL
+        AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $1)`,
+    [aliveSince, now],
+  );
+  return r.rowCount ?? 0;
 }
 
 export async function rescheduleAttemptCheck(db: Queryable, id: string, at: Date): Promise<void> {

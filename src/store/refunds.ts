@@ -57,13 +57,16 @@ export interface NewRefund {
   reason: string | null;
   digest: string;
   provider: string;
+  /** The instance whose request asks the provider. */
+  createdBy: string;
 }
 
 /** A REQUESTED refund (it holds its amount from now on); answers the row. */
 export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<RefundRow> {
   const res = await tx.query<RefundRow>(
-    `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, next_check_at, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10) RETURNING ${REFUND_COLS}`,
+    `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, next_check_at,
+                         created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $11, $11) RETURNING ${REFUND_COLS}`,
     [
       r.id,
       r.orderId,
@@ -73,6 +76,7 @@ export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<Ref
       r.reason,
       r.digest,
       r.provider,
+      r.createdBy,
       new Date(now.getTime() + REQUESTED_RECHECK_MS),
       now,
     ],
@@ -111,20 +115,37 @@ export async function sumRefundsFen(tx: Queryable, orderId: string, states: read
   return r.rows[0]!.total;
 }
 
-/** Unsettled refunds whose check is due, claimed for 30 s, with the paid attempt of their order. */
+/**
+ * Unsettled refunds whose check is due, claimed for 30 s, with the paid attempt of their order and
+ * whether the instance whose request asked the provider is gone (no beat since `aliveSince`).
+ */
 export async function claimRefundsToCheck(
   db: Queryable,
   limit: number,
   now: Date,
-): Promise<{ id: string; checks: number; paidAttemptId: string; provider: string }[]> {
-  const r = await db.query<{ id: string; checks: number; paidAttemptId: string; provider: string }>(
+  aliveSince: Date,
+): Promise<{ id: string; checks: number; paidAttemptId: string; provider: string; requesterGone: boolean }[]> {
+  const r = await db.query<{ id: string; checks: number; paidAttemptId: string; provider: string; requesterGone: boolean }>(
     `UPDATE refunds SET next_check_at = $2, check_count = check_count + 1
       WHERE id IN (SELECT id FROM refunds WHERE state IN ('REQUESTED', 'PENDING', 'UNKNOWN') AND next_check_at <= $3
                     ORDER BY next_check_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      RETURNING id, check_count AS checks, provider, (SELECT paid_attempt_id FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"`,
-    [limit, new Date(now.getTime() + 30_000), now],
+      RETURNING id, check_count AS checks, provider,
+                (created_by IS NOT NULL AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $4)) AS "requesterGone",
+                (SELECT paid_attempt_id FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"`,
+    [limit, new Date(now.getTime() + 30_000), now, aliveSince],
   );
   return r.rows;
+}
+
+/** REQUESTED refunds of an instance that is gone: checked at the provider now. Answers how many. */
+export async function dueRefundsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date): Promise<number> {
+  const r = await db.query(
+    `UPDATE refunds SET next_check_at = $2
+      WHERE state = 'REQUESTED' AND next_check_at > $2 AND created_by IS NOT NULL
+        AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $1)`,
+    [aliveSince, now],
+  );
+  return r.rowCount ?? 0;
 }
 
 export async function rescheduleRefundCheck(tx: Queryable, id: string, at: Date): Promise<void> {

@@ -68,7 +68,7 @@ export async function createOrder(d: UseCaseDeps, caller: Caller, input: CreateO
     feeProjection: feeProjection(input.amountFen, rule),
     createdAt: now,
   };
-  const firstAttempt = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name };
+  const firstAttempt = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name, createdBy: d.instanceId };
 
   let created: { order: OrderRow; attempt: AttemptRow } | null;
   if (ceiling === null) {

@@ -17,6 +17,8 @@ export interface Log {
 }
 
 export interface UseCaseDeps {
+  /** This instance's id (service_instances): recorded with the work its requests start. */
+  instanceId: string;
   db: Db;
   clock: Clock;
   log: Log;

@@ -12,6 +12,7 @@ import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
+import { INSTANCE_GONE_AFTER_MS } from './request-units.ts';
 import { applyNotification, keep } from './notifications.ts';
 import { closeStrayLater, nextCheckAt, reopenIfNoLiveAttempt, setAttempt, setOrderStatus, setRefundState } from './payment-state.ts';
 
@@ -120,9 +121,24 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
   return due.length;
 }
 
+/**
+ * Work a gone instance left unfinished (its process crashed or was killed): the attempts its
+ * requests were making and the refunds they were requesting are checked at the provider now,
+ * rather than after the usual waits (150 s for an attempt, 60 s for a refund), so that a restart
+ * settles them within seconds. Answers how many were made due.
+ */
+export async function recoverWorkOfGoneInstances(d: UseCaseDeps): Promise<number> {
+  const now = nowOf(d);
+  const aliveSince = new Date(now.getTime() - INSTANCE_GONE_AFTER_MS);
+  return (
+    (await orders.dueAttemptsOfGoneInstances(d.db, aliveSince, now)) + (await refunds.dueRefundsOfGoneInstances(d.db, aliveSince, now))
+  );
+}
+
 export async function reconcileRefunds(d: UseCaseDeps, limit: number): Promise<number> {
-  const due = await refunds.claimRefundsToCheck(d.db, limit, nowOf(d));
-  for (const { id, checks, paidAttemptId, provider } of due) {
+  const now0 = nowOf(d);
+  const due = await refunds.claimRefundsToCheck(d.db, limit, now0, new Date(now0.getTime() - INSTANCE_GONE_AFTER_MS));
+  for (const { id, checks, paidAttemptId, provider, requesterGone } of due) {
     let state;
     try {
       const q = await d.providers.byName(provider).queryRefund({ refundId: id, paidAttemptId });
@@ -149,9 +165,12 @@ export async function reconcileRefunds(d: UseCaseDeps, limit: number): Promise<n
       } else if (state === 'PENDING') {
         if (rf.state !== 'PENDING') await setRefundState(tx, flow, rf, 'PENDING', { nextCheckAt: nextCheckAt(now, checks) }, now);
         else await refunds.rescheduleRefundCheck(tx, id, nextCheckAt(now, checks));
-      } else if (now.getTime() - rf.createdAt.getTime() > REFUND_NOT_RECEIVED_AFTER_MS) {
-        // NOT_FOUND for 5 minutes: the provider never received it; nothing was refunded, and the
-        // amount is released.
+      } else if (now.getTime() - rf.createdAt.getTime() > REFUND_NOT_RECEIVED_AFTER_MS || (rf.state === 'REQUESTED' && requesterGone)) {
+        // NOT_FOUND for 5 minutes (longer than any provider call may take), or NOT_FOUND while the
+        // request that asked the provider died with its instance: the provider never received it;
+        // nothing was refunded, and the amount is released. Should the provider report it after all
+        // (a request that reached it as the instance died), the refund takes the provider's state
+        // again (reviveLostRefund).
         await setRefundState(tx, flow, rf, 'FAILED', { failureReason: REFUND_NOT_RECEIVED }, now);
       }
     });

@@ -87,7 +87,7 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
     const fresh = await orders.insertAttempt(
       tx,
       o,
-      { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name },
+      { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name, createdBy: d.instanceId },
       now,
     );
     await record(fresh.id);

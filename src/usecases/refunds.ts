@@ -89,6 +89,7 @@ async function reserveRefund(
         reason: input.reason,
         digest,
         provider: paid.provider,
+        createdBy: d.instanceId,
       },
       now,
     );

@@ -918,7 +918,7 @@ describe('re-create attempt', () => {
     const { newId } = await import('../../src/domain/ids.ts');
     if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
     const pending = await withTx(t.svc.db, async (tx) => {
-      const ids = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox' };
+      const ids = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox', createdBy: t.svc.instanceId };
       const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!, ids, new Date());
       if (requestId) {
         await tx.query('INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3)', [

@@ -199,7 +199,7 @@ describe('batched create-order writes on PostgreSQL', () => {
         createdAt: now,
         ...over,
       },
-      attempt: { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox' },
+      attempt: { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox', createdBy: 'ins_test' },
       claim:
         requestId === null
           ? null
