@@ -270,7 +270,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         closed = true;
         closing = true;
         await workers.stop();
-        await dispatcher.idle();
+        await dispatcher.stop();
         await server.close();
         await svc.units.stop();
         svc.sandbox?.close();

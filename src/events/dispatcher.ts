@@ -8,11 +8,18 @@
  *
  * - Ordering: an event is not claimed while an event of the same order with a lower stateVersion
  *   is still PENDING (queued, retrying or in flight). A DEAD event no longer holds the order back.
- * - Fairness: at most `perAppConcurrency` events of one app are leased at a time (across instances)
- *   and a claim takes the oldest due event of each app first, then the second of each, and so on.
- * - Deliveries run concurrently (at most `concurrency` per instance). run() waits for them only up
- *   to `maxWaitMs`: a slow receiver keeps its own slots busy until its timeout but never holds up
- *   the other tasks or the other apps' events.
+ * - Fairness: at most an app's limit of its events are leased at a time (across instances) and a
+ *   claim takes the oldest due event of each app first, then the second of each, and so on.
+ * - Each app's limit adapts to its receiver (AppConcurrency, below): it starts at
+ *   `perAppConcurrency`, grows while the receiver acknowledges quickly (up to `maxPerAppConcurrency`),
+ *   and is halved when it fails or slows down, so a fast merchant is served fast and a slow or
+ *   failing one holds few slots (and never the other apps' events).
+ * - Deliveries run concurrently (at most `concurrency` per instance). A delivery that ends claims
+ *   more at once (the pump), so the rate follows the receivers, not the workers' passes. run()
+ *   waits for deliveries only up to `maxWaitMs`: a slow receiver keeps its own slots busy until its
+ *   timeout but never holds up the other tasks.
+ * - Outcomes are recorded in batches (one statement and one commit per event-loop turn); each
+ *   delivery keeps one connection per receiver address alive between events.
  * - Any 2xx acknowledges. Otherwise the event is retried after exactly RETRY_DELAYS_MS (pinned; no jitter),
  *   and after the last retry fails it is DEAD (visible and redeliverable in the back office).
  * - An app without a notifyUrl: each scheduled attempt fails with NO_NOTIFY_URL (nothing is sent),
@@ -57,12 +64,14 @@ export interface DispatcherOptions {
   timeoutMs?: number;
   /** Response bytes read before the connection is closed: 64 KB. */
   maxResponseBytes?: number;
-  /** Events of one app leased at once, across instances: 4. */
+  /** Events of one app leased at once, across instances, to begin with (and after a failure): 4. */
   perAppConcurrency?: number;
+  /** The most an app's limit grows to while its receiver keeps up: 64. */
+  maxPerAppConcurrency?: number;
   /**
-   * Deliveries in flight in this instance: 64. A delivery mostly waits on the receiver (a socket,
-   * no database connection), so slots are cheap; with 4 per app it takes 16 apps whose receivers
-   * all hang for 10 s to fill them, rather than 4.
+   * Deliveries in flight in this instance: 128. A delivery mostly waits on the receiver (a socket,
+   * no database connection), so slots are cheap; a receiver that hangs holds at most its app's
+   * limit, which it drives down to 1 by failing.
    */
   concurrency?: number;
   /** Lease of a claimed event; must exceed timeoutMs comfortably: max(60 s, 3 x timeoutMs). */
@@ -74,22 +83,69 @@ export interface DispatcherOptions {
 }
 
 export interface EventDispatcher extends WorkerTask {
-  /** Resolves when no delivery of this instance is in flight. */
+  /** Resolves when no delivery of this instance is in flight and the pump has found nothing more to send. */
   idle(): Promise<void>;
+  /** Claims nothing more, and resolves when the deliveries in flight have ended (a graceful stop). */
+  stop(): Promise<void>;
 }
 
 /** A run comes at least every few seconds and re-arms the timer: a later event needs none yet. */
 const MAX_DUE_TIMER_MS = 5_000;
 
+/** An acknowledgement slower than this counts as the receiver slowing down. */
+const SLOW_ACK_MS = 1_000;
+
+/**
+ * Per-app concurrency that adapts to the receiver, additive increase and multiplicative decrease
+ * (as TCP's congestion window): a limit of n grows by one after n quick acknowledgements in a row;
+ * a failure or a slow acknowledgement halves it (to 1 at least). A performance control of this
+ * instance only: ordering and the lease of each event are the database's.
+ */
+export class AppConcurrency {
+  readonly #initial: number;
+  readonly #max: number;
+  readonly #apps = new Map<string, { limit: number; streak: number }>();
+  constructor(initial: number, max: number) {
+    this.#initial = initial;
+    this.#max = Math.max(initial, max);
+  }
+
+  limit(appId: string): number {
+    return this.#apps.get(appId)?.limit ?? this.#initial;
+  }
+
+  /** The apps whose limit is not the initial one. */
+  overrides(): Map<string, number> {
+    return new Map([...this.#apps].filter(([, v]) => v.limit !== this.#initial).map(([k, v]) => [k, v.limit]));
+  }
+
+  outcome(appId: string, ok: boolean, durationMs: number): void {
+    const a = this.#apps.get(appId) ?? { limit: this.#initial, streak: 0 };
+    if (!ok || durationMs > SLOW_ACK_MS) {
+      a.limit = Math.max(1, Math.floor(a.limit / 2));
+      a.streak = 0;
+    } else if (++a.streak >= a.limit) {
+      a.limit = Math.min(this.#max, a.limit + 1);
+      a.streak = 0;
+    }
+    if (a.limit === this.#initial && a.streak === 0) this.#apps.delete(appId);
+    else this.#apps.set(appId, a);
+    if (this.#apps.size > 10_000) this.#apps.delete(this.#apps.keys().next().value as string);
+  }
+}
+
 export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = {}): EventDispatcher {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const maxResponseBytes = opts.maxResponseBytes ?? 65_536;
   const perApp = opts.perAppConcurrency ?? 4;
-  const concurrency = opts.concurrency ?? 64;
+  const limits = new AppConcurrency(perApp, opts.maxPerAppConcurrency ?? 64);
+  const concurrency = opts.concurrency ?? 128;
   const leaseMs = opts.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
   const maxWaitMs = opts.maxWaitMs ?? 2_000;
   const instance = `dsp_${randomBytes(6).toString('hex')}`;
+  const recorder = new events.DeliveryRecorder(svc.db);
   let claims = 0;
+  let stopped = false;
   const inFlight = new Map<string, Promise<void>>();
 
   async function claim(limit: number): Promise<{ token: string; events: ClaimedEvent[] }> {
@@ -98,6 +154,7 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
     const claimed = await events.claimDueEvents(svc.db, {
       now,
       perApp,
+      appLimits: limits.overrides(),
       limit,
       inFlight: [...inFlight.keys()],
       token,
@@ -135,10 +192,14 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
           maxResponseBytes,
           policy: svc.notifyUrlPolicy,
           resolver: opts.resolver,
+          keepAlive: true,
         },
       );
     }
-    await record(ev, token, attemptNo, startedAt, Math.round(performance.now() - t0), outcome);
+    const durationMs = Math.round(performance.now() - t0);
+    if (ev.notifyUrl !== null)
+      limits.outcome(ev.appId, outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300, durationMs);
+    await record(ev, token, attemptNo, startedAt, durationMs, outcome);
   }
 
   async function record(ev: ClaimedEvent, token: string, attemptNo: number, startedAt: number, durationMs: number, o: PostOutcome) {
@@ -152,7 +213,7 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
     // The attempt is logged even when the lease was lost meanwhile: it did happen. A failed
     // attempt whose app got another notify URL while it ran is due at once (docs/events.md: a URL
     // change makes every pending event due immediately, the one in flight included).
-    const fenced = await events.recordDelivery(svc.db, {
+    const fenced = await recorder.record({
       eventId: ev.id,
       token,
       status,
@@ -188,9 +249,46 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
       })
       .finally(() => {
         inFlight.delete(ev.id);
-        svc.wakeWorkers();
+        pump();
       });
     inFlight.set(ev.id, p);
+  }
+
+  /** Claims and starts as many due events as there are free slots; answers how many. */
+  async function fill(): Promise<number> {
+    const free = concurrency - inFlight.size;
+    if (free <= 0 || stopped) return 0;
+    const { token, events: claimed } = await claim(free);
+    for (const ev of claimed) start(ev, token);
+    return claimed.length;
+  }
+
+  /**
+   * The pump: deliveries that end in one event-loop turn free their slots, and one claim (after
+   * that turn) fills them again, so a receiver that keeps up is sent the next events at once. A
+   * claim that finds nothing stops the pump until the next delivery ends or the workers' pass.
+   */
+  let pumping: Promise<void> | null = null;
+  let again = false;
+  function pump(): void {
+    if (stopped) return;
+    if (pumping) {
+      again = true;
+      return;
+    }
+    pumping = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(fill)
+      .then(
+        () => undefined,
+        (err: unknown) => svc.log.warn({ err }, 'event claim failed; the workers try again'),
+      )
+      .finally(() => {
+        pumping = null;
+        if (again) {
+          again = false;
+          pump();
+        }
+      });
   }
 
   async function waitInFlight(ms: number): Promise<void> {
@@ -223,18 +321,20 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
   return {
     name: 'deliver events',
     async run() {
-      const free = concurrency - inFlight.size;
-      if (free <= 0) return 0; // a delivery that ends wakes the workers
-      const { token, events } = await claim(free);
-      for (const ev of events) start(ev, token);
+      const n = await fill();
       const dueIn = await nextDueInMs();
       wakeWhenDue(dueIn);
       // Not past the next event's due time: the tick ends, and the wake above starts the next one.
       await waitInFlight(dueIn === null ? maxWaitMs : Math.min(maxWaitMs, dueIn));
-      return events.length;
+      return n;
     },
     async idle() {
-      while (inFlight.size > 0) await Promise.all(inFlight.values());
+      while (inFlight.size > 0 || pumping) await Promise.all([...inFlight.values(), pumping]);
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(dueTimer);
+      while (inFlight.size > 0 || pumping) await Promise.all([...inFlight.values(), pumping]);
     },
   };
 }

@@ -156,6 +156,45 @@ export interface PostOptions {
   policy: NotifyUrlPolicy;
   resolver?: Resolver;
   userAgent?: string;
+  /**
+   * Keep the connection open for the next notification to the same address (one pool per
+   * receiver address, sockets idle at most KEEP_ALIVE_IDLE_MS). A request that fails on a reused
+   * connection before any answer (the receiver closed it meanwhile) is sent once more on a new one.
+   */
+  keepAlive?: boolean;
+}
+
+/** How long an idle kept-alive connection to a receiver stays open. */
+export const KEEP_ALIVE_IDLE_MS = 4_000;
+/** Receiver addresses with a connection pool, at most (the oldest pool is closed beyond). */
+const MAX_POOLS = 1_000;
+const pools = new Map<string, http.Agent>();
+
+/** The pool of connections to one checked address (so that a kept connection always goes where it was checked). */
+function poolFor(protocol: string, host: string, target: ResolvedAddress, port: string): http.Agent {
+  const key = `${protocol}|${host}|${target.address}|${port}`;
+  let agent = pools.get(key);
+  if (agent) {
+    pools.delete(key);
+    pools.set(key, agent);
+    return agent;
+  }
+  const o = {
+    keepAlive: true,
+    keepAliveMsecs: 1_000,
+    maxSockets: 64,
+    maxFreeSockets: 64,
+    timeout: KEEP_ALIVE_IDLE_MS,
+    scheduling: 'lifo' as const,
+  };
+  agent = protocol === 'https:' ? new https.Agent(o) : new http.Agent(o);
+  pools.set(key, agent);
+  if (pools.size > MAX_POOLS) {
+    const [oldest, a] = pools.entries().next().value as [string, http.Agent];
+    pools.delete(oldest);
+    a.destroy();
+  }
+  return agent;
 }
 
 export interface PostOutcome {
@@ -189,12 +228,16 @@ export async function postNotification(
       if (err === TIMEOUT) return { statusCode: null, error: TIMEOUT };
       return { statusCode: null, error: `DNS_FAILED: ${errorCode(err)}` };
     }
-    return await send(u, host, target, body, headers, ac.signal, o);
+    const agent = o.keepAlive ? poolFor(u.protocol, host, target, u.port) : false;
+    const first = await send(u, host, target, body, headers, ac.signal, o, agent);
+    if (first.reusedConnectionFailed) return (await send(u, host, target, body, headers, ac.signal, o, false)).outcome;
+    return first.outcome;
   } finally {
     clearTimeout(timer);
   }
 }
 
+/** One request; `reusedConnectionFailed`: it failed on a kept connection before any answer (nothing reached the receiver). */
 function send(
   u: URL,
   host: string,
@@ -203,15 +246,18 @@ function send(
   headers: Record<string, string>,
   signal: AbortSignal,
   o: PostOptions,
-): Promise<PostOutcome> {
+  agent: http.Agent | false,
+): Promise<{ outcome: PostOutcome; reusedConnectionFailed: boolean }> {
   return new Promise((resolve) => {
     let settled = false;
     let statusCode: number | null = null;
+    let reusedFailed = false;
     const settle = (error: string | null) => {
       if (settled) return;
       settled = true;
       const redirect = statusCode !== null && statusCode >= 300 && statusCode < 400;
-      resolve({ statusCode, error: error ?? (redirect ? 'REDIRECT_NOT_FOLLOWED' : null) });
+      const outcome = { statusCode, error: error ?? (redirect ? 'REDIRECT_NOT_FOLLOWED' : null) };
+      resolve({ outcome, reusedConnectionFailed: reusedFailed });
     };
     // The connection goes to the checked address whatever the name would resolve to now.
     const pinned: LookupFunction = (_name, options, cb) => {
@@ -231,7 +277,7 @@ function send(
           'User-Agent': o.userAgent ?? 'merchant-payment-service-notifier/1',
         },
         lookup: pinned,
-        agent: false,
+        agent,
         signal,
       },
       (res) => {
@@ -249,6 +295,8 @@ function send(
     );
     req.on('error', (err) => {
       if (statusCode !== null) return settle(null);
+      // A kept connection the receiver had closed: nothing reached it; the caller sends it again.
+      if (req.reusedSocket && !signal.aborted && ['ECONNRESET', 'EPIPE'].includes(errorCode(err))) reusedFailed = true;
       settle(signal.aborted ? TIMEOUT : connectionError(err));
     });
     req.end(body);

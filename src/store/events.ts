@@ -5,7 +5,8 @@
  * attempt, fenced by the lease's token.
  */
 import type { EventType, WebhookEventPayload } from '../domain/events.ts';
-import type { Queryable, Tx } from './db.ts';
+import { TurnBatcher } from './batcher.ts';
+import type { Db, Queryable, Tx } from './db.ts';
 
 /** Writes the event (its payload is the exact text that will be delivered and signed). */
 export async function insertEvent(
@@ -25,8 +26,9 @@ export async function insertEvent(
 const DUE_SAMPLE = 256;
 
 /**
- * One claim: $1 now, $2 per-app limit, $3 events at most, $4 ids in flight here, $5 lease token,
- * $6 lease end. Not proportional to the backlog (migrations/0006): the apps with a due event come
+ * One claim: $1 now, $2 per-app limit (the default), $3 events at most, $4 ids in flight here, $5
+ * lease token, $6 lease end, $7/$8 apps with a limit of their own and those limits, $9 the largest
+ * limit (what is read per app: a LIMIT the planner knows keeps each app's read an index probe). Not proportional to the backlog (migrations/0006): the apps with a due event come
  * from the due events when there are fewer than DUE_SAMPLE of them, else from one index probe per
  * app with a PENDING event; per such app its oldest ready events up to the per-app limit are read
  * in order (events_app_due); the leases held are counted from the few events that hold one
@@ -54,8 +56,11 @@ export const CLAIM_SQL = `WITH RECURSIVE due_sample AS (
   SELECT app_id, count(*)::int AS n FROM events
    WHERE status = 'PENDING' AND locked_until IS NOT NULL AND locked_until > $1 GROUP BY app_id
 ), ready AS (
-  SELECT c.id, c.app_id, c.next_attempt_at, row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
+  SELECT c.id, c.app_id, c.next_attempt_at, lim.n AS lim,
+         row_number() OVER (PARTITION BY c.app_id ORDER BY c.next_attempt_at, c.id) AS rn
     FROM due_apps d
+    -- The app's own limit when it has one, else the default.
+    CROSS JOIN LATERAL (SELECT coalesce((SELECT l.n FROM unnest($7::text[], $8::int[]) AS l(app_id, n) WHERE l.app_id = d.app_id LIMIT 1), $2) AS n) lim
     LEFT JOIN busy b ON b.app_id = d.app_id
     CROSS JOIN LATERAL (
       SELECT e.id, e.app_id, e.next_attempt_at FROM events e
@@ -65,11 +70,11 @@ export const CLAIM_SQL = `WITH RECURSIVE due_sample AS (
          AND NOT EXISTS (SELECT 1 FROM events p
                           WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
        ORDER BY e.next_attempt_at, e.id
-       LIMIT $2) c
-   WHERE coalesce(b.n, 0) < $2  -- an app at its limit reads nothing
+       LIMIT $9) c
+   WHERE coalesce(b.n, 0) < lim.n  -- an app at its limit reads nothing
 ), picked AS (
   SELECT r.id FROM ready r LEFT JOIN busy b ON b.app_id = r.app_id
-   WHERE r.rn <= $2 - coalesce(b.n, 0)
+   WHERE r.rn <= r.lim - coalesce(b.n, 0)
    ORDER BY r.rn, r.next_attempt_at, r.id
    LIMIT $3
 ), locked AS (
@@ -94,9 +99,29 @@ export interface ClaimedEvent {
 
 export async function claimDueEvents(
   db: Queryable,
-  o: { now: Date; perApp: number; limit: number; inFlight: string[]; token: string; leaseUntil: Date },
+  o: {
+    now: Date;
+    perApp: number;
+    /** Apps whose limit is not `perApp`. */
+    appLimits?: ReadonlyMap<string, number>;
+    limit: number;
+    inFlight: string[];
+    token: string;
+    leaseUntil: Date;
+  },
 ): Promise<ClaimedEvent[]> {
-  const r = await db.query<ClaimedEvent>(CLAIM_SQL, [o.now, o.perApp, o.limit, o.inFlight, o.token, o.leaseUntil]);
+  const apps = [...(o.appLimits ?? new Map<string, number>())];
+  const r = await db.query<ClaimedEvent>(CLAIM_SQL, [
+    o.now,
+    o.perApp,
+    o.limit,
+    o.inFlight,
+    o.token,
+    o.leaseUntil,
+    apps.map(([a]) => a),
+    apps.map(([, n]) => n),
+    Math.max(o.perApp, ...apps.map(([, n]) => n)),
+  ]);
   return r.rows;
 }
 
@@ -118,40 +143,75 @@ export interface DeliveryRecord {
 }
 
 /**
- * Logs one delivery attempt (always: it did happen) and, if the lease token still holds the event,
- * its outcome. Answers whether the outcome was recorded (false: the lease was lost meanwhile).
+ * Logs delivery attempts (always: each did happen) and, for each whose lease token still holds its
+ * event, its outcome, several in one statement. Answers, per record, whether the outcome was
+ * recorded (false: the lease was lost meanwhile). A failed attempt whose app got another notify URL
+ * while it ran is due at once.
  */
-export async function recordDelivery(db: Queryable, d: DeliveryRecord): Promise<boolean> {
-  const r = await db.query<{ fenced: number }>(
-    `WITH upd AS (
-       UPDATE events SET status = $3, attempts = $4,
-              next_attempt_at = CASE WHEN $3 = 'PENDING' AND (SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM $13::text
-                                     THEN $7 ELSE coalesce($5, next_attempt_at) END,
-              last_error = $6,
-              delivered_at = CASE WHEN $3 = 'DELIVERED' THEN $7 ELSE delivered_at END, locked_by = NULL, locked_until = NULL
-        WHERE id = $1 AND locked_by = $2 AND status = 'PENDING'
-        RETURNING id
-     )
-     INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms)
-     VALUES ($1, $8, $9, $10, $11, $12)
-     RETURNING (SELECT count(*) FROM upd)::int AS fenced`,
-    [
-      d.eventId,
-      d.token,
-      d.status,
-      d.attempts,
-      d.nextAttemptAt,
-      d.lastError,
-      d.now,
-      d.attemptNo,
-      d.startedAt,
-      d.statusCode,
-      d.error,
-      d.durationMs,
-      d.notifyUrl,
+export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Promise<boolean[]> {
+  const r = await db.query<{ idx: number; fenced: boolean }>({
+    name: 'event_record_deliveries',
+    text: `WITH i AS (
+        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, event_id text, token text, status text, attempts integer,
+          next_attempt_at timestamptz, last_error text, now timestamptz, attempt_no integer, started_at timestamptz,
+          status_code integer, error text, duration_ms integer, notify_url text)
+      ), upd AS (
+        UPDATE events SET status = i.status, attempts = i.attempts,
+               next_attempt_at = CASE WHEN i.status = 'PENDING'
+                                       AND (SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM i.notify_url
+                                      THEN i.now ELSE coalesce(i.next_attempt_at, events.next_attempt_at) END,
+               last_error = i.last_error,
+               delivered_at = CASE WHEN i.status = 'DELIVERED' THEN i.now ELSE events.delivered_at END,
+               locked_by = NULL, locked_until = NULL
+          FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status = 'PENDING'
+        RETURNING events.id
+      ), ins AS (
+        INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms)
+        SELECT event_id, attempt_no, started_at, status_code, error, duration_ms FROM i ORDER BY idx
+      )
+      SELECT i.idx, EXISTS (SELECT 1 FROM upd WHERE upd.id = i.event_id) AS fenced FROM i`,
+    values: [
+      JSON.stringify(
+        ds.map((d, idx) => ({
+          idx,
+          event_id: d.eventId,
+          token: d.token,
+          status: d.status,
+          attempts: d.attempts,
+          next_attempt_at: d.nextAttemptAt,
+          last_error: d.lastError,
+          now: d.now,
+          attempt_no: d.attemptNo,
+          started_at: d.startedAt,
+          status_code: d.statusCode,
+          error: d.error,
+          duration_ms: d.durationMs,
+          notify_url: d.notifyUrl,
+        })),
+      ),
     ],
-  );
-  return r.rows[0]?.fenced === 1;
+  });
+  const out: boolean[] = new Array(ds.length).fill(false);
+  for (const row of r.rows) out[row.idx] = row.fenced;
+  return out;
+}
+
+/** Delivery records of concurrent deliveries, one statement (and one commit) per event-loop turn. */
+export class DeliveryRecorder {
+  readonly #batcher: TurnBatcher<DeliveryRecord, boolean>;
+  constructor(db: Db) {
+    this.#batcher = new TurnBatcher({
+      one: async (d) => (await recordDeliveries(db, [d]))[0]!,
+      many: (ds) => recordDeliveries(db, ds),
+      key: (d) => d.eventId,
+      // Concurrent batches update the events' rows in one order.
+      compare: (a, b) => (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0),
+    });
+  }
+
+  record(d: DeliveryRecord): Promise<boolean> {
+    return this.#batcher.run(d);
+  }
 }
 
 /** Gives a claimed event back without counting an attempt (nothing was sent). */

@@ -547,19 +547,17 @@ describe('safety and isolation', () => {
     const moved = `${s.path}/moved`;
     const p = await t.admin('PATCH', `/apps/${s.m.appId}`, { notifyUrl: rx.url(moved) });
     assert.equal(p.statusCode, 200, p.body);
+    // The attempt on the old URL times out; the event is due at once (not at the next retry step),
+    // and the dispatcher's pump sends it to the new URL right away.
     await d.idle();
     const [ev] = await eventsOf(order.openOrderId);
-    let v = await eventView(ev!.eventId);
-    assert.equal(v.status, 'PENDING');
+    const v = await eventView(ev!.eventId);
     assert.deepEqual(
       v.deliveries.map((x) => x.error),
-      ['TIMEOUT'],
+      ['TIMEOUT', null],
     );
-    assert.ok(Date.parse(v.nextAttemptAt) <= clock.now(), `due at once, not at the next retry step (${v.nextAttemptAt})`);
-    await t.workers.tick();
     assert.equal(rx.at(moved).length, 1);
     assertSigned(rx.at(moved)[0]!);
-    v = await eventView(ev!.eventId);
     assert.equal(v.status, 'DELIVERED');
     rx.release();
   });

@@ -84,7 +84,7 @@ describe('event claim cost', () => {
     try {
       await c.query('BEGIN');
       const now = new Date();
-      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)];
+      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4];
       const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
       const root = plan.rows[0]!['QUERY PLAN'][0]!.Plan;
       await c.query('ROLLBACK');
@@ -120,7 +120,7 @@ describe('event claim cost', () => {
            FROM generate_series(1, 1500) g`,
       );
       const now = new Date();
-      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)];
+      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4];
       await c.query('SAVEPOINT explained'); // EXPLAIN ANALYZE claims too: undone before the real claim
       const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
       await c.query('ROLLBACK TO SAVEPOINT explained');
@@ -144,7 +144,7 @@ describe('event claim cost', () => {
         `UPDATE events SET locked_by = 'other', locked_until = $1 WHERE id IN ('evt_due_00001', 'evt_due_00002', 'evt_due_00003')`,
         [new Date(now.getTime() + 60_000)],
       );
-      const claimed = await c.query<{ id: string }>(CLAIM_SQL, [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000)]);
+      const claimed = await c.query<{ id: string }>(CLAIM_SQL, [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4]);
       await c.query('ROLLBACK');
       assert.deepEqual(claimed.rows.map((r) => r.id).sort(), ['evt_due_00004', 'evt_quiet']);
     } finally {
