@@ -4,7 +4,7 @@
  * the platform keys and registers one scoped plugin per surface.
  */
 import { randomBytes } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import http, { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { OPEN_API_ERRORS } from './domain/errors.ts';
 import { newId } from './domain/ids.ts';
@@ -134,6 +134,23 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     requestIdHeader: false,
     forceCloseConnections: 'idle',
     connectionTimeout: o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS,
+    // Slow senders are cut (docs/configuration.md): the header section within
+    // HTTP_HEADERS_TIMEOUT_MS, the whole request within HTTP_REQUEST_TIMEOUT_MS, an idle kept-alive
+    // connection after HTTP_KEEP_ALIVE_TIMEOUT_MS; the deadlines are checked every second.
+    requestTimeout: config.httpRequestTimeoutMs,
+    keepAliveTimeout: config.httpKeepAliveTimeoutMs,
+    serverFactory: (handler) =>
+      http
+        .createServer(
+          {
+            headersTimeout: config.httpHeadersTimeoutMs,
+            requestTimeout: config.httpRequestTimeoutMs,
+            keepAliveTimeout: config.httpKeepAliveTimeoutMs,
+            connectionsCheckingInterval: 1000,
+          },
+          handler,
+        )
+        .setTimeout(o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS),
     clientErrorHandler: clientErrorAnswer,
     // A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a
     // malformed reference, not a framework 400: on the open API it goes through the gate like any

@@ -47,6 +47,12 @@ export interface Config {
   webhookAllowPrivateTargets: boolean;
   /** Background workers (expiry, reconciler, outbox delivery) on/off. */
   workersEnabled: boolean;
+  /** A connection must have sent a request's whole header section within this (slow senders are cut). */
+  httpHeadersTimeoutMs: number;
+  /** ... and the whole request, body included, within this. */
+  httpRequestTimeoutMs: number;
+  /** An idle kept-alive connection is closed after this. */
+  httpKeepAliveTimeoutMs: number;
   /** libuv's worker threads as SCHED_BATCH (Linux; src/platform/thread-pool.ts). */
   threadPoolSchedBatch: boolean;
   /** The embedded PostgreSQL's processes as SCHED_BATCH (Linux; src/store/embedded.ts). */
@@ -212,8 +218,24 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowLoopback: bool(env, 'WEBHOOK_ALLOW_LOOPBACK', provider === 'sandbox'),
     webhookAllowPrivateTargets: bool(env, 'WEBHOOK_ALLOW_PRIVATE_TARGETS', false),
     workersEnabled: bool(env, 'WORKERS_ENABLED', true),
+    ...httpTimeouts(env),
     threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),
     embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
+  };
+}
+
+function httpTimeouts(env: Env): Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequestTimeoutMs' | 'httpKeepAliveTimeoutMs'> {
+  const headers = int(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const request = int(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  if (headers > request) {
+    throw new ConfigError(
+      `HTTP_HEADERS_TIMEOUT_MS (${headers}) must not exceed HTTP_REQUEST_TIMEOUT_MS (${request}): the headers are part of the request`,
+    );
+  }
+  return {
+    httpHeadersTimeoutMs: headers,
+    httpRequestTimeoutMs: request,
+    httpKeepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
   };
 }
 
