@@ -9,7 +9,7 @@ import { orderEventType } from '../domain/events.ts';
 import type { AttemptState, ClosedReason, OrderStatus, Transition } from '../domain/states.ts';
 import type { FeeProjection } from '../domain/money.ts';
 import { TurnBatcher } from './batcher.ts';
-import type { Db, Queryable, Tx } from './db.ts';
+import { type Db, type Queryable, type Tx, withTx } from './db.ts';
 
 export interface OrderRow {
   id: string;
@@ -272,7 +272,23 @@ export interface OrderInsert {
   order: NewOrder;
   attempt: NewAttempt;
   claim: InlineClaim | null;
+  /** The app's daily amount ceiling, when it has one: the order is kept only within it. */
+  quota?: DailyQuota | null;
 }
+
+/**
+ * An order under its app's daily amount ceiling: `day` is the order's Asia/Shanghai day;
+ * `singleExceeded` when the amount is above every receiving account's single-order ceiling (the
+ * order is refused, and the daily ceiling is still judged so that both scopes are reported).
+ */
+export interface DailyQuota {
+  day: string;
+  ceilingFen: number;
+  singleExceeded: boolean;
+}
+
+/** Why an order under a ceiling was not kept. */
+export type QuotaScope = 'SINGLE_AMOUNT' | 'DAILY_AMOUNT';
 
 /** A new attempt's identifiers, the provider it goes to, and the instance whose request makes it. */
 export interface NewAttempt {
@@ -287,6 +303,11 @@ export interface OrderInsertResult {
   claimed: boolean;
   /** Null when nothing was written, or the app already has an order with this number. */
   created: { order: OrderRow; attempt: AttemptRow } | null;
+  /**
+   * An order under a ceiling that was refused (nothing of it kept; its request-id claim stands):
+   * the scopes it exceeded. Null otherwise.
+   */
+  refused?: QuotaScope[] | null;
 }
 
 /**
@@ -378,6 +399,115 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
 }
 
 /**
+ * New orders, kept within their apps' daily amount ceilings. Items without a quota are the single
+ * statement above. With quotas, one transaction: the orders are written first, then the counters
+ * of the (app, day) pairs they fall on are locked (in key order) and the inserted items are walked
+ * in the batch's order, each kept if its amount fits what is left of its ceiling; the others are
+ * deleted (order and attempt; the request-id claim stands, to carry the refusal's answer) and the
+ * counters advanced, as the last statement before COMMIT. A counter row is locked once per batch,
+ * for two round trips and the commit: creates of one app are not serialised one by one on it.
+ */
+export async function insertOrders(db: Db, items: OrderInsert[]): Promise<OrderInsertResult[]> {
+  if (!items.some((it) => it.quota)) return insertOrdersWithFirstAttempts(db, items);
+  for (;;) {
+    try {
+      return await withTx(db, (tx) => insertWithinCeilings(tx, items));
+    } catch (err) {
+      if (!(err instanceof MissingCounters)) throw err;
+      // A day's first order under a ceiling (or the ceiling just changed): the counter is started
+      // from the day's orders on its own, then the batch is written afresh. Counters are only ever
+      // locked in key order, so two batches never wait on each other's.
+      await startDailyCounters(db, err.keys);
+    }
+  }
+}
+
+type DayKey = { appId: string; day: string };
+
+class MissingCounters extends Error {
+  readonly keys: DayKey[];
+  constructor(keys: DayKey[]) {
+    super('daily counters missing');
+    this.keys = keys;
+  }
+}
+
+async function insertWithinCeilings(tx: Tx, items: OrderInsert[]): Promise<OrderInsertResult[]> {
+  const out = await insertOrdersWithFirstAttempts(tx, items);
+  const keyOf = (it: OrderInsert): string => `${it.order.appId} ${it.quota!.day}`;
+  const keys = new Map<string, DayKey>();
+  for (let n = 0; n < items.length; n++) {
+    const it = items[n]!;
+    if (it.quota && out[n]!.created) keys.set(keyOf(it), { appId: it.order.appId, day: it.quota.day });
+  }
+  if (keys.size === 0) return out;
+  const ks = [...keys.values()];
+  const locked = await tx.query<{ app_id: string; day: string; amount_fen: string | number }>({
+    name: 'daily_amounts_lock',
+    text: `SELECT app_id, to_char(day, 'YYYY-MM-DD') AS day, amount_fen FROM app_daily_amounts
+            WHERE (app_id, day) IN (SELECT * FROM unnest($1::text[], $2::date[]))
+            ORDER BY app_id, day FOR UPDATE`,
+    values: [ks.map((k) => k.appId), ks.map((k) => k.day)],
+  });
+  const counters = new Map<string, number>();
+  for (const r of locked.rows) counters.set(`${r.app_id} ${r.day}`, Number(r.amount_fen));
+  const missing = ks.filter((k) => !counters.has(`${k.appId} ${k.day}`));
+  if (missing.length > 0) throw new MissingCounters(missing);
+
+  const added = new Map<string, number>();
+  const refusedOrders: string[] = [];
+  const refusedAttempts: string[] = [];
+  for (let n = 0; n < items.length; n++) {
+    const it = items[n]!;
+    const r = out[n]!;
+    if (!it.quota || !r.created) continue;
+    const key = keyOf(it);
+    const used = counters.get(key)! + (added.get(key) ?? 0);
+    const dailyExceeded = used + it.order.amountFen > it.quota.ceilingFen;
+    if (it.quota.singleExceeded || dailyExceeded) {
+      r.refused = [...(it.quota.singleExceeded ? ['SINGLE_AMOUNT' as const] : []), ...(dailyExceeded ? ['DAILY_AMOUNT' as const] : [])];
+      refusedOrders.push(r.created.order.id);
+      refusedAttempts.push(r.created.attempt.id);
+      r.created = null;
+    } else {
+      added.set(key, (added.get(key) ?? 0) + it.order.amountFen);
+    }
+  }
+  if (refusedOrders.length > 0) {
+    await tx.query('DELETE FROM attempts WHERE id = ANY($1::text[])', [refusedAttempts]);
+    await tx.query('DELETE FROM orders WHERE id = ANY($1::text[])', [refusedOrders]);
+  }
+  if (added.size > 0) {
+    const adds = [...added].map(([k, v]) => ({ ...keys.get(k)!, add: v }));
+    await tx.query({
+      name: 'daily_amounts_add',
+      text: `UPDATE app_daily_amounts a SET amount_fen = a.amount_fen + k.add
+               FROM unnest($1::text[], $2::date[], $3::bigint[]) AS k(app_id, day, add)
+              WHERE a.app_id = k.app_id AND a.day = k.day`,
+      values: [adds.map((a) => a.appId), adds.map((a) => a.day), adds.map((a) => a.add)],
+    });
+  }
+  return out;
+}
+
+/**
+ * Starts the daily counters of `keys` that are missing from the orders of each day (committed on
+ * their own: the orders of later batches add to them).
+ */
+async function startDailyCounters(db: Queryable, keys: DayKey[]): Promise<void> {
+  await db.query(
+    `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
+     SELECT k.app_id, k.day, COALESCE((SELECT SUM(o.amount_fen) FROM orders o
+              WHERE o.app_id = k.app_id
+                AND o.created_at >= (k.day::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
+                AND o.created_at < (k.day::timestamp + interval '16 hours') AT TIME ZONE 'UTC'), 0)::bigint
+       FROM unnest($1::text[], $2::date[]) AS k(app_id, day)
+     ON CONFLICT (app_id, day) DO NOTHING`,
+    [keys.map((k) => k.appId), keys.map((k) => k.day)],
+  );
+}
+
+/**
  * New orders of concurrent creates, batched per event-loop turn (src/store/batcher.ts). A request
  * id claimed twice in one turn: the first item is batched, the other is sent after it on its own
  * (and finds the id taken, as it would have without batching).
@@ -386,8 +516,8 @@ export class OrderInserter {
   readonly #batcher: TurnBatcher<OrderInsert, OrderInsertResult>;
   constructor(db: Db) {
     this.#batcher = new TurnBatcher({
-      one: async (it) => (await insertOrdersWithFirstAttempts(db, [it]))[0]!,
-      many: (items) => insertOrdersWithFirstAttempts(db, items),
+      one: async (it) => (await insertOrders(db, [it]))[0]!,
+      many: (items) => insertOrders(db, items),
       key: (it) => (it.claim ? `${it.claim.appId} ${it.claim.requestId}` : null),
       // Concurrent batches take the order numbers' index entries in one order.
       compare: (a, b) => cmp(a.order.appId, b.order.appId) || cmp(a.order.outTradeNo, b.order.outTradeNo),
@@ -726,35 +856,6 @@ export async function purgeRecreateRequests(db: Queryable, before: Date, limit: 
 }
 
 // --- daily created amount per app (Asia/Shanghai day) -------------------------------------------
-
-/**
- * The app's created amount on `day`, counted while the app has a ceiling; started from that day's
- * orders when missing. Answers the amount.
- */
-export async function dailyCreatedAmount(tx: Tx, appId: string, day: string): Promise<number> {
-  await tx.query(
-    `INSERT INTO app_daily_amounts(app_id, day, amount_fen)
-     SELECT $1, $2::date, COALESCE(SUM(amount_fen), 0)::bigint FROM orders
-      WHERE app_id = $1 AND created_at >= ($2::date::timestamp - interval '8 hours') AT TIME ZONE 'UTC'
-        AND created_at < ($2::date::timestamp + interval '16 hours') AT TIME ZONE 'UTC'
-     ON CONFLICT (app_id, day) DO NOTHING`,
-    [appId, day],
-  );
-  const cur = await tx.query<{ amount_fen: number }>('SELECT amount_fen FROM app_daily_amounts WHERE app_id = $1 AND day = $2', [
-    appId,
-    day,
-  ]);
-  return cur.rows[0]!.amount_fen;
-}
-
-/** Adds to the day's counter if it stays within the ceiling; answers whether it did. */
-export async function reserveDailyAmount(tx: Tx, appId: string, day: string, amountFen: number, ceilingFen: number): Promise<boolean> {
-  const r = await tx.query(
-    `UPDATE app_daily_amounts SET amount_fen = amount_fen + $3 WHERE app_id = $1 AND day = $2 AND amount_fen + $3 <= $4`,
-    [appId, day, amountFen, ceilingFen],
-  );
-  return r.rowCount === 1;
-}
 
 /** The counters are kept only while a ceiling is set: recounted from the orders when it changes. */
 export async function forgetDailyAmounts(db: Queryable, appId: string): Promise<void> {

@@ -9,9 +9,8 @@ import { newId } from '../domain/ids.ts';
 import { DEFAULT_FEE_RULE, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
 import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.ts';
 import { orderDigest } from '../domain/order-input.ts';
-import { withTx } from '../store/db.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow, NewOrder, OrderRow } from '../store/orders.ts';
+import type { NewOrder, OrderRow } from '../store/orders.ts';
 import { runAttempt, settledLatest } from './attempts.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
 import type { RequestUnit } from './request-units.ts';
@@ -70,48 +69,29 @@ export async function createOrder(d: UseCaseDeps, caller: Caller, input: CreateO
   };
   const firstAttempt = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name, createdBy: d.instanceId };
 
-  let created: { order: OrderRow; attempt: AttemptRow } | null;
-  if (ceiling === null) {
-    // The common case: the request-id claim, the order and its first attempt in one statement.
-    const claim = unit?.joinClaim() ?? null;
-    const ins = await d.orderInserts.insert({ order: row, attempt: firstAttempt, claim });
-    unit?.joined(ins.claimed);
-    if (!ins.claimed) {
-      // The id was taken: wait for it and answer with its answer (RequestDecided), or, if its
-      // holder is gone, hold it and insert now.
-      await unit!.claim();
-      created = (await d.orderInserts.insert({ order: row, attempt: firstAttempt, claim: null })).created;
-    } else {
-      created = ins.created;
-    }
-  } else {
-    await unit?.claim();
-    const day = shanghaiDay(now);
-    try {
-      created = await withTx(d.db, async (tx) => {
-        // The app's created amount today, reserved atomically against its ceiling.
-        const dailyExceeded = (await orders.dailyCreatedAmount(tx, app.id, day)) + input.amountFen > ceiling;
-        if (singleExceeded || dailyExceeded) {
-          const scopes = [...(singleExceeded ? ['SINGLE_AMOUNT'] : []), ...(dailyExceeded ? ['DAILY_AMOUNT'] : [])];
-          throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes } });
-        }
-        const c = (await orders.insertOrdersWithFirstAttempts(tx, [{ order: row, attempt: firstAttempt, claim: null }]))[0]!.created;
-        if (c === null) return null;
-        // Last statement before COMMIT: the app's counter row is locked as briefly as possible.
-        if (!(await orders.reserveDailyAmount(tx, app.id, day, input.amountFen, ceiling))) {
-          throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ['DAILY_AMOUNT'] } });
-        }
-        return c;
-      });
-    } catch (err) {
-      if (err instanceof DomainError && err.code === 'LIMIT_EXCEEDED') return orExisting(err);
-      throw err;
-    }
+  // With a daily ceiling, the order is kept only within it (judged with the other orders written
+  // in the same batch; src/store/orders.ts insertOrders).
+  const quota = ceiling === null ? null : { day: shanghaiDay(now), ceilingFen: ceiling, singleExceeded };
+  // The request-id claim, the order and its first attempt in one statement (one transaction with
+  // the ceiling's counter).
+  const claim = unit?.joinClaim() ?? null;
+  let ins = await d.orderInserts.insert({ order: row, attempt: firstAttempt, claim, quota });
+  unit?.joined(ins.claimed);
+  if (!ins.claimed) {
+    // The id was taken: wait for it and answer with its answer (RequestDecided), or, if its
+    // holder is gone, hold it and insert now.
+    await unit!.claim();
+    ins = await d.orderInserts.insert({ order: row, attempt: firstAttempt, claim: null, quota });
   }
-  if (created === null) {
+  for (;;) {
+    if (ins.refused) return orExisting(new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ins.refused } }));
+    if (ins.created) break;
     // The number is taken (by an earlier or a concurrent create).
-    const winner = (await orders.findOrder(d.db, app.id, input.outTradeNo))!;
-    return replayOrConflict(d, winner, digest);
+    const winner = await orders.findOrder(d.db, app.id, input.outTradeNo);
+    if (winner) return replayOrConflict(d, winner, digest);
+    // Its holder in the same batch was refused by the ceiling: the number is free again.
+    ins = await d.orderInserts.insert({ order: row, attempt: firstAttempt, claim: null, quota });
   }
+  const created = ins.created;
   return runAttempt(d, created.order, created.attempt, 'create order', unit);
 }

@@ -1528,6 +1528,35 @@ describe('database faults', () => {
   });
 });
 
+test('racing creates of mixed amounts never take the created amount above the daily ceiling; every refused one changed nothing', async () => {
+  const ceiling = 25_000;
+  const mch = await provision(t, { app: { dailyAmountCeilingFen: ceiling } });
+  const bodies = Array.from({ length: 120 }, (_, i) => orderBody({ amountFen: 100 + ((i * 7919) % 900) }));
+  const rs = await Promise.all(bodies.map((b) => create(b, mch)));
+  let created = 0;
+  const refused: number[] = [];
+  for (let i = 0; i < rs.length; i++) {
+    const r = rs[i]!;
+    if (r.statusCode === 201) created += bodies[i]!.amountFen as number;
+    else {
+      assert.equal(r.statusCode, 422, r.body);
+      assert.deepEqual(r.json().details, { scopes: ['DAILY_AMOUNT'] });
+      refused.push(bodies[i]!.amountFen as number);
+      assert.equal((await query(String(bodies[i]!.outTradeNo), mch)).statusCode, 404, 'a refused create leaves no order');
+    }
+  }
+  assert.ok(created <= ceiling, `created ${created} > ceiling ${ceiling}`);
+  assert.ok(refused.length > 0, 'the ceiling was reached');
+  // Each refusal was exact: what it asked for did not fit what was left at its turn (and what is
+  // left only shrinks), so it does not fit what is left at the end either.
+  for (const amt of refused) assert.ok(amt > ceiling - created, `${amt} refused with ${ceiling - created} left`);
+  // A refused number is free: created again within what is left, it is kept.
+  const left = ceiling - created;
+  if (left > 0) assert.equal((await create(orderBody({ amountFen: left }), mch)).statusCode, 201, 'exactly what is left');
+  const over = await create(orderBody({ amountFen: 1 }), mch);
+  assert.equal(over.statusCode, 422, 'the ceiling is full');
+});
+
 test('a daily ceiling set during the day counts the orders already created that day, and parallel creates cannot overshoot it', async () => {
   const mch = await provision(t);
   assert.equal((await create(orderBody({ amountFen: 700 }), mch)).statusCode, 201);

@@ -24,13 +24,13 @@ after(async () => {
 });
 
 /** A signed request to instance `n` (0: a, 1: b). */
-function send(n: number, method: string, url: string, body?: unknown, rid?: string): Promise<LightMyRequestResponse> {
+function send(n: number, method: string, url: string, body?: unknown, rid?: string, mch: Merchant = m): Promise<LightMyRequestResponse> {
   const raw = body === undefined ? '' : JSON.stringify(body);
   const server = n % 2 === 0 ? a.server : b.server;
   return server.inject({
     method: method as 'POST',
     url,
-    headers: signedHeaders(m, method, url, raw, rid === undefined ? {} : { requestId: rid }),
+    headers: signedHeaders(mch, method, url, raw, rid === undefined ? {} : { requestId: rid }),
     payload: raw === '' ? undefined : raw,
     remoteAddress: '127.0.0.1',
   });
@@ -53,6 +53,31 @@ describe('two instances on one database', () => {
       const q = await send(1, 'GET', `/api/open/v1/payments/${String(body.outTradeNo)}`);
       assert.equal(q.json().status, 'PAYING');
     }
+  });
+
+  test('creates raced on both instances never take the created amount above the daily ceiling', async () => {
+    const ceiling = 20_000;
+    const mch = await provision(a, { app: { dailyAmountCeilingFen: ceiling } });
+    const bodies = Array.from({ length: 100 }, (_, i) => orderBody({ amountFen: 100 + ((i * 7919) % 900) }));
+    const rs = await Promise.all(bodies.map((body, i) => send(i, 'POST', '/api/open/v1/payments', body, undefined, mch)));
+    let created = 0;
+    const refused: number[] = [];
+    rs.forEach((r, i) => {
+      if (r.statusCode === 201) created += bodies[i]!.amountFen as number;
+      else {
+        assert.equal(r.statusCode, 422, r.body);
+        assert.deepEqual(r.json().details, { scopes: ['DAILY_AMOUNT'] });
+        refused.push(bodies[i]!.amountFen as number);
+      }
+    });
+    assert.ok(created <= ceiling, `created ${created} > ceiling ${ceiling}`);
+    assert.ok(refused.length > 0, 'the ceiling was reached');
+    for (const amt of refused) assert.ok(amt > ceiling - created, `${amt} refused with ${ceiling - created} left`);
+    // The orders kept are exactly the ones answered 201.
+    const kept = await Promise.all(
+      bodies.map((body, i) => send(i + 1, 'GET', `/api/open/v1/payments/${String(body.outTradeNo)}`, undefined, undefined, mch)),
+    );
+    kept.forEach((q, i) => assert.equal(q.statusCode, rs[i]!.statusCode === 201 ? 200 : 404, q.body));
   });
 
   test('concurrent creates of one order number on both instances make one order', async () => {
