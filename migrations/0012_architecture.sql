@@ -139,3 +139,10 @@ CREATE FUNCTION mps_claim_pending_closes(p_limit integer, p_now timestamptz) RET
   RETURNING id
 $$;
 ALTER FUNCTION mps_claim_pending_closes(integer, timestamptz) SET enable_seqscan = off;
+
+-- The sandbox's refund settlement notices are sent by the service's workers once a refund's
+-- settle_at has passed on the service's clock (one notice per refund). Refunds booked before this
+-- were notified by a timer already.
+ALTER TABLE sandbox_refunds ADD COLUMN notice_sent boolean NOT NULL DEFAULT true;
+ALTER TABLE sandbox_refunds ALTER COLUMN notice_sent SET DEFAULT false;
+CREATE INDEX sandbox_refunds_notice_due ON sandbox_refunds(settle_at) WHERE NOT notice_sent;

@@ -272,7 +272,9 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     const dispatcher = createDispatcher(svc);
     const workers = new Workers(svc, [
       dispatcher,
-      ...(sandbox ? [{ name: 'sandbox notices', run: () => sandbox.redeliverNotices() }] : []),
+      ...(sandbox
+        ? [{ name: 'sandbox notices', run: async () => (await sandbox.redeliverNotices()) + (await sandbox.sendDueRefundNotices()) }]
+        : []),
     ]);
     svc.wakeWorkers = () => workers.wake();
     let closed = false;
@@ -290,7 +292,6 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         await dispatcher.stop();
         await server.close();
         await svc.units.stop();
-        svc.sandbox?.close();
         svc.keys.close();
         await svc.redis?.quit().catch(() => {});
         if (ownDb) await db.end();

@@ -195,9 +195,9 @@ export async function bookRefund(
     );
     if (done.rows[0]!.total + r.amountFen > p.amount_fen) return { refused: 'REFUND_EXCEEDS_PAYMENT' };
     const ins = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
-      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING state, provider_ref`,
-      [r.ref, r.key, p.provider_ref, r.amountFen, r.immediate ? 'SUCCEEDED' : 'PENDING', r.immediate ? now : r.settleAt, now],
+      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at, notice_sent)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING state, provider_ref`,
+      [r.ref, r.key, p.provider_ref, r.amountFen, r.immediate ? 'SUCCEEDED' : 'PENDING', r.immediate ? now : r.settleAt, now, r.immediate],
     );
     return { row: ins.rows[0]!, fresh: true };
   });
@@ -215,6 +215,26 @@ export async function refundState(
     [key, now],
   );
   return r.rows[0] ?? null;
+}
+
+/**
+ * Refunds whose settlement fell due by `now` and whose notice is not sent yet (at most `limit`):
+ * settled, marked notified, and answered with their state. A notice is sent once; one the service
+ * missed is converged by its reconciler through the refund query.
+ */
+export async function claimDueRefundNotices(
+  db: Queryable,
+  limit: number,
+  now: Date,
+): Promise<{ refundKey: string; state: 'PENDING' | 'SUCCEEDED' | 'FAILED' }[]> {
+  const r = await db.query<{ refundKey: string; state: 'PENDING' | 'SUCCEEDED' | 'FAILED' }>(
+    `UPDATE sandbox_refunds SET notice_sent = true, state = CASE WHEN state = 'PENDING' THEN 'SUCCEEDED' ELSE state END
+      WHERE provider_ref IN (SELECT provider_ref FROM sandbox_refunds WHERE NOT notice_sent AND settle_at <= $1
+                              ORDER BY settle_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+      RETURNING refund_key AS "refundKey", state`,
+    [now, limit],
+  );
+  return r.rows;
 }
 
 /**

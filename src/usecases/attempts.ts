@@ -3,6 +3,7 @@
  * PENDING attempt is recorded first, the provider is called outside any transaction, then its
  * outcome is recorded with the order row locked.
  */
+import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
 import { transition } from '../domain/states.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
@@ -25,14 +26,19 @@ const SETTLE_WAIT_MS = 20_000;
 
 /**
  * Reads again (after 10, 20, 40 ... 100 ms) while an attempt is being created at the provider
- * (`pending`), for at most `waitMs`; returns the last read.
+ * (`pending`), for at most `waitMs` on the service's clock; returns the last read.
  */
-export async function untilSettled<T>(read: () => Promise<T>, pending: (value: T) => boolean, waitMs: number): Promise<T> {
-  const deadline = Date.now() + waitMs;
+export async function untilSettled<T>(
+  d: { clock: Clock },
+  read: () => Promise<T>,
+  pending: (value: T) => boolean,
+  waitMs: number,
+): Promise<T> {
+  const deadline = d.clock.now() + waitMs;
   let delay = 10;
   for (;;) {
     const value = await read();
-    if (!pending(value) || Date.now() >= deadline) return value;
+    if (!pending(value) || d.clock.now() >= deadline) return value;
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 100);
   }
@@ -46,6 +52,7 @@ export async function untilSettled<T>(read: () => Promise<T>, pending: (value: T
  */
 export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
   const attempt = await untilSettled(
+    d,
     () => orders.latestAttempt(d.db, orderId),
     (a) => a?.state === 'PENDING',
     SETTLE_WAIT_MS,

@@ -46,6 +46,7 @@ export async function closeOrderById(
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
   // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
   const attempts = await untilSettled(
+    d,
     () => orders.attemptsOf(d.db, o.id),
     (all) => all.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,

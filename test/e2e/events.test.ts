@@ -13,6 +13,7 @@ import { rescheduleAppEvents } from '../../src/store/events.ts';
 import { webhookEventSchema } from '../../src/domain/response-schemas.ts';
 import { validate } from '../../src/domain/schema.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { REFUND_SETTLE_MS } from '../../src/providers/sandbox/sandbox.ts';
 import { FakeClock, type Received, Receiver, reopenApp, waitFor } from '../helpers/events.ts';
 
 const PAYLOAD_FIELDS = [
@@ -57,6 +58,12 @@ let shops = 0;
 async function shop(): Promise<Shop> {
   const path = `/hook/${++shops}`;
   return { m: await provision(t, { app: { notifyUrl: rx.url(path) } }), path };
+}
+
+/** The sandbox's time passes its refunds' settlement; it sends their settlement notices. */
+async function settleRefunds(): Promise<void> {
+  clock.advance(REFUND_SETTLE_MS);
+  await t.svc.sandbox!.sendDueRefundNotices(1000);
 }
 
 /** Signed open-API call stamped with the fake clock (the gate checks the timestamp against it). */
@@ -199,7 +206,8 @@ describe('delivery and payload', () => {
       reason: 'damaged',
     });
     assert.equal(rf.statusCode, 201, rf.body);
-    await waitFor('the refund to settle', async () => (await eventsOf(order.openOrderId)).length === 2);
+    await settleRefunds();
+    assert.equal((await eventsOf(order.openOrderId)).length, 2, 'the refund settled');
     await t.workers.tick();
     await t.workers.tick();
     const got = rx.at(s.path).map(payloadOf);
@@ -625,7 +633,8 @@ describe('safety and isolation', () => {
       const r = await api(s.m, 'POST', '/api/open/v1/refunds', { outTradeNo: body.outTradeNo, outRefundNo: no, refundAmountFen: amount });
       assert.equal(r.statusCode, 201, r.body);
     }
-    await waitFor('both refunds to settle', async () => (await eventsOf(order.openOrderId)).length === 3);
+    await settleRefunds();
+    assert.equal((await eventsOf(order.openOrderId)).length, 3, 'both refunds settled');
     await t.workers.tick();
     assert.equal(rx.at(s.path).length, 1, 'only the first event is attempted while it is pending');
     await t.workers.tick();

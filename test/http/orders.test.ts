@@ -16,12 +16,13 @@ import {
   tradeNo,
   drainFollowUps,
 } from '../helpers/app.ts';
-import { waitFor } from '../helpers/events.ts';
+import { FakeClock, waitFor } from '../helpers/events.ts';
 
 let t: TestApp;
 let m: Merchant;
+const clock = new FakeClock();
 before(async () => {
-  t = await startTestApp();
+  t = await startTestApp({}, { clock });
   m = await provision(t);
 });
 after(() => t.stop());
@@ -30,6 +31,16 @@ const create = (body: Record<string, unknown>, mch = m, o = {}) => call(t, mch, 
 const query = (no: string, mch = m) => call(t, mch, 'GET', `/api/open/v1/payments/${no}`);
 const recreate = (no: string, mch = m, o = {}) => call(t, mch, 'POST', `/api/open/v1/payments/${no}/attempts`, undefined, o);
 const closeOrder = (no: string, mch = m) => call(t, mch, 'POST', `/api/open/v1/payments/${no}/close`);
+/** Settles `p` while the service's clock runs fast (a second every 20 ms of real time). */
+async function whileTimePasses<T>(p: Promise<T>): Promise<T> {
+  let done = false;
+  void p.finally(() => (done = true)).catch(() => {});
+  while (!done) {
+    await new Promise((r) => setTimeout(r, 20));
+    clock.advance(1000);
+  }
+  return p;
+}
 const fault = async (operation: string, outcome: string, times = 1, delayMs?: number) => {
   const r = await t.sandbox('POST', '/faults', { operation, outcome, times, ...(delayMs !== undefined ? { delayMs } : {}) });
   assert.equal(r.statusCode, 201, r.body);
@@ -993,7 +1004,8 @@ describe('re-create attempt', () => {
        VALUES ($1, $2, 'POST', $3, encode(sha256(''::bytea), 'hex'), 'IN_PROGRESS', now() - interval '1 second')`,
       [m.appId, rid, `/api/open/v1/payments/${no}/attempts`],
     );
-    const busy = await recreate(no, m, { requestId: rid });
+    // It waits (20 s on the service's clock) for the attempt to settle, then gives up.
+    const busy = await whileTimePasses(recreate(no, m, { requestId: rid }));
     assert.equal(busy.statusCode, 503, busy.body);
     assert.equal(busy.json().code, 'OPEN_API_GUARD_UNAVAILABLE');
     assert.match(busy.json().message, /still being created/);
@@ -1058,7 +1070,7 @@ describe('re-create attempt', () => {
       c.openOrderId,
     ]);
     const loserId = requestId();
-    const busy = await recreate(no, m, { requestId: loserId });
+    const busy = await whileTimePasses(recreate(no, m, { requestId: loserId }));
     assert.equal(busy.statusCode, 503, busy.body);
     // The winner finishes: its attempt accepted, the old one closed.
     await t.svc.db.query(`UPDATE attempts SET state = CASE WHEN state = 'PENDING' THEN 'ACCEPTED' ELSE 'CLOSED' END WHERE order_id = $1`, [

@@ -20,6 +20,8 @@ import {
   tradeNo,
 } from '../helpers/app.ts';
 import { handleProviderNotification } from '../../src/usecases/notifications.ts';
+import { REFUND_SETTLE_MS } from '../../src/providers/sandbox/sandbox.ts';
+import { FakeClock } from '../helpers/events.ts';
 
 const REFUNDS = '/api/open/v1/refunds';
 const RFC3339_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -39,6 +41,7 @@ const PROJECTION_KEYS = [
 ];
 
 let t: TestApp;
+const clock = new FakeClock();
 let m: Merchant;
 /** Another merchant (its own app). */
 let other: Merchant;
@@ -46,7 +49,7 @@ let other: Merchant;
 let sibling: Merchant;
 
 before(async () => {
-  t = await startTestApp();
+  t = await startTestApp({}, { clock });
   // A high rate limit: the concurrency tests fire dozens of requests at once.
   m = await provision(t, { app: { rateLimitPerSecond: 100_000 } });
   other = await provision(t);
@@ -99,18 +102,17 @@ async function fault(operation: string, outcome: string, times = 1, delayMs?: nu
   assert.equal(r.statusCode, 201, r.body);
 }
 
-/** Polls the refund query until the state is `want` (the sandbox settles about 1 s after acceptance). */
-async function waitForRefund(outRefundNo: string, want: string, ms = 6000): Promise<Record<string, unknown>> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const q = await queryRefund(outRefundNo);
-    assert.equal(q.statusCode, 200, q.body);
-    if (q.json().state === want || Date.now() > end) {
-      assert.equal(q.json().state, want, `refund ${outRefundNo} did not reach ${want}`);
-      return q.json();
-    }
-    await sleep(100);
-  }
+/**
+ * The sandbox's time passes its refunds' settlement (REFUND_SETTLE_MS after acceptance) and it
+ * sends their settlement notices; answers the refund as queried then, asserted SUCCEEDED.
+ */
+async function settleRefund(outRefundNo: string): Promise<Record<string, unknown>> {
+  clock.advance(REFUND_SETTLE_MS);
+  await t.svc.sandbox!.sendDueRefundNotices(1000);
+  const q = await queryRefund(outRefundNo);
+  assert.equal(q.statusCode, 200, q.body);
+  assert.equal(q.json().state, 'SUCCEEDED', `refund ${outRefundNo} settled`);
+  return q.json();
 }
 
 function sleep(ms: number): Promise<void> {
@@ -292,8 +294,10 @@ describe('create refund: 201 and the RefundProjection', () => {
       assert.ok(r.headers[h], `${h} present`);
     }
 
-    const settled = await waitForRefund(no, 'SUCCEEDED');
-    assert.ok(Date.now() - t0 >= 900, 'not settled before about one second');
+    clock.advance(REFUND_SETTLE_MS / 2);
+    await t.svc.sandbox!.sendDueRefundNotices(1000);
+    assert.equal((await queryRefund(no)).json().state, 'PENDING', 'not settled before its settlement time');
+    const settled = await settleRefund(no);
     assert.deepEqual(Object.keys(settled).sort(), PROJECTION_KEYS);
     assert.equal(settled.refundAttemptId, b.refundAttemptId);
     assert.equal(settled.replayed, true, 'a query projection always says replayed=true');
@@ -371,7 +375,7 @@ describe('create refund: outRefundNo idempotency', () => {
     assert.equal(again.json().replayed, true);
     assert.equal(again.json().refundAttemptId, first.json().refundAttemptId);
     assert.deepEqual(Object.keys(again.json()).sort(), PROJECTION_KEYS);
-    await waitForRefund(no, 'SUCCEEDED');
+    await settleRefund(no);
     const late = await refund(body);
     assert.equal(late.statusCode, 200, late.body);
     assert.equal(late.json().replayed, true);
@@ -420,7 +424,7 @@ describe('create refund: outRefundNo idempotency', () => {
     const body = { outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 5 };
     const first = await refund(body, m, { requestId: rid });
     assert.equal(first.statusCode, 201, first.body);
-    await waitForRefund(no, 'SUCCEEDED');
+    await settleRefund(no);
     const again = await refund(body, m, { requestId: rid });
     assert.equal(again.statusCode, 201);
     assert.equal(again.body, first.body);
@@ -503,7 +507,7 @@ describe('create refund: provider outcomes', () => {
     const ok = await refund({ outTradeNo: o.outTradeNo, outRefundNo: full, refundAmountFen: 1000 });
     assert.equal(ok.statusCode, 201, ok.body);
     assert.equal(ok.json().state, 'PENDING');
-    await waitForRefund(full, 'SUCCEEDED');
+    await settleRefund(full);
   });
 
   test('provider TIMEOUT: 201 UNKNOWN with unknown=true; it holds the amount and converges to SUCCEEDED', async () => {
@@ -522,7 +526,7 @@ describe('create refund: provider outcomes', () => {
     const one = await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: 1 });
     assert.equal(one.statusCode, 422, one.body);
     // The provider did the work; its settlement notice converges the refund.
-    const done = await waitForRefund(no, 'SUCCEEDED');
+    const done = await settleRefund(no);
     assert.equal(done.unknown, false);
   });
 
@@ -539,17 +543,14 @@ describe('create refund: provider outcomes', () => {
       const r = await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 250 });
       assert.equal(r.statusCode, 201, r.body);
       assert.equal(r.json().state, 'UNKNOWN');
-      await sleep(1500);
-      assert.equal((await queryRefund(no)).json().state, 'UNKNOWN', 'nothing converges it without the reconciler');
-      // next_check_at is 2-2.4 s after the answer; the sandbox settles 1 s after acceptance.
-      const end = Date.now() + 8000;
-      let state = 'UNKNOWN';
-      while (state !== 'SUCCEEDED' && Date.now() < end) {
-        await t.workers.tick();
-        state = (await queryRefund(no)).json().state;
-        if (state !== 'SUCCEEDED') await sleep(250);
-      }
-      assert.equal(state, 'SUCCEEDED');
+      // The sandbox settles 1 s after acceptance (its notice is lost); the reconciler checks the
+      // refund 2-2.4 s after the answer.
+      clock.advance(1500);
+      await t.workers.tick();
+      assert.equal((await queryRefund(no)).json().state, 'UNKNOWN', 'nothing converges it before the reconciler checks');
+      clock.advance(1000);
+      await t.workers.tick();
+      assert.equal((await queryRefund(no)).json().state, 'SUCCEEDED', 'the reconciler asked the provider');
       const ev = (await adminOrder(o.openOrderId)).events.filter((e) => e.eventType === 'REFUND_SUCCEEDED');
       assert.equal(ev.length, 1);
     } finally {
@@ -619,7 +620,7 @@ describe('create refund: a refund judged lost that the provider accepts after al
     const r = await pending;
     assert.equal(r.statusCode, 201, r.body);
     assert.notEqual(r.json().state, 'FAILED', 'the provider accepted it: the answer is its real state');
-    const settled = await waitForRefund(no, 'SUCCEEDED');
+    const settled = await settleRefund(no);
     assert.equal(settled.amountFen, 1000);
     const ev = (await adminOrder(o.openOrderId)).events.map((e) => e.eventType);
     assert.deepEqual(
@@ -723,7 +724,7 @@ describe('stateVersion: one counter per order, shared with its refunds', () => {
     assert.equal((await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 100 })).statusCode, 201);
     const v1 = (await adminOrder(o.openOrderId)).stateVersion;
     assert.ok(v1 > v0, `${v1} > ${v0}`);
-    await waitForRefund(no, 'SUCCEEDED');
+    await settleRefund(no);
     const ord = await adminOrder(o.openOrderId);
     assert.ok(ord.stateVersion > v1);
     const ev = ord.events.find((e) => e.eventType === 'REFUND_SUCCEEDED')!;

@@ -51,6 +51,11 @@ export interface ProviderControls {
   sentNotifications?(): readonly SentNotification[];
   /** Upper bound on the time an accepted refund takes to settle (default 10 s). */
   refundSettleMs?: number;
+  /**
+   * Moves the provider's time past the settlement of the refunds accepted so far and lets it send
+   * their notices (a provider driven by the service's clock); without it, the suite waits.
+   */
+  settleRefunds?(): Promise<void>;
 }
 
 export interface ProviderHarness {
@@ -148,6 +153,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
     }
 
     async function settled(refundId: string): Promise<ProviderRefundState> {
+      await c.settleRefunds?.();
       const end = Date.now() + (c.refundSettleMs ?? 10_000) + 2000;
       let s = await queryRefund(refundId);
       while (s === 'PENDING' && Date.now() < end) {
@@ -403,6 +409,7 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         const i = await paidPayment(500);
         const refundId = newId.refund();
         await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 500 });
+        await c.settleRefunds?.();
         const end = Date.now() + (c.refundSettleMs ?? 10_000) + 3000;
         let found: object | null = null;
         while (!found && Date.now() < end) {

@@ -56,7 +56,6 @@ export class SandboxProvider implements PaymentProvider {
   readonly #clock: Clock;
   #secret: Buffer | null = null;
   #sink: NotificationSink | null = null;
-  readonly #timers = new Set<NodeJS.Timeout>();
   readonly #log: (msg: string, err?: unknown) => void;
 
   /** Payments opened by concurrent createAttempt calls, one statement per event-loop turn. */
@@ -184,22 +183,26 @@ export class SandboxProvider implements PaymentProvider {
       now,
     );
     if ('refused' in r) throw new ProviderRejectedError(r.refused);
-    if (r.fresh && r.row.state === 'PENDING') this.#scheduleRefundSettlement(input.refundId);
     if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: refund timed out');
     return { outcome: r.row.state, providerRef: r.row.provider_ref };
   }
 
-  /** The settlement notice of an accepted refund, sent once it has settled (a real provider's notice is its own event too). */
-  #scheduleRefundSettlement(refundId: string): void {
-    const t = setTimeout(() => {
-      this.#timers.delete(t);
-      void books
-        .refundState(this.#db, refundId, this.#now())
-        .then((r) => (r?.state === 'SUCCEEDED' ? this.#notify({ kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null }) : undefined))
-        .catch((err) => this.#log('sandbox refund settlement notice failed; the reconciler will converge it', err));
-    }, REFUND_SETTLE_MS + 50);
-    t.unref();
-    this.#timers.add(t);
+  /**
+   * Sends the settlement notices of refunds that settled by now (at most `limit`), as a real
+   * provider notifies a refund's outcome; run by the service's workers, so a test moves the clock
+   * and runs a pass instead of waiting. Returns how many were claimed.
+   */
+  async sendDueRefundNotices(limit = 20): Promise<number> {
+    const due = await books.claimDueRefundNotices(this.#db, limit, this.#now());
+    for (const r of due) {
+      if (r.state !== 'SUCCEEDED') continue;
+      try {
+        await this.#notify({ kind: 'REFUND', refundId: r.refundKey, state: 'SUCCEEDED', reason: null });
+      } catch (err) {
+        this.#log('sandbox refund settlement notice failed; the reconciler will converge it', err);
+      }
+    }
+    return due.length;
   }
 
   async queryRefund(q: RefundQuery): Promise<RefundQueryResult> {
@@ -300,10 +303,5 @@ export class SandboxProvider implements PaymentProvider {
   notificationAck(ok: boolean, message?: string): NotificationAck {
     const body = ok ? { received: true } : { received: false, ...(message !== undefined ? { error: message } : {}) };
     return { status: ok ? 200 : 400, contentType: 'application/json; charset=utf-8', body: JSON.stringify(body) };
-  }
-
-  close(): void {
-    for (const t of this.#timers) clearTimeout(t);
-    this.#timers.clear();
   }
 }
