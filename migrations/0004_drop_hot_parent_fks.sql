@@ -1,5 +1,5 @@
--- Foreign keys from the busiest tables to the app and merchant rows (docs/performance.md,
--- docs/architecture.md "Schema").
+-- Foreign keys from the busiest tables to the app and merchant rows, dropped (measured in
+-- docs/performance.md).
 --
 -- Every insert of an order, refund or event checked its app (and merchant) row with
 -- SELECT ... FOR KEY SHARE. All the concurrent writers of one app lock the same row, so

@@ -8,7 +8,7 @@ ALTER TABLE attempts ADD COLUMN made_at timestamptz;
 
 -- 2. Request-id units: each claim names its holder (an instance id and a claim number); only the
 --    holder completes or abandons it, and a claim whose holder's instance has stopped beating is
---    taken over at once (docs/decisions.md, "Request-id replay").
+--    taken over at once (docs/decisions.md, "Who holds a request id, and when").
 ALTER TABLE request_replays ADD COLUMN holder text, ADD COLUMN holder_instance text;
 -- The instance whose request recorded an attempt being made or a refund being requested: when that
 -- instance is gone (a crash), its unfinished work is settled by asking the provider at once, not
