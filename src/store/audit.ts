@@ -61,7 +61,7 @@ export interface AuditFilter {
   limit: number;
 }
 
-/** Newest first. */
+/** Newest first (by the row's id: `id` alone would name the text column answered). */
 export async function listAuditEntries(db: Queryable, f: AuditFilter): Promise<AuditRow[]> {
   const r = await db.query<AuditRow>(
     `SELECT id::text, at, actor_kind AS "actorKind", operator_id AS "operatorId", operator_name AS "operatorName", token_id AS "tokenId",
@@ -75,8 +75,8 @@ export async function listAuditEntries(db: Queryable, f: AuditFilter): Promise<A
         AND ($5::text IS NULL OR request_id = $5)
         AND ($6::timestamptz IS NULL OR at >= $6)
         AND ($7::timestamptz IS NULL OR at < $7)
-        AND ($8::bigint IS NULL OR id < $8)
-      ORDER BY id DESC
+        AND ($8::bigint IS NULL OR audit_log.id < $8)
+      ORDER BY audit_log.id DESC
       LIMIT $9`,
     [f.operatorName, f.action, f.entityType, f.entityId, f.requestId, f.from, f.to, f.beforeId, f.limit],
   );

@@ -392,6 +392,13 @@ describe('the audit log', () => {
       payload: JSON.stringify({ name: 'Formula', entityType: 'CORPORATE' }),
     });
     assert.equal(formula.statusCode, 201);
+    const ids = (await auditEntries()).map((e) => Number(e.id));
+    assert.ok(ids.length > 20);
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => b - a),
+      'newest first, by number',
+    );
     const page = await t.admin('GET', '/audit?limit=2');
     assert.equal(page.json().entries.length, 2);
     const next = await t.admin('GET', `/audit?limit=2&before=${page.json().nextBefore}`);

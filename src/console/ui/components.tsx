@@ -170,7 +170,7 @@ export function HourChart({ hours }: { hours: { hour: string; orders: number; pa
   const max = Math.max(1, ...hours.map((x) => x.orders));
   const y = (n: number) => (n / max) * (h - 20);
   return (
-    <svg class="chart" viewBox={`0 0 ${w} ${h + 18}`} role="img" aria-label="Orders per hour over the last 24 hours">
+    <svg class="chart" viewBox={`-16 0 ${w + 32} ${h + 18}`} role="img" aria-label="Orders per hour over the last 24 hours">
       {hours.map((x, i) => {
         const at = new Date(x.hour);
         return (
