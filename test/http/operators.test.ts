@@ -6,6 +6,9 @@
  * where, with the request id; secrets never; append-only; CSV export).
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ADMIN_TOKEN, type TestApp, merchantKeyPair, startTestApp } from '../helpers/app.ts';
 import { FakeClock } from '../helpers/events.ts';
@@ -418,5 +421,51 @@ describe('the audit log', () => {
     assert.ok(lines.slice(1).every((l) => l.includes(',merchant.create,')));
     const evil = lines.find((l) => l.includes('HYPERLINK'))!;
     assert.ok(evil.includes(`,"'=HYPERLINK(""x"")",`), `the formula is neutralised and quoted (${evil})`);
+  });
+});
+
+describe('the operator CLI', () => {
+  const root = path.resolve(import.meta.dirname, '../..');
+  let url: string;
+  before(async () => {
+    await t.server.listen({ port: 0, host: '127.0.0.1' });
+    url = `http://127.0.0.1:${(t.server.server.address() as AddressInfo).port}`;
+  });
+
+  function ops(args: string[], stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(process.execPath, ['src/cli/ops.ts', ...args], {
+        cwd: root,
+        env: { ...process.env, ADMIN_TOKEN, MPS_ADMIN_URL: url },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(stdin);
+    });
+  }
+
+  test('creates the first admin with one command (a password generated and printed once), and resets a password', async () => {
+    const made = await ops(['operator', 'create', '--name', 'first-admin', '--role', 'admin']);
+    assert.equal(made.code, 0, made.stderr);
+    const o = JSON.parse(made.stdout);
+    assert.equal(o.role, 'admin');
+    assert.match(o.password, /^[A-Za-z0-9_-]{24}$/);
+    await signIn(t, 'first-admin', o.password);
+
+    const reset = await ops(['operator', 'reset-password', '--name', 'first-admin', '--password-stdin'], 'chosen on the terminal\n');
+    assert.equal(reset.code, 0, reset.stderr);
+    assert.equal(JSON.parse(reset.stdout).password, undefined, 'a password given is not printed');
+    await signIn(t, 'first-admin', 'chosen on the terminal');
+
+    const [entry] = await auditEntries({ action: 'operator.update' });
+    assert.equal(entry!.channel, 'cli');
+    assert.equal(entry!.actor, 'ADMIN_TOKEN');
+    assert.ok(!JSON.stringify(entry).includes('chosen on the terminal'));
+    const unknown = await ops(['operator', 'reset-password', '--name', 'nobody']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no operator named nobody/);
   });
 });
