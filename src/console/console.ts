@@ -14,14 +14,13 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AdminError, DomainError } from '../domain/errors.ts';
-import { PERMISSIONS, can } from '../domain/operators.ts';
+import { type Actor, PERMISSIONS, can } from '../domain/operators.ts';
 import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { adminErrorHandler, bodyOf } from '../http/admin-common.ts';
 import { changePasswordSchema, signInSchema } from '../http/admin-schemas.ts';
 import { installRawJsonParser, secretEquals } from '../http/common.ts';
-import { crossSite, requestIdOf, sessionCookieOf, setSessionCookie, sourceIpOf } from '../http/operator-auth.ts';
+import { crossSite, requestIdOf, sessionActor, sessionCookieOf, setSessionCookie, sourceIpOf } from '../http/operator-auth.ts';
 import type { Services } from '../services.ts';
-import type { Actor } from '../domain/operators.ts';
 import { SignInRefused, changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
 import { consoleAssets } from './bundle.ts';
 
@@ -113,16 +112,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
             throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
           }
         }
-        const actor: Actor = {
-          kind: 'SESSION',
-          role: s.role,
-          operatorId: s.operatorId,
-          operatorName: s.operatorName,
-          tokenId: null,
-          channel: 'console',
-          sourceIp: sourceIpOf(req, svc),
-          requestId: requestIdOf(req),
-        };
+        const actor = sessionActor(s, { sourceIp: sourceIpOf(req, svc), requestId: requestIdOf(req) });
         return { id, s, actor };
       };
 
@@ -157,20 +147,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
         if (previous !== null) {
           const old = await sessionOf(svc, previous);
           if (old) {
-            await signOut(
-              svc,
-              {
-                kind: 'SESSION',
-                role: old.role,
-                operatorId: old.operatorId,
-                operatorName: old.operatorName,
-                tokenId: null,
-                channel: 'console',
-                sourceIp,
-                requestId,
-              },
-              previous,
-            );
+            await signOut(svc, sessionActor(old, { sourceIp, requestId }), previous);
           }
         }
         setSessionCookie(reply, svc, created.sessionId);

@@ -1,18 +1,11 @@
 /** The platform source-IP policy in force: environment defaults, overridable from the back office. */
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
+import type { IpPolicyView } from '../domain/ip-policy.ts';
 import { CidrList } from '../net/ip.ts';
 import type { SourceIpPolicy } from '../net/source-ip.ts';
 import type { Db, Tx } from '../store/db.ts';
 import { getSetting, updateSetting } from '../store/settings.ts';
-
-export interface IpPolicyView {
-  trustedProxies: string[];
-  allowlist: string[] | null;
-  denylist: string[];
-  allowIpv4: boolean;
-  allowIpv6: boolean;
-}
 
 function compile(v: IpPolicyView): SourceIpPolicy {
   return {

@@ -63,6 +63,19 @@ const AUDIT_FILTERS = {
   to: time,
 };
 
+/** The audit filters of a query string (AUDIT_FILTERS) as the repository takes them. */
+function auditFilterOf(q: { [K in keyof typeof AUDIT_FILTERS]: ReturnType<(typeof AUDIT_FILTERS)[K]> | null }) {
+  return {
+    operatorName: q.operator,
+    action: q.action,
+    entityType: q.entityType,
+    entityId: q.entityId,
+    requestId: q.requestId,
+    from: q.from,
+    to: q.to,
+  };
+}
+
 /** A CSV cell: quoted when needed; a leading `=`, `+`, `-`, `@`, tab or CR is neutralised so that no spreadsheet runs it as a formula. */
 function csvCell(v: unknown): string {
   let s = v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v);
@@ -144,31 +157,13 @@ export function registerAdminOperators(scope: FastifyInstance, svc: Services): v
   scope.get('/audit', need('audit.read'), async (req) => {
     const q = queryOf(req, { ...AUDIT_FILTERS, before: int(1, 999_999_999_999), limit: int(1, AUDIT_PAGE_MAX) });
     const limit = q.limit ?? 100;
-    const rows = await listAudit(svc, {
-      operatorName: q.operator,
-      action: q.action,
-      entityType: q.entityType,
-      entityId: q.entityId,
-      requestId: q.requestId,
-      from: q.from,
-      to: q.to,
-      beforeId: q.before === null ? null : String(q.before),
-      limit,
-    });
+    const rows = await listAudit(svc, { ...auditFilterOf(q), beforeId: q.before === null ? null : String(q.before), limit });
     return { entries: rows.map(auditView), nextBefore: rows.length === limit ? rows.at(-1)!.id : null };
   });
 
   scope.get('/audit/export.csv', need('audit.read'), async (req, reply) => {
     const q = queryOf(req, AUDIT_FILTERS);
-    const rows = exportAudit(svc, {
-      operatorName: q.operator,
-      action: q.action,
-      entityType: q.entityType,
-      entityId: q.entityId,
-      requestId: q.requestId,
-      from: q.from,
-      to: q.to,
-    });
+    const rows = exportAudit(svc, auditFilterOf(q));
     async function* lines() {
       yield `${CSV_COLUMNS.join(',')}\r\n`;
       for await (const row of rows) {

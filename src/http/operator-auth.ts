@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
 import { type Actor, type Channel, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
+import { forwardingHeaders } from '../gate/gate.ts';
 import { CidrList } from '../net/ip.ts';
 import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
 import type { Services } from '../services.ts';
@@ -24,18 +25,6 @@ export function requestIdOf(req: FastifyRequest): string {
   return typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : `bo_${randomBytes(12).toString('base64url')}`;
 }
 
-function forwardingHeaders(req: FastifyRequest) {
-  const out = { xForwardedFor: [] as string[], forwarded: [] as string[], xRealIp: [] as string[] };
-  const raw = req.raw.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    const n = raw[i]!.toLowerCase();
-    if (n === 'x-forwarded-for') out.xForwardedFor.push(raw[i + 1]!);
-    else if (n === 'forwarded') out.forwarded.push(raw[i + 1]!);
-    else if (n === 'x-real-ip') out.xRealIp.push(raw[i + 1]!);
-  }
-  return out;
-}
-
 /**
  * The client's address as the open API resolves it (forwarding headers honoured from
  * TRUSTED_PROXIES only), without the open API's allow and deny lists: the TCP peer when the chain
@@ -43,7 +32,7 @@ function forwardingHeaders(req: FastifyRequest) {
  */
 export function sourceIpOf(req: FastifyRequest, svc: Services): string {
   const peer = req.raw.socket.remoteAddress;
-  const r = resolveSource(peer, forwardingHeaders(req), policyOf(svc.ipPolicy.view().trustedProxies));
+  const r = resolveSource(peer, forwardingHeaders(req.raw.rawHeaders), policyOf(svc.ipPolicy.view().trustedProxies));
   return r.ok ? r.key : (peer ?? 'unknown');
 }
 
@@ -118,6 +107,22 @@ export function crossSite(req: FastifyRequest, svc: Services): boolean {
 
 // --- the actor ---------------------------------------------------------------------------------
 
+/** The actor of a console session's request. */
+export function sessionActor(
+  s: { role: Actor['role']; operatorId: string; operatorName: string },
+  at: { sourceIp: string; requestId: string },
+): Actor {
+  return {
+    kind: 'SESSION',
+    role: s.role,
+    operatorId: s.operatorId,
+    operatorName: s.operatorName,
+    tokenId: null,
+    channel: 'console',
+    ...at,
+  };
+}
+
 const actors = new WeakMap<FastifyRequest, Actor>();
 const sessionIds = new WeakMap<FastifyRequest, string>();
 
@@ -182,15 +187,7 @@ export async function authenticate(req: FastifyRequest, reply: FastifyReply, svc
       }
     }
     sessionIds.set(req, id);
-    actor = {
-      kind: 'SESSION',
-      role: s.role,
-      operatorId: s.operatorId,
-      operatorName: s.operatorName,
-      tokenId: null,
-      channel: 'console',
-      ...base,
-    };
+    actor = sessionActor(s, base);
   }
   actors.set(req, actor);
   return actor;

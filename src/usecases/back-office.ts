@@ -11,6 +11,7 @@ import { createHash, createPublicKey } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
+import type { IpPolicyView } from '../domain/ip-policy.ts';
 import type { Actor } from '../domain/operators.ts';
 import { checkNotifyUrl, type NotifyUrlPolicy } from '../events/notify-url.ts';
 import { CidrList } from '../net/ip.ts';
@@ -25,15 +26,6 @@ import { audited, recorder } from './audit.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { CloseState } from './results.ts';
-
-/** The platform source-IP policy as the back office sees and changes it (src/gate/ip-policy.ts). */
-export interface IpPolicyView {
-  trustedProxies: string[];
-  allowlist: string[] | null;
-  denylist: string[];
-  allowIpv4: boolean;
-  allowIpv6: boolean;
-}
 
 export interface BackOfficeDeps extends UseCaseDeps {
   notifyUrlPolicy: NotifyUrlPolicy;
