@@ -17,6 +17,7 @@ import { docsPlugin } from './http/openapi.ts';
 import { createMetrics, installMetrics } from './http/metrics.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
+import { consolePlugin } from './console/console.ts';
 import { requestTarget } from './gate/gate.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
@@ -265,6 +266,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     if (svc.sandbox) await server.register(sandboxPlugin, { prefix: '/api/sandbox/v1', svc, sandbox: svc.sandbox, adminToken });
     await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
     await server.register(cashierPlugin, { prefix: '/cashier', svc });
+    await server.register(consolePlugin, { prefix: '/console', svc });
     await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
     server.get('/healthz', async () => ({ status: 'ok' }));
     await server.ready();

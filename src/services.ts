@@ -27,6 +27,7 @@ import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor, OrderInserter, OrderReader } from './store/orders.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
+import { purgeOperatorRows } from './usecases/operators.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 
 export type { Clock } from './domain/clock.ts';
@@ -177,7 +178,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     get backOffice() {
       return svc;
     },
-    purge: async () => (await nonces.purge()) + (await units.purge()),
+    // Expired nonces and request-id answers; ended console sessions and failed sign-ins out of the throttle's window.
+    purge: async () => (await nonces.purge()) + (await units.purge()) + (await purgeOperatorRows(svc)),
     // Replaced by the worker runner's wake-up once the workers exist (app.ts).
     wakeWorkers: () => {},
   };

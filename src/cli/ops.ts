@@ -6,13 +6,14 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { generateRsaKeyPair } from '@mps/sdk';
 
 const USAGE = `usage: npm run ops -- <command> [options]
 
 Connection (or env MPS_ADMIN_URL, ADMIN_TOKEN):
-  --url http://127.0.0.1:8080   --token <admin token>
+  --url http://127.0.0.1:8080   --token <the ADMIN_TOKEN, or an operator's API token (mpsop_...)>
 
 Commands:
   provision --name NAME [--entity-type CORPORATE|INDIVIDUAL] [--notify-url URL] --out-dir DIR [--force]
@@ -38,6 +39,15 @@ Commands:
   order get OPEN_ORDER_ID      back-office view of an order (attempts, refunds, events)
   events [--status DEAD] [--app APP_ID] [--limit N]
                                list events;  event get EVENT_ID;  event redeliver EVENT_ID
+  operator create --name NAME --role admin|operations|finance|support [--password-stdin]
+                               a named operator of the console (docs/console.md); without
+                               --password-stdin a strong password is generated and printed once
+  operator list
+  operator reset-password --name NAME [--password-stdin]
+                               a new password (generated unless given); the operator's sessions end
+  operator disable --name NAME its sessions and API tokens stop working
+  audit [--operator NAME] [--action A] [--entity-id ID] [--limit N]
+                               the audit log, newest first
   request METHOD PATH [--json BODY]   any admin API call (PATH after /api/admin/v1, or a full /api/... path)
 
 Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
@@ -87,6 +97,11 @@ function parseCommandLine() {
         status: { type: 'string' },
         limit: { type: 'string' },
         force: { type: 'boolean' },
+        role: { type: 'string' },
+        'password-stdin': { type: 'boolean' },
+        operator: { type: 'string' },
+        action: { type: 'string' },
+        'entity-id': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -107,7 +122,12 @@ async function api(method: string, p: string, body?: unknown): Promise<Record<st
     // A full path (`/api/admin/v1/...`, `/api/sandbox/v1/...`) is taken as given: docs quote them so.
     res = await fetch(`${base}${p.startsWith('/api/') ? p : `/api/admin/v1${p}`}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      // The user agent tells the audit log a change came through this CLI (channel `cli`).
+      headers: {
+        authorization: `Bearer ${token}`,
+        'user-agent': 'mps-ops/1',
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
@@ -143,6 +163,42 @@ function int(name: string, v: string | undefined): number | undefined {
   if (v === undefined) return undefined;
   if (!/^\d+$/.test(v)) throw new UsageError(`--${name} must be an integer`);
   return Number(v);
+}
+
+/** The password of `operator create` and `reset-password`: read from standard input, or generated (printed once). */
+async function passwordOf(): Promise<{ password: string; generated: boolean }> {
+  if (!opt['password-stdin']) return { password: randomBytes(18).toString('base64url'), generated: true };
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  const password = Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
+  if (password === '') throw new UsageError('--password-stdin: standard input held no password');
+  return { password, generated: false };
+}
+
+async function operatorByName(name: string): Promise<Record<string, unknown>> {
+  const list = (await api('GET', '/operators')).operators as Record<string, unknown>[];
+  const o = list.find((x) => x.name === name);
+  if (!o) throw new CliError(`no operator named ${name}`);
+  return o;
+}
+
+async function operatorCommand(sub: string): Promise<unknown> {
+  if (sub === 'list') return api('GET', '/operators');
+  const name = need('name', opt.name);
+  if (sub === 'create') {
+    const { password, generated } = await passwordOf();
+    const o = await api('POST', '/operators', { name, role: need('role', opt.role), password });
+    return { ...o, ...(generated ? { password, note: 'shown once: sign in at /console with it, then change it under "My account"' } : {}) };
+  }
+  const o = await operatorByName(name);
+  if (sub === 'reset-password') {
+    const { password, generated } = await passwordOf();
+    const r = await api('PATCH', `/operators/${o.operatorId}`, { password });
+    return { ...r, ...(generated ? { password, note: "shown once; the operator's sessions have ended" } : {}) };
+  }
+  return api('PATCH', `/operators/${o.operatorId}`, { status: 'DISABLED' });
 }
 
 const PROVISION_FILES = ['merchant-private.pem', 'merchant-public.pem', 'platform-keys.json', 'merchant.env'];
@@ -262,6 +318,19 @@ async function run(): Promise<unknown> {
       return api('GET', `/events/${needArg('EVENT_ID', arg)}`);
     case 'event redeliver':
       return api('POST', `/events/${needArg('EVENT_ID', arg)}/redeliver`);
+    case 'operator create':
+    case 'operator list':
+    case 'operator reset-password':
+    case 'operator disable':
+      return operatorCommand(sub!);
+    case 'audit': {
+      const q = new URLSearchParams();
+      if (opt.operator) q.set('operator', opt.operator);
+      if (opt.action) q.set('action', opt.action);
+      if (opt['entity-id']) q.set('entityId', opt['entity-id']);
+      if (opt.limit) q.set('limit', opt.limit);
+      return api('GET', `/audit${q.size > 0 ? `?${q}` : ''}`);
+    }
     case 'request GET':
     case 'request POST':
     case 'request PUT':

@@ -44,6 +44,10 @@ export class ApiError extends Error {
 /** Back-office errors: {code, message}. */
 export const ADMIN_ERRORS = {
   ADMIN_UNAUTHORIZED: 401,
+  /** An operator's role does not allow the action, or a console request without its CSRF token (docs/console.md). */
+  ADMIN_FORBIDDEN: 403,
+  /** Too many failed sign-ins of a name or from an address. */
+  ADMIN_RATE_LIMITED: 429,
   ADMIN_VALIDATION_FAILED: 400,
   ADMIN_NOT_FOUND: 404,
   ADMIN_CONFLICT: 409,

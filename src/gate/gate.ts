@@ -213,7 +213,8 @@ function readBody(stream: BodyStream, declaredLength: string | undefined): Promi
   });
 }
 
-function forwardingHeaders(raw: readonly string[]): { xForwardedFor: string[]; forwarded: string[]; xRealIp: string[] } {
+/** The forwarding headers of a request's raw header list, one entry per line received (also the back office's source address). */
+export function forwardingHeaders(raw: readonly string[]): { xForwardedFor: string[]; forwarded: string[]; xRealIp: string[] } {
   const out = { xForwardedFor: [] as string[], forwarded: [] as string[], xRealIp: [] as string[] };
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const n = raw[i]!.toLowerCase();

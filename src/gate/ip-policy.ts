@@ -1,18 +1,11 @@
 /** The platform source-IP policy in force: environment defaults, overridable from the back office. */
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
+import type { IpPolicyView } from '../domain/ip-policy.ts';
 import { CidrList } from '../net/ip.ts';
 import type { SourceIpPolicy } from '../net/source-ip.ts';
-import type { Db } from '../store/db.ts';
+import type { Db, Tx } from '../store/db.ts';
 import { getSetting, updateSetting } from '../store/settings.ts';
-
-export interface IpPolicyView {
-  trustedProxies: string[];
-  allowlist: string[] | null;
-  denylist: string[];
-  allowIpv4: boolean;
-  allowIpv6: boolean;
-}
 
 function compile(v: IpPolicyView): SourceIpPolicy {
   return {
@@ -72,17 +65,27 @@ export class IpPolicyHolder {
    * the row locked, so concurrent changes of different fields all land (none overwrites another
    * with the value it read before). A merged policy that does not compile changes nothing.
    */
-  async update(patch: { [K in keyof IpPolicyView]?: IpPolicyView[K] | undefined }): Promise<void> {
-    await updateSetting<Partial<IpPolicyView>>(this.#db, 'ip_policy', new Date(this.#clock.now()), (stored) => {
-      const next: Partial<IpPolicyView> = { ...(stored ?? {}) };
-      for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
-      const merged = { ...this.#defaults, ...next };
-      if (!merged.allowIpv4 && !merged.allowIpv6) {
-        throw new DomainError('VALIDATION_FAILED', 'allowIpv4 and allowIpv6 cannot both be false: every source would be refused');
-      }
-      compile(merged);
-      return next;
-    });
+  async update(
+    patch: { [K in keyof IpPolicyView]?: IpPolicyView[K] | undefined },
+    /** Runs in the change's transaction with the policy in force before and after (the back office's audit entry). */
+    after?: (tx: Tx, before: IpPolicyView, next: IpPolicyView) => Promise<void>,
+  ): Promise<void> {
+    await updateSetting<Partial<IpPolicyView>>(
+      this.#db,
+      'ip_policy',
+      new Date(this.#clock.now()),
+      (stored) => {
+        const next: Partial<IpPolicyView> = { ...(stored ?? {}) };
+        for (const [k, v] of Object.entries(patch)) if (v !== undefined) (next as Record<string, unknown>)[k] = v;
+        const merged = { ...this.#defaults, ...next };
+        if (!merged.allowIpv4 && !merged.allowIpv6) {
+          throw new DomainError('VALIDATION_FAILED', 'allowIpv4 and allowIpv6 cannot both be false: every source would be refused');
+        }
+        compile(merged);
+        return next;
+      },
+      after && ((tx, stored, next) => after(tx, { ...this.#defaults, ...(stored ?? {}) }, { ...this.#defaults, ...next })),
+    );
     await this.refresh();
   }
 }

@@ -71,13 +71,19 @@ export function adminErrorHandler(logMessage: string) {
 
 /**
  * A back-office scope (the admin API, the sandbox helpers): strict JSON bodies with the open API's
- * 64 KB limit, the admin bearer token first, `{code, message}` for every error, an unknown path
- * included (404 after the token check).
+ * 64 KB limit, authentication first (the admin bearer token, or the admin API's own check of
+ * operators' tokens and sessions), `{code, message}` for every error, an unknown path included
+ * (404 after authentication).
  */
-export function installBackOffice(scope: FastifyInstance, adminToken: string, logMessage: string): void {
+export function installBackOffice(
+  scope: FastifyInstance,
+  auth: string | ((req: FastifyRequest, reply: FastifyReply) => Promise<unknown>),
+  logMessage: string,
+): void {
   installRawJsonParser(scope, BODY_LIMIT_BYTES);
-  scope.addHook('onRequest', async (req) => {
-    if (!hasAdminToken(req.headers.authorization, adminToken))
+  scope.addHook('onRequest', async (req, reply) => {
+    if (typeof auth !== 'string') await auth(req, reply);
+    else if (!hasAdminToken(req.headers.authorization, auth))
       throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
     // PostgreSQL text cannot hold U+0000, and no id or filter of ours contains it: such a path
     // parameter names nothing (404) and such a query value is refused (400), before any lookup.

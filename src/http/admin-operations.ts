@@ -1,18 +1,30 @@
 /** Back-office operations on orders, events and duplicate payments (under the admin scope of src/http/admin.ts). */
 import type { FastifyInstance } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError, DomainError } from '../domain/errors.ts';
+import { CHANNELS } from '../domain/open-schemas.ts';
+import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
 import * as bo from '../usecases/back-office.ts';
-import { noFieldsSchema } from './admin-schemas.ts';
-import { optionalBodyOf } from './admin-common.ts';
+import * as reads from '../usecases/back-office-reads.ts';
+import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
+import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
+import { int, oneOf, queryOf, text, time } from './admin-query.ts';
+import { actorOf, need } from './operator-auth.ts';
 
 type O = { Params: { openOrderId: string } };
 type E = { Params: { eventId: string } };
 
+/** `createdAt_openOrderId` of the last order of a page: the next page starts after it. */
+function cursorOf(v: string, name: string): { createdAt: Date; id: string } {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)_(ord_[A-Za-z0-9]{1,60})$/.exec(v);
+  if (!m) throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must be a nextCursor this API answered`);
+  return { createdAt: new Date(m[1]!), id: m[2]! };
+}
+
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {
   const d = svc.backOffice;
 
-  scope.get<O>('/orders/:openOrderId', async (req) => {
+  scope.get<O>('/orders/:openOrderId', need('read'), async (req) => {
     const { order: o, attempts, refunds, events, duplicates } = await bo.orderDetail(d, req.params.openOrderId);
     return {
       openOrderId: o.id,
@@ -62,13 +74,13 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   });
 
   /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */
-  scope.post<O>('/orders/:openOrderId/close', async (req) => {
+  scope.post<O>('/orders/:openOrderId/close', need('orders.close'), async (req) => {
     optionalBodyOf(req, noFieldsSchema);
-    const r = await bo.closeOrderByOperator(d, req.params.openOrderId);
+    const r = await bo.closeOrderByOperator(d, actorOf(req), req.params.openOrderId);
     return { closeState: r.closeState, openOrderId: r.order.id, status: r.order.status, closedReason: r.order.closedReason };
   });
 
-  scope.get<{ Querystring: { status?: string; appId?: string; limit?: string } }>('/events', async (req) => {
+  scope.get<{ Querystring: { status?: string; appId?: string; limit?: string } }>('/events', need('read'), async (req) => {
     const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'appId' && k !== 'limit');
     if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status, appId and limit');
     const { status, appId } = req.query;
@@ -86,7 +98,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     return { events: await bo.listEvents(d, { status: status ?? null, appId: appId ?? null, limit }) };
   });
 
-  scope.get<E>('/events/:eventId', async (req) => {
+  scope.get<E>('/events/:eventId', need('read'), async (req) => {
     const { event: e, deliveries } = await bo.eventDetail(d, req.params.eventId);
     return {
       eventId: e.eventId,
@@ -106,13 +118,66 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   });
 
   /** Redelivery of a dead or delivered event: it goes back to the queue with a fresh schedule. */
-  scope.post<E>('/events/:eventId/redeliver', async (req, reply) => {
+  scope.post<E>('/events/:eventId/redeliver', need('events.redeliver'), async (req, reply) => {
     optionalBodyOf(req, noFieldsSchema);
-    await bo.redeliverEvent(d, req.params.eventId);
+    await bo.redeliverEvent(d, actorOf(req), req.params.eventId);
     return reply.code(202).send({ eventId: req.params.eventId, status: 'PENDING' });
   });
 
-  scope.get('/duplicate-payments', async () => ({
+  /** Redelivery of several events: each one as the single route does it, each with its own answer. */
+  scope.post('/events/redeliver', need('events.redeliver'), async (req) => {
+    const b = bodyOf(req, redeliverEventsSchema);
+    const results = [];
+    for (const eventId of b.eventIds as string[]) {
+      try {
+        await bo.redeliverEvent(d, actorOf(req), eventId);
+        results.push({ eventId, status: 'PENDING' });
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        const a = adminErrorOf(err);
+        results.push({ eventId, code: a.code, message: a.message });
+      }
+    }
+    return { results };
+  });
+
+  // --- the console's reads: dashboard, order search, refunds ---
+  scope.get('/dashboard', need('read'), async () => reads.dashboard(d));
+
+  scope.get('/orders', need('read'), async (req) => {
+    const q = queryOf(req, {
+      openOrderId: text(64),
+      outTradeNo: text(64),
+      appId: text(64),
+      status: oneOf(ORDER_STATUSES),
+      channel: oneOf(CHANNELS),
+      from: time,
+      to: time,
+      cursor: cursorOf,
+      limit: int(1, 200),
+    });
+    const limit = q.limit ?? 50;
+    const rows = await reads.searchOrders(d, {
+      openOrderId: q.openOrderId,
+      outTradeNo: q.outTradeNo,
+      appId: q.appId,
+      status: q.status,
+      channel: q.channel,
+      from: q.from,
+      to: q.to,
+      before: q.cursor,
+      limit,
+    });
+    const last = rows.at(-1);
+    return { orders: rows, nextCursor: rows.length === limit && last ? `${last.createdAt.toISOString()}_${last.openOrderId}` : null };
+  });
+
+  scope.get('/refunds', need('read'), async (req) => {
+    const q = queryOf(req, { state: oneOf(REFUND_STATES), appId: text(64), limit: int(1, 500) });
+    return { refunds: await reads.listRefunds(d, { state: q.state, appId: q.appId, limit: q.limit ?? 100 }) };
+  });
+
+  scope.get('/duplicate-payments', need('read'), async () => ({
     duplicatePayments: (await bo.listDuplicates(d)).map((x) => ({
       id: x.id,
       openOrderId: x.orderId,
@@ -126,7 +191,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     })),
   }));
 
-  scope.get<{ Querystring: { status?: string; limit?: string } }>('/provider-discrepancies', async (req) => {
+  scope.get<{ Querystring: { status?: string; limit?: string } }>('/provider-discrepancies', need('read'), async (req) => {
     const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'limit');
     if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status and limit');
     const { status } = req.query;
@@ -144,8 +209,8 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     return { discrepancies: rows };
   });
 
-  scope.post<{ Params: { id: string } }>('/provider-discrepancies/:id/resolve', async (req) => {
+  scope.post<{ Params: { id: string } }>('/provider-discrepancies/:id/resolve', need('reconciliation.write'), async (req) => {
     optionalBodyOf(req, noFieldsSchema);
-    return bo.resolveDiscrepancy(d, req.params.id);
+    return bo.resolveDiscrepancy(d, actorOf(req), req.params.id);
   });
 }

@@ -135,3 +135,52 @@ export const rotateKeySchema = {
   additionalProperties: false,
   properties: { activateAfterSeconds: { type: 'integer', minimum: 0, maximum: 30 * 86_400 } },
 } as const satisfies ObjectSchema;
+
+// --- operators, tokens, the console --------------------------------------------------------------
+
+const ROLE = { type: 'string', enum: ['admin', 'operations', 'finance', 'support'] } as const;
+const PASSWORD = { type: 'string', minLength: 1, maxLength: 1024 } as const;
+
+export const createOperatorSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'role', 'password'],
+  properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, role: ROLE, password: PASSWORD },
+} as const satisfies ObjectSchema;
+
+export const patchOperatorSchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { role: ROLE, status: { type: 'string', enum: ['ACTIVE', 'DISABLED'] }, password: PASSWORD },
+} as const satisfies ObjectSchema;
+
+export const createTokenSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['label'],
+  properties: { label: { type: 'string', minLength: 1, maxLength: 128 } },
+} as const satisfies ObjectSchema;
+
+export const redeliverEventsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['eventIds'],
+  properties: {
+    eventIds: { type: 'array', items: { type: 'string', minLength: 1, maxLength: 64 }, minItems: 1, maxItems: 100, uniqueItems: true },
+  },
+} as const satisfies ObjectSchema;
+
+export const signInSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'password'],
+  properties: { name: { type: 'string', minLength: 1, maxLength: 128 }, password: PASSWORD },
+} as const satisfies ObjectSchema;
+
+export const changePasswordSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['currentPassword', 'newPassword'],
+  properties: { currentPassword: PASSWORD, newPassword: PASSWORD },
+} as const satisfies ObjectSchema;

@@ -1,15 +1,15 @@
 /**
- * The back-office (admin) API under /api/admin/v1, bearer ADMIN_TOKEN (decisions.md section 8).
+ * The back-office (admin) API under /api/admin/v1 (decisions.md section 8): bearer ADMIN_TOKEN,
+ * an operator's bearer token, or the console's session (src/http/operator-auth.ts). Each route
+ * declares who may call it (`need(permission)`, the role table of src/domain/operators.ts).
  * Errors are {code, message}. Every body is validated strictly; a refused request changes nothing.
- * Thin routes: the body's schema, one back-office use case, one view.
+ * Thin routes: the body's schema, one back-office use case with the request's actor, one view.
  */
 import type { FastifyInstance } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
 import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
 import type { Services } from '../services.ts';
 import type { AccountRow, AppRow } from '../store/merchants.ts';
 import * as bo from '../usecases/back-office.ts';
-import { checkCidrs } from '../usecases/back-office.ts';
 import {
   addKeySchema,
   allocationSchema,
@@ -24,6 +24,8 @@ import {
 } from './admin-schemas.ts';
 import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
+import { registerAdminOperators } from './admin-operators.ts';
+import { actorOf, authenticate, authorize, need } from './operator-auth.ts';
 
 /** A rotated platform key signs this long after it is published, unless the rotation says otherwise. */
 export const DEFAULT_KEY_ACTIVATION_SECONDS = 86_400;
@@ -74,21 +76,27 @@ function allocationView(a: Allocation & { updatedAt: Date }) {
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;
   const d = svc.backOffice;
-  installBackOffice(scope, adminToken, 'admin request failed');
+  installBackOffice(scope, (req, reply) => authenticate(req, reply, svc, adminToken), 'admin request failed');
+  // After authentication and the path and query checks: the route's own rule.
+  scope.addHook('onRequest', async (req) => authorize(req));
+  // Nothing the back office answers is kept by a cache.
+  scope.addHook('onSend', async (_req, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
 
   // --- merchants ---
-  scope.post('/merchants', async (req, reply) => {
+  scope.post('/merchants', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, createMerchantSchema);
-    const m = await bo.createMerchant(d, { name: b.name as string, entityType: b.entityType as EntityType });
+    const m = await bo.createMerchant(d, actorOf(req), { name: b.name as string, entityType: b.entityType as EntityType });
     return reply.code(201).send({ merchantId: m.id, name: m.name, entityType: m.entityType, createdAt: m.createdAt.toISOString() });
   });
 
-  scope.get('/merchants', async () => {
+  scope.get('/merchants', need('read'), async () => {
     const rows = await bo.listMerchants(d);
     return { merchants: rows.map((m) => ({ merchantId: m.id, name: m.name, entityType: m.entityType, createdAt: m.createdAt })) };
   });
 
-  scope.get<M>('/merchants/:merchantId', async (req) => {
+  scope.get<M>('/merchants/:merchantId', need('read'), async (req) => {
     const { merchant: m, apps, accounts, allocation, feeRule } = await bo.merchantDetail(d, req.params.merchantId);
     return {
       merchantId: m.id,
@@ -103,38 +111,38 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   });
 
   // --- apps ---
-  scope.post<M>('/merchants/:merchantId/apps', async (req, reply) => {
+  scope.post<M>('/merchants/:merchantId/apps', need('merchants.write'), async (req, reply) => {
     const b = optionalBodyOf(req, createAppSchema) as bo.AppInput;
-    return reply.code(201).send(appView(await bo.createApp(d, req.params.merchantId, b)));
+    return reply.code(201).send(appView(await bo.createApp(d, actorOf(req), req.params.merchantId, b)));
   });
 
-  scope.get<A>('/apps/:appId', async (req) => appView(await bo.getApp(d, req.params.appId)));
+  scope.get<A>('/apps/:appId', need('read'), async (req) => appView(await bo.getApp(d, req.params.appId)));
 
-  scope.patch<A>('/apps/:appId', async (req) => {
+  scope.patch<A>('/apps/:appId', need('merchants.write'), async (req) => {
     const b = bodyOf(req, patchAppSchema) as bo.AppInput & { status?: 'ACTIVE' | 'DISABLED' };
-    return appView(await bo.updateApp(d, req.params.appId, b));
+    return appView(await bo.updateApp(d, actorOf(req), req.params.appId, b));
   });
 
   // --- merchant public keys ---
-  scope.post<A>('/apps/:appId/keys', async (req, reply) => {
+  scope.post<A>('/apps/:appId/keys', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, addKeySchema);
-    const k = await bo.addAppKey(d, req.params.appId, b.keyId as string, b.publicKeyPem as string);
+    const k = await bo.addAppKey(d, actorOf(req), req.params.appId, b.keyId as string, b.publicKeyPem as string);
     return reply.code(201).send({ appId: k.appId, keyId: k.keyId, status: 'ACTIVE', publicKeyPem: k.publicKeyPem });
   });
 
-  scope.get<A>('/apps/:appId/keys', async (req) => {
+  scope.get<A>('/apps/:appId/keys', need('read'), async (req) => {
     const keys = await bo.listAppKeys(d, req.params.appId);
     return { keys: keys.map((k) => ({ keyId: k.keyId, status: k.status, publicKeyPem: k.publicKeyPem, createdAt: k.createdAt })) };
   });
 
-  scope.patch<{ Params: { appId: string; keyId: string } }>('/apps/:appId/keys/:keyId', async (req) => {
+  scope.patch<{ Params: { appId: string; keyId: string } }>('/apps/:appId/keys/:keyId', need('merchants.write'), async (req) => {
     const b = bodyOf(req, patchKeySchema);
-    const k = await bo.setAppKeyStatus(d, req.params.appId, req.params.keyId, b.status as 'ACTIVE' | 'DISABLED');
+    const k = await bo.setAppKeyStatus(d, actorOf(req), req.params.appId, req.params.keyId, b.status as 'ACTIVE' | 'DISABLED');
     return { appId: k.appId, keyId: k.keyId, status: k.status };
   });
 
   // --- platform keys (public parts only) ---
-  scope.get('/platform-keys', async () => {
+  scope.get('/platform-keys', need('read'), async () => {
     const next = svc.keys.next;
     return {
       keys: svc.keys.list().map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })),
@@ -145,55 +153,53 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
 
   // Staged by default: merchants verify with the published keys they fetched, so a key that
   // signed at once would fail every verification until they fetch again.
-  scope.post('/platform-keys/rotate', async (req, reply) => {
+  scope.post('/platform-keys/rotate', need('platformKeys.rotate'), async (req, reply) => {
     const b = optionalBodyOf(req, rotateKeySchema);
     const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
-    try {
-      const k = await svc.keys.rotate(seconds * 1000);
-      return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
-    } catch (err) {
-      throw new AdminError('ADMIN_STATE_INVALID', (err as Error).message);
-    }
+    const k = await bo.rotatePlatformKey(d, actorOf(req), seconds * 1000);
+    return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
   });
 
   // --- settlement accounts, allocation, fee rule ---
-  scope.post<M>('/merchants/:merchantId/settlement-accounts', async (req, reply) => {
-    const b = bodyOf(req, createAccountSchema) as Parameters<typeof bo.addSettlementAccount>[2];
-    return reply.code(201).send(accountView(await bo.addSettlementAccount(d, req.params.merchantId, b)));
+  scope.post<M>('/merchants/:merchantId/settlement-accounts', need('settlement.write'), async (req, reply) => {
+    const b = bodyOf(req, createAccountSchema) as Parameters<typeof bo.addSettlementAccount>[3];
+    return reply.code(201).send(accountView(await bo.addSettlementAccount(d, actorOf(req), req.params.merchantId, b)));
   });
 
-  scope.get<M>('/merchants/:merchantId/settlement-accounts', async (req) => ({
+  scope.get<M>('/merchants/:merchantId/settlement-accounts', need('read'), async (req) => ({
     accounts: (await bo.listSettlementAccounts(d, req.params.merchantId)).map(accountView),
   }));
 
-  scope.put<M>('/merchants/:merchantId/allocation', async (req) => {
-    const b = bodyOf(req, allocationSchema) as Parameters<typeof bo.setAllocation>[2];
-    return allocationView(await bo.setAllocation(d, req.params.merchantId, b));
+  scope.put<M>('/merchants/:merchantId/allocation', need('settlement.write'), async (req) => {
+    const b = bodyOf(req, allocationSchema) as Parameters<typeof bo.setAllocation>[3];
+    return allocationView(await bo.setAllocation(d, actorOf(req), req.params.merchantId, b));
   });
 
-  scope.get<M>('/merchants/:merchantId/allocation', async (req) => allocationView(await bo.getAllocation(d, req.params.merchantId)));
+  scope.get<M>('/merchants/:merchantId/allocation', need('read'), async (req) =>
+    allocationView(await bo.getAllocation(d, req.params.merchantId)),
+  );
 
-  scope.put<M>('/merchants/:merchantId/fee-rule', async (req) => {
+  scope.put<M>('/merchants/:merchantId/fee-rule', need('feeRules.write'), async (req) => {
     const b = bodyOf(req, feeRuleSchema) as unknown as FeeRule;
     const { ruleVersion, standardRateBps, largeRateBps, thresholdFen, merchantRateBps } = b;
-    return bo.setFeeRule(d, req.params.merchantId, { ruleVersion, standardRateBps, largeRateBps, thresholdFen, merchantRateBps });
+    return bo.setFeeRule(d, actorOf(req), req.params.merchantId, {
+      ruleVersion,
+      standardRateBps,
+      largeRateBps,
+      thresholdFen,
+      merchantRateBps,
+    });
   });
 
-  scope.get<M>('/merchants/:merchantId/fee-rule', async (req) => bo.getFeeRule(d, req.params.merchantId));
+  scope.get<M>('/merchants/:merchantId/fee-rule', need('read'), async (req) => bo.getFeeRule(d, req.params.merchantId));
 
   // --- platform source-IP policy (overrides the environment's defaults at run time) ---
-  scope.get('/platform/ip-policy', async () => svc.ipPolicy.view());
-  scope.put('/platform/ip-policy', async (req) => {
-    const b = bodyOf(req, ipPolicySchema);
-    await svc.ipPolicy.update({
-      trustedProxies: b.trustedProxies === undefined ? undefined : checkCidrs('trustedProxies', b.trustedProxies as string[]),
-      allowlist: b.allowlist === undefined ? undefined : b.allowlist === null ? null : checkCidrs('allowlist', b.allowlist as string[]),
-      denylist: b.denylist === undefined ? undefined : checkCidrs('denylist', b.denylist as string[]),
-      allowIpv4: b.allowIpv4 as boolean | undefined,
-      allowIpv6: b.allowIpv6 as boolean | undefined,
-    });
-    return svc.ipPolicy.view();
+  scope.get('/platform/ip-policy', need('read'), async () => svc.ipPolicy.view());
+  scope.put('/platform/ip-policy', need('ipPolicy.write'), async (req) => {
+    const b = bodyOf(req, ipPolicySchema) as Parameters<typeof bo.setIpPolicy>[2];
+    return bo.setIpPolicy(d, actorOf(req), b);
   });
 
   registerAdminOperations(scope, svc);
+  registerAdminOperators(scope, svc);
 }

@@ -23,8 +23,9 @@ const APP_COLS = `id, merchant_id AS "merchantId", status, notify_url AS "notify
   daily_amount_ceiling_fen AS "dailyAmountCeilingFen", rate_limit_per_second AS "rateLimitPerSecond",
   created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-export async function getApp(db: Queryable, appId: string): Promise<AppRow | null> {
-  const r = await db.query<AppRow>(`SELECT ${APP_COLS} FROM apps WHERE id = $1`, [appId]);
+/** `lock`: FOR UPDATE, for a change that records the row as it was (the audit log's before). */
+export async function getApp(db: Queryable, appId: string, lock = false): Promise<AppRow | null> {
+  const r = await db.query<AppRow>(`SELECT ${APP_COLS} FROM apps WHERE id = $1${lock ? ' FOR UPDATE' : ''}`, [appId]);
   return r.rows[0] ?? null;
 }
 
@@ -39,9 +40,10 @@ export interface MerchantRow {
   createdAt: Date;
 }
 
-export async function getMerchant(db: Queryable, id: string): Promise<MerchantRow | null> {
+/** `lock`: FOR UPDATE, serializing changes of the merchant's configuration (accounts, allocation, fee rule). */
+export async function getMerchant(db: Queryable, id: string, lock = false): Promise<MerchantRow | null> {
   const r = await db.query<MerchantRow>(
-    'SELECT id, name, entity_type AS "entityType", created_at AS "createdAt" FROM merchants WHERE id = $1',
+    `SELECT id, name, entity_type AS "entityType", created_at AS "createdAt" FROM merchants WHERE id = $1${lock ? ' FOR UPDATE' : ''}`,
     [id],
   );
   return r.rows[0] ?? null;
@@ -55,10 +57,10 @@ export interface AppKeyRow {
   createdAt: Date;
 }
 
-export async function getAppKey(db: Queryable, appId: string, keyId: string): Promise<AppKeyRow | null> {
+export async function getAppKey(db: Queryable, appId: string, keyId: string, lock = false): Promise<AppKeyRow | null> {
   const r = await db.query<AppKeyRow>(
     `SELECT app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"
-       FROM app_keys WHERE app_id = $1 AND key_id = $2`,
+       FROM app_keys WHERE app_id = $1 AND key_id = $2${lock ? ' FOR UPDATE' : ''}`,
     [appId, keyId],
   );
   return r.rows[0] ?? null;

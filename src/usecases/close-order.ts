@@ -7,7 +7,7 @@ import { DomainError } from '../domain/errors.ts';
 import { MERCHANT_NO_RE } from '../domain/order-input.ts';
 import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
 import { type CallOptions, ProviderRejectedError } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
+import { type Tx, withTx } from '../store/db.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { untilSettled } from './attempts.ts';
@@ -20,11 +20,18 @@ export const PENDING_WAIT_MS = 10_000;
 
 type Outcome = 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
 
+/** Called in the close's transaction when it changed the order (closed it, or kept the close pending). */
+export type CloseRecorder = (
+  tx: Tx,
+  c: { closeState: 'CLOSE_REQUESTED' | 'UNKNOWN_KEPT'; before: OrderRow; after: OrderRow },
+) => Promise<void>;
+
 export async function closeOrderById(
   d: UseCaseDeps,
   orderId: string,
   reason: ClosedReason,
   opts: CallOptions = {},
+  onChanged?: CloseRecorder,
 ): Promise<{ closeState: CloseState; order: OrderRow }> {
   const flow = `close order (${reason})`;
   const o = await orders.getOrder(d.db, orderId);
@@ -64,7 +71,7 @@ export async function closeOrderById(
     }
   }
   const values = [...outcomes.values()];
-  const r = await withTx(d.db, async (tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
+  const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
     let order = (await orders.getOrder(tx, o.id, true))!;
     const now = nowOf(d);
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
@@ -97,6 +104,14 @@ export async function closeOrderById(
     }
     order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
     return { closeState: 'CLOSE_REQUESTED', order };
+  };
+  const r = await withTx(d.db, async (tx) => {
+    const out = await decide(tx);
+    // The caller's record of the change (the back office's audit entry), in the same transaction.
+    if (onChanged && (out.closeState === 'CLOSE_REQUESTED' || out.closeState === 'UNKNOWN_KEPT')) {
+      await onChanged(tx, { closeState: out.closeState, before: o, after: out.order });
+    }
+    return out;
   });
   if (values.includes('PAID')) d.wakeWorkers();
   if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');

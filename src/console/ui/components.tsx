@@ -1,0 +1,219 @@
+/** Shared pieces of the console's pages: loading data, running an action, showing a refusal, tables, the chart. */
+import type { ComponentChildren } from 'preact';
+import { createContext } from 'preact';
+import { useCallback, useContext, useEffect, useState } from 'preact/hooks';
+import { ApiError, type Session } from './api.ts';
+
+export const SessionContext = createContext<Session | null>(null);
+
+/** Whether the signed-in operator's role allows a permission (the page hides what the server would refuse). */
+export function useCan(): (permission: string) => boolean {
+  const s = useContext(SessionContext);
+  return (p) => s?.permissions.includes(p) ?? false;
+}
+
+export interface Loaded<T> {
+  data: T | null;
+  error: unknown;
+  loading: boolean;
+  reload: () => void;
+}
+
+/** Loads data when a dependency changes; `reload` loads it again (after a change). */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
+  const [state, setState] = useState<{ data: T | null; error: unknown; loading: boolean }>({ data: null, error: null, loading: true });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setState((s) => ({ ...s, loading: true }));
+    load().then(
+      (data) => live && setState({ data, error: null, loading: false }),
+      (error: unknown) => live && setState({ data: null, error, loading: false }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [...deps, tick]);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  return { ...state, reload };
+}
+
+export interface Action {
+  run: (f: () => Promise<unknown>, done?: string) => Promise<boolean>;
+  busy: boolean;
+  error: unknown;
+  message: string | null;
+}
+
+/** Runs a change: busy while it runs, then its refusal or a short confirmation. */
+export function useAction(): Action {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  const run = useCallback(async (f: () => Promise<unknown>, done?: string) => {
+    setBusy(true);
+    setError(null);
+    setMessage(null);
+    try {
+      await f();
+      setMessage(done ?? null);
+      return true;
+    } catch (err) {
+      setError(err);
+      return false;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { run, busy, error, message };
+}
+
+export function ErrorNote({ error }: { error: unknown }) {
+  if (!error) return null;
+  const text = error instanceof ApiError ? `${error.message} (${error.code})` : error instanceof Error ? error.message : String(error);
+  return (
+    <p class="note error" role="alert">
+      {text}
+    </p>
+  );
+}
+
+export function ActionNote({ action }: { action: Action }) {
+  return (
+    <>
+      <ErrorNote error={action.error} />
+      {action.message ? (
+        <p class="note ok" role="status">
+          {action.message}
+        </p>
+      ) : null}
+    </>
+  );
+}
+
+export function Loading<T>({ loaded, children }: { loaded: Loaded<T>; children: (data: T) => ComponentChildren }) {
+  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (loaded.data === null) return <p class="muted">Loading…</p>;
+  return <>{children(loaded.data)}</>;
+}
+
+export function Section({ title, children, actions }: { title: string; children: ComponentChildren; actions?: ComponentChildren }) {
+  return (
+    <section class="card">
+      <header class="card-head">
+        <h2>{title}</h2>
+        {actions}
+      </header>
+      {children}
+    </section>
+  );
+}
+
+/** A table that scrolls sideways inside its card on a narrow screen instead of widening the page. */
+export function Table({ head, children, empty }: { head: string[]; children: ComponentChildren; empty?: boolean }) {
+  return (
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            {head.map((h) => (
+              <th key={h}>{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {children}
+          {empty ? (
+            <tr>
+              <td colSpan={head.length} class="muted">
+                Nothing to show.
+              </td>
+            </tr>
+          ) : null}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export function Field({ label, children, hint }: { label: string; children: ComponentChildren; hint?: string }) {
+  return (
+    <label class="field">
+      <span>{label}</span>
+      {children}
+      {hint ? <small class="muted">{hint}</small> : null}
+    </label>
+  );
+}
+
+export function Status({ value }: { value: string }) {
+  return <span class={`badge badge-${value.toLowerCase()}`}>{value}</span>;
+}
+
+export function Pre({ value }: { value: unknown }) {
+  return <pre class="json">{typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</pre>;
+}
+
+/** The form's values as text, by input name. */
+export function formValues(e: Event): Record<string, string> {
+  e.preventDefault();
+  const form = e.currentTarget as HTMLFormElement;
+  const out: Record<string, string> = {};
+  for (const [k, v] of new FormData(form).entries()) if (typeof v === 'string') out[k] = v.trim();
+  return out;
+}
+
+/** A small bar chart of the last 24 hours: orders per hour, the paid part darker. */
+export function HourChart({ hours }: { hours: { hour: string; orders: number; paid: number }[] }) {
+  const w = 24 * 20;
+  const h = 120;
+  const max = Math.max(1, ...hours.map((x) => x.orders));
+  const y = (n: number) => (n / max) * (h - 20);
+  return (
+    <svg class="chart" viewBox={`-16 0 ${w + 32} ${h + 18}`} role="img" aria-label="Orders per hour over the last 24 hours">
+      {hours.map((x, i) => {
+        const at = new Date(x.hour);
+        return (
+          <g key={x.hour}>
+            <title>{`${at.getHours()}:00 — ${x.orders} orders, ${x.paid} paid`}</title>
+            <rect class="bar-all" x={i * 20 + 3} y={h - y(x.orders)} width={14} height={y(x.orders)} />
+            <rect class="bar-paid" x={i * 20 + 3} y={h - y(x.paid)} width={14} height={y(x.paid)} />
+            {i % 6 === 0 || i === hours.length - 1 ? (
+              <text x={i * 20 + 10} y={h + 14} text-anchor="middle">
+                {`${String(at.getHours()).padStart(2, '0')}:00`}
+              </text>
+            ) : null}
+          </g>
+        );
+      })}
+      <line class="axis" x1={0} y1={h} x2={w} y2={h} />
+    </svg>
+  );
+}
+
+export function Confirm({
+  label,
+  question,
+  onConfirm,
+  disabled,
+  danger,
+}: {
+  label: string;
+  question: string;
+  onConfirm: () => void;
+  disabled?: boolean;
+  danger?: boolean;
+}) {
+  return (
+    <button
+      type="button"
+      class={danger ? 'danger' : ''}
+      disabled={disabled}
+      onClick={() => {
+        if (window.confirm(question)) onConfirm();
+      }}
+    >
+      {label}
+    </button>
+  );
+}

@@ -1,0 +1,182 @@
+/**
+ * The operators' console: sign-in, then one page per fragment route (`#/orders/ord_...`). What the
+ * operator's role does not allow is left out of the pages; the server refuses it anyway.
+ */
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type Session, del, get, onSignedOut, post, rememberSession } from './api.ts';
+import { ErrorNote, Field, SessionContext, formValues, useAction } from './components.tsx';
+import { AccountPage } from './pages/account.tsx';
+import { AuditPage } from './pages/audit.tsx';
+import { DashboardPage } from './pages/dashboard.tsx';
+import { EventPage, EventsPage } from './pages/events.tsx';
+import { MerchantPage, MerchantsPage } from './pages/merchants.tsx';
+import { OperatorsPage } from './pages/operators.tsx';
+import { OrderPage, OrdersPage } from './pages/orders.tsx';
+import { PlatformPage } from './pages/platform.tsx';
+import { RefundsPage } from './pages/refunds.tsx';
+
+function currentRoute(): string[] {
+  const h = window.location.hash.replace(/^#\/?/, '');
+  return h.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
+}
+
+function useRoute(): string[] {
+  const [route, setRoute] = useState(currentRoute);
+  useEffect(() => {
+    const on = () => setRoute(currentRoute());
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+const NAV: { href: string; label: string; permission: string }[] = [
+  { href: '#/', label: 'Dashboard', permission: 'read' },
+  { href: '#/merchants', label: 'Merchants', permission: 'read' },
+  { href: '#/orders', label: 'Orders', permission: 'read' },
+  { href: '#/refunds', label: 'Refunds', permission: 'read' },
+  { href: '#/events', label: 'Events', permission: 'read' },
+  { href: '#/platform', label: 'Platform', permission: 'read' },
+  { href: '#/operators', label: 'Operators', permission: 'operators.manage' },
+  { href: '#/audit', label: 'Audit log', permission: 'audit.read' },
+  { href: '#/account', label: 'My account', permission: 'read' },
+];
+
+function Page({ route }: { route: string[] }) {
+  const [first, id] = route;
+  switch (first) {
+    case undefined:
+      return <DashboardPage />;
+    case 'merchants':
+      return id ? <MerchantPage merchantId={id} /> : <MerchantsPage />;
+    case 'orders':
+      return id ? <OrderPage orderId={id} /> : <OrdersPage />;
+    case 'refunds':
+      return <RefundsPage />;
+    case 'events':
+      return id ? <EventPage eventId={id} /> : <EventsPage />;
+    case 'platform':
+      return <PlatformPage />;
+    case 'operators':
+      return <OperatorsPage />;
+    case 'audit':
+      return <AuditPage />;
+    case 'account':
+      return <AccountPage />;
+    default:
+      return <p class="note error">There is no page {window.location.hash}.</p>;
+  }
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
+  const action = useAction();
+  return (
+    <main class="sign-in">
+      <form
+        class="card"
+        aria-label="Sign in"
+        onSubmit={(e) => {
+          const v = formValues(e);
+          void action.run(async () => onSignedIn(await post<Session>('/console/api/session', { name: v.name, password: v.password })));
+        }}
+      >
+        <h1>Operator console</h1>
+        <p class="muted">Merchant Payment Service</p>
+        <Field label="Name">
+          <input name="name" autocomplete="username" required autoFocus />
+        </Field>
+        <Field label="Password">
+          <input name="password" type="password" autocomplete="current-password" required />
+        </Field>
+        <button type="submit" class="primary" disabled={action.busy}>
+          Sign in
+        </button>
+        <ErrorNote error={action.error} />
+      </form>
+    </main>
+  );
+}
+
+function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+  const route = useRoute();
+  const [menu, setMenu] = useState(false);
+  const active = `#/${route[0] ?? ''}`;
+  return (
+    <SessionContext.Provider value={session}>
+      <div class="shell">
+        <header class="top">
+          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
+            Menu
+          </button>
+          <strong class="brand">Operator console</strong>
+          <span class="who" data-operator={session.operator.name}>
+            {session.operator.name} · {session.operator.role}
+          </span>
+          <button type="button" onClick={onSignOut}>
+            Sign out
+          </button>
+        </header>
+        <nav class={menu ? 'side open' : 'side'} aria-label="Pages" onClick={() => setMenu(false)}>
+          {NAV.filter((n) => session.permissions.includes(n.permission)).map((n) => (
+            <a key={n.href} href={n.href} aria-current={n.href === active || (n.href === '#/' && active === '#/') ? 'page' : undefined}>
+              {n.label}
+            </a>
+          ))}
+        </nav>
+        <main class="content">
+          <Page route={route} />
+        </main>
+      </div>
+    </SessionContext.Provider>
+  );
+}
+
+function App() {
+  const [session, setSession] = useState<Session | null | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    onSignedOut(() => {
+      rememberSession(null);
+      setSession(null);
+    });
+    get<Session>('/console/api/session').then(
+      (s) => {
+        rememberSession(s);
+        setSession(s);
+      },
+      (err: unknown) => {
+        if (err instanceof ApiError && err.status === 401) setSession(null);
+        else setError(err);
+      },
+    );
+  }, []);
+  if (error) return <ErrorNote error={error} />;
+  if (session === undefined) return <p class="boot">Loading the console…</p>;
+  if (session === null) {
+    return (
+      <SignIn
+        onSignedIn={(s) => {
+          rememberSession(s);
+          setSession(s);
+        }}
+      />
+    );
+  }
+  return (
+    <Shell
+      session={session}
+      onSignOut={() => {
+        void del('/console/api/session')
+          .catch(() => {})
+          .finally(() => {
+            rememberSession(null);
+            setSession(null);
+            window.location.hash = '#/';
+          });
+      }}
+    />
+  );
+}
+
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,69 @@
+/** Today's orders and amount, the success rate, what needs an operator, and the last 24 hours. */
+import { get } from '../api.ts';
+import { HourChart, Loading, Section, useLoad } from '../components.tsx';
+import { money, percent, time } from '../format.ts';
+
+interface Dashboard {
+  at: string;
+  day: string;
+  today: { orders: number; amountFen: number; paid: number; paidAmountFen: number; successRate: number | null };
+  attention: {
+    attemptsUnknown: number;
+    refundsUnknown: number;
+    eventsPending: number;
+    eventsDead: number;
+    duplicatePayments: number;
+    duplicatePaymentsOpen: number;
+  };
+  last24Hours: { hour: string; orders: number; paid: number; paidAmountFen: number }[];
+}
+
+function Figure({ label, value, href, warn }: { label: string; value: string | number; href?: string; warn?: boolean }) {
+  const body = (
+    <>
+      <span class="figure-value">{value}</span>
+      <span class="figure-label">{label}</span>
+    </>
+  );
+  return <div class={warn ? 'figure warn' : 'figure'}>{href ? <a href={href}>{body}</a> : body}</div>;
+}
+
+export function DashboardPage() {
+  const loaded = useLoad(() => get<Dashboard>('/dashboard'), []);
+  return (
+    <>
+      <h1>Dashboard</h1>
+      <Loading loaded={loaded}>
+        {(d) => (
+          <>
+            <Section title={`Today (${d.day}, Asia/Shanghai)`}>
+              <div class="figures">
+                <Figure label="orders created" value={d.today.orders} />
+                <Figure label="amount ordered" value={money(d.today.amountFen)} />
+                <Figure label="paid" value={`${d.today.paid} · ${money(d.today.paidAmountFen)}`} />
+                <Figure label="success rate (paid / created)" value={percent(d.today.successRate)} />
+              </div>
+            </Section>
+            <Section title="Needs attention">
+              <div class="figures">
+                <Figure label="attempts UNKNOWN" value={d.attention.attemptsUnknown} warn={d.attention.attemptsUnknown > 0} />
+                <Figure label="refunds UNKNOWN" value={d.attention.refundsUnknown} href="#/refunds" warn={d.attention.refundsUnknown > 0} />
+                <Figure label="events pending" value={d.attention.eventsPending} href="#/events" />
+                <Figure label="events dead" value={d.attention.eventsDead} href="#/events" warn={d.attention.eventsDead > 0} />
+                <Figure
+                  label="duplicate payments (not yet refunded)"
+                  value={`${d.attention.duplicatePayments} (${d.attention.duplicatePaymentsOpen})`}
+                  warn={d.attention.duplicatePaymentsOpen > 0}
+                />
+              </div>
+            </Section>
+            <Section title="Last 24 hours: orders per hour (paid darker)">
+              <HourChart hours={d.last24Hours} />
+              <p class="muted">As of {time(d.at)}.</p>
+            </Section>
+          </>
+        )}
+      </Loading>
+    </>
+  );
+}

@@ -1,0 +1,234 @@
+/** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
+import { useState } from 'preact/hooks';
+import { get, post, query } from '../api.ts';
+import { ActionNote, Field, Loading, Pre, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
+import { time } from '../format.ts';
+
+interface EventSummary {
+  eventId: string;
+  appId: string;
+  openOrderId: string;
+  eventType: string;
+  stateVersion: number;
+  status: string;
+  attempts: number;
+  nextAttemptAt: string;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+export interface Delivery {
+  attemptNo: number;
+  attemptedAt: string;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export interface EventDetail extends EventSummary {
+  payload: unknown;
+  deliveries: Delivery[];
+}
+
+const redeliverable = (status: string) => status === 'DEAD' || status === 'DELIVERED';
+
+export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
+  return (
+    <Table head={['#', 'At', 'Answer', 'Error', 'Took']} empty={deliveries.length === 0}>
+      {deliveries.map((x) => (
+        <tr key={x.attemptNo}>
+          <td>{x.attemptNo}</td>
+          <td>{time(x.attemptedAt)}</td>
+          <td>{x.statusCode ?? '—'}</td>
+          <td>{x.error ?? ''}</td>
+          <td class="num">{x.durationMs} ms</td>
+        </tr>
+      ))}
+    </Table>
+  );
+}
+
+export function RedeliverButton({ event, onDone }: { event: { eventId: string; status: string }; onDone: () => void }) {
+  const can = useCan();
+  const action = useAction();
+  if (!can('events.redeliver') || !redeliverable(event.status)) return null;
+  return (
+    <div>
+      <button
+        type="button"
+        disabled={action.busy}
+        onClick={() =>
+          void action.run(async () => {
+            await post(`/events/${encodeURIComponent(event.eventId)}/redeliver`);
+            onDone();
+          }, 'Queued for delivery again.')
+        }
+      >
+        Redeliver
+      </button>
+      <ActionNote action={action} />
+    </div>
+  );
+}
+
+export function EventsPage() {
+  const can = useCan();
+  const [filter, setFilter] = useState<{ status: string; appId: string }>({ status: '', appId: '' });
+  const loaded = useLoad(
+    () => get<{ events: EventSummary[] }>(`/events${query({ ...filter, limit: 200 })}`),
+    [filter.status, filter.appId],
+  );
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const many = useAction();
+  const [results, setResults] = useState<{ eventId: string; status?: string; code?: string; message?: string }[]>([]);
+  return (
+    <>
+      <h1>Events</h1>
+      <Section title="Filter">
+        <form
+          class="inline-form"
+          aria-label="Filter events"
+          onSubmit={(e) => {
+            const v = formValues(e);
+            setSelected(new Set());
+            setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
+          }}
+        >
+          <Field label="Status">
+            <select name="status" defaultValue={filter.status}>
+              <option value="">any</option>
+              <option>PENDING</option>
+              <option>DELIVERED</option>
+              <option>DEAD</option>
+            </select>
+          </Field>
+          <Field label="App id">
+            <input name="appId" defaultValue={filter.appId} />
+          </Field>
+          <button type="submit" class="primary">
+            Show
+          </button>
+        </form>
+      </Section>
+      <Section
+        title="Events, newest first"
+        actions={
+          can('events.redeliver') ? (
+            <button
+              type="button"
+              disabled={selected.size === 0 || many.busy}
+              onClick={() =>
+                void many.run(async () => {
+                  const r = await post<{ results: typeof results }>('/events/redeliver', { eventIds: [...selected] });
+                  setResults(r.results);
+                  setSelected(new Set());
+                  loaded.reload();
+                })
+              }
+            >
+              Redeliver selected ({selected.size})
+            </button>
+          ) : null
+        }
+      >
+        <ActionNote action={many} />
+        {results.length > 0 ? (
+          <ul class="results" role="status">
+            {results.map((r) => (
+              <li key={r.eventId}>
+                <span class="mono">{r.eventId}</span>: {r.status ?? `${r.code} ${r.message}`}
+              </li>
+            ))}
+          </ul>
+        ) : null}
+        <Loading loaded={loaded}>
+          {(d) => (
+            <Table head={['', 'Event id', 'Type', 'Order', 'Status', 'Tries', 'Last error', 'Created']} empty={d.events.length === 0}>
+              {d.events.map((e) => (
+                <tr key={e.eventId} data-event={e.eventId}>
+                  <td>
+                    {can('events.redeliver') && redeliverable(e.status) ? (
+                      <input
+                        type="checkbox"
+                        aria-label={`Select ${e.eventId}`}
+                        checked={selected.has(e.eventId)}
+                        onChange={(ev) => {
+                          const next = new Set(selected);
+                          if ((ev.currentTarget as HTMLInputElement).checked) next.add(e.eventId);
+                          else next.delete(e.eventId);
+                          setSelected(next);
+                        }}
+                      />
+                    ) : null}
+                  </td>
+                  <td class="mono">
+                    <a href={`#/events/${e.eventId}`}>{e.eventId}</a>
+                  </td>
+                  <td>{e.eventType}</td>
+                  <td class="mono">
+                    <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
+                  </td>
+                  <td>
+                    <Status value={e.status} />
+                  </td>
+                  <td class="num">{e.attempts}</td>
+                  <td>{e.lastError ?? ''}</td>
+                  <td>{time(e.createdAt)}</td>
+                </tr>
+              ))}
+            </Table>
+          )}
+        </Loading>
+      </Section>
+    </>
+  );
+}
+
+export function EventPage({ eventId }: { eventId: string }) {
+  const loaded = useLoad(() => get<EventDetail>(`/events/${encodeURIComponent(eventId)}`), [eventId]);
+  return (
+    <>
+      <p>
+        <a href="#/events">← Events</a>
+      </p>
+      <h1>
+        Event <span class="mono">{eventId}</span>
+      </h1>
+      <Loading loaded={loaded}>
+        {(e) => (
+          <>
+            <Section title="Event" actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
+              <dl class="facts">
+                <dt>Type</dt>
+                <dd>{e.eventType}</dd>
+                <dt>Status</dt>
+                <dd>
+                  <Status value={e.status} />
+                </dd>
+                <dt>Order</dt>
+                <dd class="mono">
+                  <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
+                </dd>
+                <dt>App</dt>
+                <dd class="mono">{e.appId}</dd>
+                <dt>Created</dt>
+                <dd>{time(e.createdAt)}</dd>
+                <dt>Delivered</dt>
+                <dd>{time(e.deliveredAt)}</dd>
+                <dt>Next try</dt>
+                <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
+              </dl>
+            </Section>
+            <Section title="Payload (as signed and sent)">
+              <Pre value={e.payload} />
+            </Section>
+            <Section title="Delivery log">
+              <Deliveries deliveries={e.deliveries} />
+            </Section>
+          </>
+        )}
+      </Loading>
+    </>
+  );
+}

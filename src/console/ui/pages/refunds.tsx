@@ -1,0 +1,64 @@
+/** Refunds, newest first, by state. */
+import { useState } from 'preact/hooks';
+import { get, query } from '../api.ts';
+import { Field, Loading, Section, Status, Table, formValues, useLoad } from '../components.tsx';
+import { money, time } from '../format.ts';
+
+interface Refund {
+  refundAttemptId: string;
+  openOrderId: string;
+  appId: string;
+  outRefundNo: string;
+  amountFen: number;
+  state: string;
+  automatic: boolean;
+  failureReason: string | null;
+  createdAt: string;
+}
+
+export function RefundsPage() {
+  const [state, setState] = useState('');
+  const loaded = useLoad(() => get<{ refunds: Refund[] }>(`/refunds${query({ state, limit: 200 })}`), [state]);
+  return (
+    <>
+      <h1>Refunds</h1>
+      <Section title="Filter">
+        <form class="inline-form" aria-label="Filter refunds" onSubmit={(e) => setState(formValues(e).state ?? '')}>
+          <Field label="State">
+            <select name="state">
+              <option value="">any</option>
+              {['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'].map((s) => (
+                <option key={s}>{s}</option>
+              ))}
+            </select>
+          </Field>
+          <button type="submit" class="primary">
+            Show
+          </button>
+        </form>
+      </Section>
+      <Section title="Refunds, newest first">
+        <Loading loaded={loaded}>
+          {(d) => (
+            <Table head={['Refund no.', 'Order', 'Amount', 'State', 'Kind', 'Created']} empty={d.refunds.length === 0}>
+              {d.refunds.map((r) => (
+                <tr key={r.refundAttemptId}>
+                  <td class="mono">{r.outRefundNo}</td>
+                  <td class="mono">
+                    <a href={`#/orders/${r.openOrderId}`}>{r.openOrderId}</a>
+                  </td>
+                  <td class="num">{money(r.amountFen)}</td>
+                  <td>
+                    <Status value={r.state} /> {r.failureReason ?? ''}
+                  </td>
+                  <td>{r.automatic ? 'automatic (duplicate payment)' : 'merchant'}</td>
+                  <td>{time(r.createdAt)}</td>
+                </tr>
+              ))}
+            </Table>
+          )}
+        </Loading>
+      </Section>
+    </>
+  );
+}

@@ -1,0 +1,59 @@
+/**
+ * Query strings of the back office's lists: only the named parameters, each at most once, each
+ * parsed strictly (a refusal names the parameter: 400 ADMIN_VALIDATION_FAILED).
+ */
+import type { FastifyRequest } from 'fastify';
+import { AdminError } from '../domain/errors.ts';
+
+type Parser<T> = (v: string, name: string) => T;
+
+const invalid = (message: string) => new AdminError('ADMIN_VALIDATION_FAILED', message);
+
+export function queryOf<S extends Record<string, Parser<unknown>>>(
+  req: FastifyRequest,
+  spec: S,
+): { [K in keyof S]: ReturnType<S[K]> | null } {
+  const q = (req.query ?? {}) as Record<string, unknown>;
+  const names = Object.keys(spec);
+  const unknown = Object.keys(q).find((k) => !names.includes(k));
+  if (unknown !== undefined) throw invalid(`the query parameters are ${names.join(', ')}`);
+  const out: Record<string, unknown> = {};
+  for (const name of names) {
+    const v = q[name];
+    if (v === undefined || v === '') out[name] = null;
+    else if (typeof v !== 'string') throw invalid(`${name} must be given once`);
+    else out[name] = spec[name]!(v, name);
+  }
+  return out as { [K in keyof S]: ReturnType<S[K]> | null };
+}
+
+export const text =
+  (max = 128): Parser<string> =>
+  (v, name) => {
+    if (v.length > max) throw invalid(`${name} must have at most ${max} characters`);
+    return v;
+  };
+
+export const oneOf =
+  <T extends string>(values: readonly T[]): Parser<T> =>
+  (v, name) => {
+    if (!(values as readonly string[]).includes(v)) throw invalid(`${name} must be one of ${values.join(', ')}`);
+    return v as T;
+  };
+
+export const int =
+  (min: number, max: number): Parser<number> =>
+  (v, name) => {
+    // Decimal digits only: `0x10`, `1e2` or ` 5` are not numbers here.
+    if (!/^[0-9]{1,12}$/.test(v) || Number(v) < min || Number(v) > max) throw invalid(`${name} must be ${min} to ${max}`);
+    return Number(v);
+  };
+
+const TIME_RE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/** An ISO 8601 instant with its offset, or a date alone: that day's start in Asia/Shanghai (the platform's day). */
+export const time: Parser<Date> = (v, name) => {
+  const ms = TIME_RE.test(v) ? Date.parse(v.length === 10 ? `${v}T00:00:00+08:00` : v) : NaN;
+  if (Number.isNaN(ms)) throw invalid(`${name} must be a date (2025-01-31) or an ISO 8601 time with its offset`);
+  return new Date(ms);
+};

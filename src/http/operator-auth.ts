@@ -1,0 +1,226 @@
+/**
+ * Who is calling the back office, and may they: the actor of a request to the admin API (the
+ * ADMIN_TOKEN, an operator's bearer token, or a console session cookie with its CSRF token), and
+ * the one authorization check of each route, from the role table of src/domain/operators.ts.
+ * Also the request id and source address every audit entry carries, and the console's cookie.
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AdminError } from '../domain/errors.ts';
+import { type Actor, type Channel, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
+import { forwardingHeaders } from '../gate/gate.ts';
+import { CidrList } from '../net/ip.ts';
+import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
+import type { Services } from '../services.ts';
+import { isOperatorToken, sessionOf, tokenOperator } from '../usecases/operators.ts';
+import { secretEquals } from './common.ts';
+
+// --- the request's id and source -----------------------------------------------------------------
+
+const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/;
+
+/** The caller's `X-Request-Id` when it is one (visible ASCII, at most 128), else a new `bo_` id. */
+export function requestIdOf(req: FastifyRequest): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : `bo_${randomBytes(12).toString('base64url')}`;
+}
+
+/**
+ * The client's address as the open API resolves it (forwarding headers honoured from
+ * TRUSTED_PROXIES only), without the open API's allow and deny lists: the TCP peer when the chain
+ * cannot be read.
+ */
+export function sourceIpOf(req: FastifyRequest, svc: Services): string {
+  const peer = req.raw.socket.remoteAddress;
+  const r = resolveSource(peer, forwardingHeaders(req.raw.rawHeaders), policyOf(svc.ipPolicy.view().trustedProxies));
+  return r.ok ? r.key : (peer ?? 'unknown');
+}
+
+/** The source policy of back-office requests: the platform's trusted proxies, every address accepted. */
+let compiled: { text: string; policy: SourceIpPolicy } | null = null;
+function policyOf(trustedProxies: string[]): SourceIpPolicy {
+  const text = trustedProxies.join(',');
+  if (compiled?.text !== text) {
+    compiled = {
+      text,
+      policy: {
+        trustedProxies: CidrList.parse(trustedProxies),
+        allowlist: null,
+        denylist: CidrList.parse([]),
+        allowIpv4: true,
+        allowIpv6: true,
+      },
+    };
+  }
+  return compiled.policy;
+}
+
+// --- the console's cookie ------------------------------------------------------------------------
+
+/**
+ * The session cookie: `HttpOnly`, `SameSite=Strict`, `Path=/`; `Secure` (and the `__Host-` name,
+ * which browsers accept only so) when operators reach the service over TLS, as PUBLIC_BASE_URL says.
+ */
+export function sessionCookieName(svc: Services): string {
+  return secureCookies(svc) ? '__Host-mps_console' : 'mps_console';
+}
+
+function secureCookies(svc: Services): boolean {
+  return svc.config.publicBaseUrl.startsWith('https://');
+}
+
+export function sessionCookieOf(req: FastifyRequest, svc: Services): string | null {
+  const header = req.headers.cookie;
+  if (typeof header !== 'string') return null;
+  const name = sessionCookieName(svc);
+  for (const part of header.split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) {
+      const v = part.slice(i + 1).trim();
+      return /^[A-Za-z0-9_-]{43}$/.test(v) ? v : null;
+    }
+  }
+  return null;
+}
+
+export function setSessionCookie(reply: FastifyReply, svc: Services, sessionId: string | null): void {
+  const attrs = ['Path=/', 'HttpOnly', 'SameSite=Strict', ...(secureCookies(svc) ? ['Secure'] : [])];
+  const value = sessionId === null ? `=; Max-Age=0` : `=${sessionId}; Max-Age=${SESSION_ABSOLUTE_SECONDS}`;
+  reply.header('set-cookie', `${sessionCookieName(svc)}${value}; ${attrs.join('; ')}`);
+}
+
+/**
+ * A browser's request from another site: its `Origin` (sent with every cross-origin request and
+ * every POST) names another host than the one it was sent to and than PUBLIC_BASE_URL's.
+ */
+export function crossSite(req: FastifyRequest, svc: Services): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return false;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    return true;
+  }
+  return host !== req.headers.host && host !== new URL(svc.config.publicBaseUrl).host;
+}
+
+// --- the actor ---------------------------------------------------------------------------------
+
+/** The actor of a console session's request. */
+export function sessionActor(
+  s: { role: Actor['role']; operatorId: string; operatorName: string },
+  at: { sourceIp: string; requestId: string },
+): Actor {
+  return {
+    kind: 'SESSION',
+    role: s.role,
+    operatorId: s.operatorId,
+    operatorName: s.operatorName,
+    tokenId: null,
+    channel: 'console',
+    ...at,
+  };
+}
+
+const actors = new WeakMap<FastifyRequest, Actor>();
+const sessionIds = new WeakMap<FastifyRequest, string>();
+
+/** The actor the authentication hook found (every back-office route runs after it). */
+export function actorOf(req: FastifyRequest): Actor {
+  const a = actors.get(req);
+  if (!a) throw new Error('actorOf: the request was not authenticated');
+  return a;
+}
+
+/** The console session id of a request authenticated by its cookie, else null. */
+export function sessionIdOf(req: FastifyRequest): string | null {
+  return sessionIds.get(req) ?? null;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function channelOf(req: FastifyRequest): Channel {
+  const ua = req.headers['user-agent'];
+  return typeof ua === 'string' && ua.startsWith('mps-ops/') ? 'cli' : 'api';
+}
+
+/**
+ * Authenticates a back-office request, in this order: an `Authorization: Bearer` header (the
+ * ADMIN_TOKEN, or an operator's `mpsop_` token) decides alone when present; otherwise the
+ * console's session cookie, which on a state-changing method also needs the session's CSRF
+ * token in `X-CSRF-Token` and no foreign `Origin`. Anything else is 401 ADMIN_UNAUTHORIZED.
+ */
+export async function authenticate(req: FastifyRequest, reply: FastifyReply, svc: Services, adminToken: string): Promise<Actor> {
+  const requestId = requestIdOf(req);
+  reply.header('x-request-id', requestId);
+  const base = { sourceIp: sourceIpOf(req, svc), requestId };
+  const authorization = req.headers.authorization;
+  const unauthorized = () => new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
+  let actor: Actor;
+  if (authorization !== undefined) {
+    // The scheme name is case-insensitive (RFC 9110, section 11.1).
+    const bearer = typeof authorization === 'string' && /^bearer /i.test(authorization) ? authorization.slice(7) : '';
+    if (secretEquals(bearer, adminToken)) {
+      actor = { kind: 'ADMIN_TOKEN', role: 'admin', operatorId: null, operatorName: null, tokenId: null, channel: channelOf(req), ...base };
+    } else {
+      const t = isOperatorToken(bearer) && bearer.length <= 128 ? await tokenOperator(svc, bearer) : null;
+      if (!t) throw unauthorized();
+      actor = {
+        kind: 'TOKEN',
+        role: t.role,
+        operatorId: t.operatorId,
+        operatorName: t.operatorName,
+        tokenId: t.tokenId,
+        channel: channelOf(req),
+        ...base,
+      };
+    }
+  } else {
+    const id = sessionCookieOf(req, svc);
+    const s = id === null ? null : await sessionOf(svc, id);
+    if (!s || id === null) throw unauthorized();
+    if (!SAFE_METHODS.has(req.method)) {
+      const csrf = req.headers['x-csrf-token'];
+      if (typeof csrf !== 'string' || !secretEquals(csrf, s.csrfToken) || crossSite(req, svc)) {
+        throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
+      }
+    }
+    sessionIds.set(req, id);
+    actor = sessionActor(s, base);
+  }
+  actors.set(req, actor);
+  return actor;
+}
+
+// --- authorization -------------------------------------------------------------------------------
+
+/** A route's rule: who may call it, given the actor and the request (its path parameters). */
+export type Authorize = (actor: Actor, req: FastifyRequest) => boolean;
+
+/** Route options for a route that takes one permission of the role table. */
+export function need(permission: Permission): { config: { authorize: Authorize; permission: string } } {
+  return { config: { authorize: (a) => can(a.role, permission), permission } };
+}
+
+/** Route options with a rule of its own (an operator's own tokens). */
+export function needRule(name: string, authorize: Authorize): { config: { authorize: Authorize; permission: string } } {
+  return { config: { authorize, permission: name } };
+}
+
+/**
+ * The authorization check of every back-office route: the route's rule, after authentication. A
+ * route without a rule refuses every caller (a route added without one is never open by mistake);
+ * an unknown path goes on to its 404.
+ */
+export function authorize(req: FastifyRequest): void {
+  if (req.is404) return;
+  const config = req.routeOptions.config as { authorize?: Authorize; permission?: string };
+  const actor = actorOf(req);
+  if (config.authorize === undefined || !config.authorize(actor, req)) {
+    throw new AdminError(
+      'ADMIN_FORBIDDEN',
+      `the role ${actor.role} does not allow this (${config.permission ?? 'no permission declared'})`,
+    );
+  }
+}
