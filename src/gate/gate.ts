@@ -9,7 +9,7 @@
 import { type KeyObject, createPublicKey, verify } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { responseSigningString, normalizeContentType, requestSigningString } from '@mps/sdk/signing';
+import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '@mps/sdk/signing';
 import type { Clock } from '../domain/clock.ts';
 import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
@@ -91,7 +91,6 @@ export async function sendOpen(
   payload: string,
   extra?: Record<string, string>,
 ): Promise<FastifyReply> {
-  const g = req.gate;
   let code: string | undefined;
   if (status >= 400) {
     // For metrics: the failure envelope starts with its code (replays included).
@@ -103,32 +102,76 @@ export async function sendOpen(
   if (log.setBindings !== undefined && log.isLevelEnabled?.('info') === true) {
     // The request's log lines ("request completed") name the request as the merchant sees it: its
     // X-SVC-Request-Id (or the gw_ id of an early rejection) and the failure code.
-    const id = g.headers?.requestId ?? /"requestId":"(gw_[A-Za-z0-9]{1,64})"/.exec(payload)?.[1];
+    const id = req.gate.headers?.requestId ?? /"requestId":"(gw_[A-Za-z0-9]{1,64})"/.exec(payload)?.[1];
     log.setBindings({ ...(id !== undefined ? { requestId: id } : {}), ...(code !== undefined ? { code } : {}) });
   }
   reply.code(status).header('content-type', 'application/json; charset=utf-8').header('cache-control', 'no-store');
   if (extra) for (const [k, v] of Object.entries(extra)) reply.header(k, v);
+  if (!(await identifyAndSign(svc, req, reply, status, () => sha256Hex(payload)))) return reply;
+  return reply.send(payload);
+}
+
+/**
+ * A successful answer whose body is a file streamed as it is made (a statement): its SHA-256 and
+ * size are known beforehand, so the answer is signed over them (section 3's BODY_SHA256) before
+ * the first byte leaves, and carries its Content-Length. The body stream must deliver exactly those
+ * bytes; if it fails, the connection is cut, so the receiver never holds a complete other file.
+ */
+export async function sendOpenStream(
+  svc: GateDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  file: { contentType: string; sha256: string; sizeBytes: number; headers: Record<string, string> },
+  body: Readable,
+): Promise<FastifyReply> {
+  reply.code(200).header('cache-control', 'no-store');
+  if (!(await identifyAndSign(svc, req, reply, 200, () => file.sha256))) {
+    body.destroy();
+    return reply;
+  }
+  reply.header('content-type', file.contentType).header('content-length', String(file.sizeBytes));
+  for (const [k, v] of Object.entries(file.headers)) reply.header(k, v);
+  body.on('error', (err) => {
+    req.log.error({ err }, 'streamed answer failed; connection cut');
+    req.raw.socket?.destroy();
+  });
+  return reply.send(body);
+}
+
+/**
+ * Section 3's headers of an answer: X-SVC-Request-Id once step 3 has passed, and the response
+ * signature over the body's SHA-256 once the gate signs (step 6 passed). Answers false when the
+ * signing key was unavailable: section 3's 503 has been sent instead (unsigned, requestId "").
+ */
+async function identifyAndSign(
+  svc: GateDeps,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  bodySha256: () => string,
+): Promise<boolean> {
+  const g = req.gate;
   const requestId = g.headers?.requestId;
   if (requestId !== undefined) reply.header('X-SVC-Request-Id', requestId);
-  if (g.signed && requestId !== undefined) {
-    const ts = String(Math.floor(svc.clock.now() / 1000));
-    const nonce = newId.nonce32();
-    try {
-      const s = await svc.keys.sign(responseSigningString({ timestamp: ts, nonce, requestId, status, body: payload }));
-      reply
-        .header('X-SVC-Response-Sign', s.signature)
-        .header('X-SVC-Response-Key-Id', s.keyId)
-        .header('X-SVC-Response-Timestamp', ts)
-        .header('X-SVC-Response-Nonce', nonce);
-    } catch (err) {
-      if (!(err instanceof SigningKeyUnavailableError)) req.log.error({ err }, 'response signing failed');
-      else req.log.error('platform signing key unavailable');
-      // decisions.md section 3: 503, unsigned, requestId "" in the body, the value in the header.
-      reply.code(503);
-      return reply.send(JSON.stringify(keyUnavailableBody()));
-    }
+  if (!g.signed || requestId === undefined) return true;
+  const ts = String(Math.floor(svc.clock.now() / 1000));
+  const nonce = newId.nonce32();
+  try {
+    const s = await svc.keys.sign(responseSigningString({ timestamp: ts, nonce, requestId, status, bodySha256: bodySha256() }));
+    reply
+      .header('X-SVC-Response-Sign', s.signature)
+      .header('X-SVC-Response-Key-Id', s.keyId)
+      .header('X-SVC-Response-Timestamp', ts)
+      .header('X-SVC-Response-Nonce', nonce);
+    return true;
+  } catch (err) {
+    if (!(err instanceof SigningKeyUnavailableError)) req.log.error({ err }, 'response signing failed');
+    else req.log.error('platform signing key unavailable');
+    // decisions.md section 3: 503, unsigned, requestId "" in the body, the value in the header.
+    reply.code(503).header('content-type', 'application/json; charset=utf-8');
+    reply.send(JSON.stringify(keyUnavailableBody()));
+    return false;
   }
-  return reply.send(payload);
 }
 
 export function sendResult(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: GateAnswer): Promise<FastifyReply> {

@@ -44,12 +44,15 @@ export interface ResponseSigningInput {
   nonce: string;
   requestId: string;
   status: number;
-  body: Uint8Array | string;
+  /** The raw body bytes; or, for a body streamed (a statement file), its hex SHA-256 in `bodySha256`. */
+  body?: Uint8Array | string;
+  bodySha256?: string;
 }
 
 /** decisions.md section 3: five lines, each ending in LF. */
 export function responseSigningString(i: ResponseSigningInput): string {
-  return `${i.timestamp}\n${i.nonce}\n${i.requestId}\n${i.status}\n${sha256Hex(i.body)}\n`;
+  const digest = i.bodySha256 ?? sha256Hex(i.body ?? '');
+  return `${i.timestamp}\n${i.nonce}\n${i.requestId}\n${i.status}\n${digest.toLowerCase()}\n`;
 }
 
 export interface NotificationSigningInput {
