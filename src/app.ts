@@ -58,12 +58,12 @@ function platformEnvelope(status: number, error: string, message: string) {
 }
 
 /**
- * The seven open routes (method and path, query aside): a request to one of them that Node's
- * parser refuses for a header (a control character in a value, a bad byte in a name) is a
- * malformed header of the open API, answered as the gate's step 3 answers one.
+ * The open routes (method and path, query aside; src/http/open.ts OPEN_ROUTES): a request to one
+ * of them that Node's parser refuses for a header (a control character in a value, a bad byte in
+ * a name) is a malformed header of the open API, answered as the gate's step 3 answers one.
  */
 const OPEN_ROUTE =
-  /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close))|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
+  /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close)|events\/[^/?\s]+\/redeliveries)|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts|statements\/[^/?\s]+(?:\/file)?|events(?:\/[^/?\s]+)?))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
 
 /** Parser errors of a bad byte in the header section: a control character or a byte not allowed in a name (INVALID_HEADER_TOKEN), a lone CR (LF_EXPECTED), a bare LF (CR_EXPECTED). */
 const BAD_HEADER_BYTE = new Set(['HPE_INVALID_HEADER_TOKEN', 'HPE_LF_EXPECTED', 'HPE_CR_EXPECTED']);

@@ -83,6 +83,7 @@ export const DOMAIN_CODES = [
   'TRADE_SCOPE_UNAVAILABLE',
   'LIMIT_EXCEEDED',
   'PROVIDER_REJECTED',
+  'RATE_LIMITED',
   'UNAVAILABLE',
 ] as const;
 export type DomainCode = (typeof DOMAIN_CODES)[number];
@@ -95,7 +96,7 @@ export class DomainError extends Error {
   readonly details: ErrorDetails | undefined;
   /** What was not found or refused (`order`, `app`, `key`, ...), for the surfaces that name it. */
   readonly entity: string | undefined;
-  /** UNAVAILABLE: when a retry may succeed. */
+  /** UNAVAILABLE, RATE_LIMITED: when a retry may succeed. */
   readonly retryAfterSeconds: number | undefined;
   constructor(code: DomainCode, message?: string, o: { details?: ErrorDetails; entity?: string; retryAfterSeconds?: number } = {}) {
     super(message ?? code);
@@ -105,4 +106,12 @@ export class DomainError extends Error {
     this.entity = o.entity;
     this.retryAfterSeconds = o.retryAfterSeconds;
   }
+}
+
+/**
+ * A query parameter outside its constraint: 400 OPEN_API_BODY_INVALID with `details.field` naming
+ * it (the closed table's one code for input that breaks a constraint; docs/decisions.md).
+ */
+export function invalidQuery(field: string, message: string): DomainError {
+  return new DomainError('VALIDATION_FAILED', message, { details: { field } });
 }

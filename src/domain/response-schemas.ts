@@ -269,3 +269,185 @@ export const webhookEventSchema = {
     status: { type: 'string', description: 'The order status or refund state after the change.' },
   },
 } as const satisfies ObjectSchema;
+
+const countAndAmount = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['count', 'amountFen'],
+  properties: { count: { type: 'integer', minimum: 0 }, amountFen: fen },
+} as const satisfies ObjectSchema;
+
+/** A statement's totals (docs/statements.md, "Totals"). */
+export const statementTotalsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'rowCount',
+    'paymentsSucceeded',
+    'paymentsClosed',
+    'paymentsFailed',
+    'refundsSucceeded',
+    'refundsFailed',
+    'companyServiceFeeFen',
+    'merchantSettlementFen',
+    'netAmountFen',
+  ],
+  properties: {
+    rowCount: { type: 'integer', minimum: 0 },
+    paymentsSucceeded: countAndAmount,
+    paymentsClosed: countAndAmount,
+    paymentsFailed: countAndAmount,
+    refundsSucceeded: countAndAmount,
+    refundsFailed: countAndAmount,
+    companyServiceFeeFen: { ...fen, description: "Sum of the fee projections' fees of the payments that succeeded." },
+    merchantSettlementFen: { ...fen, description: "Sum of the fee projections' settlements of the payments that succeeded." },
+    netAmountFen: { type: 'integer', description: 'paymentsSucceeded.amountFen - refundsSucceeded.amountFen (may be negative).' },
+  },
+  description: "The statement's rows added up, by kind and state, in fen.",
+} as const satisfies ObjectSchema;
+
+/** GET /statements/{settlementDate}: the summary of a day's statement. */
+export const statementSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'requestId',
+    'appId',
+    'settlementDate',
+    'timeZone',
+    'periodStart',
+    'periodEnd',
+    'format',
+    'formatVersion',
+    'compression',
+    'contentType',
+    'fileName',
+    'rowCount',
+    'sizeBytes',
+    'sha256',
+    'totals',
+    'filePath',
+  ],
+  properties: {
+    requestId,
+    appId: { type: 'string' },
+    settlementDate: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'The Asia/Shanghai calendar day (YYYY-MM-DD).' },
+    timeZone: { type: 'string', const: 'Asia/Shanghai' },
+    periodStart: { ...timestampSchema, description: "The day's first instant (00:00 Asia/Shanghai), inclusive." },
+    periodEnd: { ...timestampSchema, description: "The next day's first instant, exclusive." },
+    format: { type: 'string', const: 'CSV' },
+    formatVersion: {
+      type: 'integer',
+      minimum: 1,
+      description: 'The columns of the file (docs/statements.md); version 1 is described there.',
+    },
+    compression: { type: 'string', enum: ['NONE', 'GZIP'] },
+    contentType: { type: 'string', enum: ['text/csv; charset=utf-8', 'application/gzip'] },
+    fileName: { type: 'string' },
+    rowCount: { type: 'integer', minimum: 0 },
+    sizeBytes: { type: 'integer', minimum: 1, description: "The file's size in bytes (compressed, for GZIP)." },
+    sha256: {
+      type: 'string',
+      pattern: '^[0-9a-f]{64}$',
+      description: "Lower-case hex SHA-256 of the file's bytes as served (compressed, for GZIP).",
+    },
+    totals: statementTotalsSchema,
+    filePath: { type: 'string', description: 'The path (and query) to GET the file with, signed like any request.' },
+  },
+  description: "requestId plus the summary of the day's statement: its totals and its file's size and SHA-256.",
+} as const satisfies ObjectSchema;
+
+/** One delivery attempt of an event, as the merchant sees it. */
+export const deliveryAttemptSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['attemptNo', 'attemptedAt', 'httpStatus', 'error', 'durationMs', 'responseExcerpt'],
+  properties: {
+    attemptNo: { type: 'integer', minimum: 1 },
+    attemptedAt: timestampSchema,
+    httpStatus: nullable({ type: 'integer' }, 'The status your endpoint answered; null when it gave none.'),
+    error: nullable(
+      { type: 'string' },
+      'Why no status came back (TIMEOUT, CONNECTION_REFUSED, DNS_FAILED: ..., NO_NOTIFY_URL, ...), or REDIRECT_NOT_FOLLOWED; null when your endpoint answered.',
+    ),
+    durationMs: { type: 'integer', minimum: 0 },
+    responseExcerpt: nullable(
+      { type: 'string', maxLength: 200 },
+      "The first 200 characters of your endpoint's answer (control characters as spaces); nothing more is kept.",
+    ),
+  },
+  description: 'One delivery attempt of an event.',
+} as const satisfies ObjectSchema;
+
+/** An event of the app's log: its payload as delivered and how its delivery went. */
+export const eventLogEntrySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [
+    'eventId',
+    'eventType',
+    'occurredAt',
+    'stateVersion',
+    'status',
+    'deliveryAttempts',
+    'lastAttempt',
+    'nextAttemptAt',
+    'deliveredAt',
+    'payload',
+  ],
+  properties: {
+    eventId: { type: 'string', pattern: '^evt_[0-9a-z]+$' },
+    eventType: { type: 'string', enum: ['PAYMENT_SUCCEEDED', 'PAYMENT_CLOSED', 'PAYMENT_FAILED', 'REFUND_SUCCEEDED', 'REFUND_FAILED'] },
+    occurredAt: timestampSchema,
+    stateVersion: { type: 'integer', minimum: 1 },
+    status: {
+      type: 'string',
+      enum: ['PENDING', 'DELIVERED', 'DEAD'],
+      description: 'Delivery status: PENDING (queued or retrying), DELIVERED (acknowledged), DEAD (every retry failed).',
+    },
+    deliveryAttempts: { type: 'integer', minimum: 0 },
+    lastAttempt: nullable(deliveryAttemptSchema),
+    nextAttemptAt: nullable(timestampSchema, 'When it is sent next (PENDING only).'),
+    deliveredAt: nullable(timestampSchema),
+    payload: webhookEventSchema,
+  },
+  description: 'An event of the app: the payload exactly as delivered, and its delivery.',
+} as const satisfies ObjectSchema;
+
+export const eventListSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['requestId', 'events', 'nextCursor'],
+  properties: {
+    requestId,
+    events: { type: 'array', items: eventLogEntrySchema },
+    nextCursor: nullable({ type: 'string' }, 'Pass as cursor for the next (older) page; null on the last page.'),
+  },
+  description: "requestId plus a page of the app's events, newest first.",
+} as const satisfies ObjectSchema;
+
+/** The event's own fields spread, not extended: the log's entries stay closed where they are listed. */
+export const eventDetailSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: [...withRequestId.required, ...eventLogEntrySchema.required, 'deliveries'],
+  properties: {
+    ...withRequestId.properties,
+    ...eventLogEntrySchema.properties,
+    deliveries: { type: 'array', items: deliveryAttemptSchema },
+  },
+  description: 'requestId plus the event and its delivery attempts (the latest 50, oldest first).',
+} as const satisfies ObjectSchema;
+
+export const redeliverySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['requestId', 'eventId', 'status', 'nextAttemptAt'],
+  properties: {
+    requestId,
+    eventId: { type: 'string' },
+    status: { type: 'string', const: 'PENDING' },
+    nextAttemptAt: timestampSchema,
+  },
+  description: 'requestId plus the event queued for delivery again.',
+} as const satisfies ObjectSchema;

@@ -212,7 +212,8 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
     const lastError = ok ? null : o.statusCode !== null ? `HTTP ${o.statusCode}${o.error ? ` ${o.error}` : ''}` : o.error;
     // The attempt is logged even when the lease was lost meanwhile: it did happen. A failed
     // attempt whose app got another notify URL while it ran is due at once (docs/events.md: a URL
-    // change makes every pending event due immediately, the one in flight included).
+    // change makes every pending event due immediately, the one in flight included), and so is one
+    // the merchant asked to have delivered again while it ran.
     const fenced = await recorder.record({
       eventId: ev.id,
       token,
@@ -225,6 +226,7 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
       startedAt: new Date(startedAt),
       statusCode: o.statusCode,
       error: o.error,
+      excerpt: o.excerpt ?? null,
       durationMs,
       notifyUrl: ev.notifyUrl,
     });

@@ -202,6 +202,20 @@ export interface PostOutcome {
   statusCode: number | null;
   /** Short, log-safe reason when there is no status, or when a 3xx was not followed; else null. */
   error: string | null;
+  /**
+   * The start of the receiver's answer (its first EXCERPT_CHARS characters, control characters as
+   * spaces), shown to the merchant with the attempt; null when there was no answer or it was empty.
+   */
+  excerpt?: string | null;
+}
+
+/** How much of a receiver's answer is kept with the attempt. */
+export const EXCERPT_CHARS = 200;
+
+/** The first EXCERPT_CHARS characters of an answer's first bytes, printable, or null. */
+export function answerExcerpt(head: Buffer): string | null {
+  const text = [...head.toString('utf8').replace(/[\p{Cc}\p{Cs}\uFFFD]/gu, ' ')].slice(0, EXCERPT_CHARS).join('').trim();
+  return text === '' ? null : text;
 }
 
 const TIMEOUT = 'TIMEOUT';
@@ -252,11 +266,17 @@ function send(
     let settled = false;
     let statusCode: number | null = null;
     let reusedFailed = false;
+    const head: Buffer[] = [];
+    let headBytes = 0;
     const settle = (error: string | null) => {
       if (settled) return;
       settled = true;
       const redirect = statusCode !== null && statusCode >= 300 && statusCode < 400;
-      const outcome = { statusCode, error: error ?? (redirect ? 'REDIRECT_NOT_FOLLOWED' : null) };
+      const outcome = {
+        statusCode,
+        error: error ?? (redirect ? 'REDIRECT_NOT_FOLLOWED' : null),
+        excerpt: statusCode === null ? null : answerExcerpt(Buffer.concat(head)),
+      };
       resolve({ outcome, reusedConnectionFailed: reusedFailed });
     };
     // The connection goes to the checked address whatever the name would resolve to now.
@@ -286,6 +306,11 @@ function send(
         let received = 0;
         res.on('data', (chunk: Buffer) => {
           received += chunk.length;
+          // The excerpt's bytes (4 per character at most).
+          if (headBytes < EXCERPT_CHARS * 4) {
+            head.push(chunk.subarray(0, EXCERPT_CHARS * 4 - headBytes));
+            headBytes += Math.min(chunk.length, EXCERPT_CHARS * 4 - headBytes);
+          }
           if (received > o.maxResponseBytes) res.destroy();
         });
         res.on('error', () => {}); // aborted or capped after the status arrived

@@ -4,7 +4,7 @@
  */
 import { DomainError, type DomainCode, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import type { OpenResult } from '../usecases/results.ts';
-import { orderSnapshot, refundProjection, settlementBody } from './open-views.ts';
+import { eventDetailBody, eventPageBody, orderSnapshot, refundProjection, settlementBody, statementBody } from './open-views.ts';
 
 export interface OpenAnswer {
   status: number;
@@ -36,6 +36,14 @@ export function renderResult(r: OpenResult, c: RenderContext): OpenAnswer {
       return ok(200, refundProjection(r.refund, r.order, true));
     case 'settlement':
       return ok(200, settlementBody(r));
+    case 'statement':
+      return ok(200, statementBody(r));
+    case 'event-page':
+      return ok(200, eventPageBody(r));
+    case 'event':
+      return ok(200, eventDetailBody(r));
+    case 'event-redelivery':
+      return ok(202, { eventId: r.eventId, status: 'PENDING', nextAttemptAt: r.nextAttemptAt.toISOString() });
   }
 }
 
@@ -49,6 +57,7 @@ const CODE_OF: Record<DomainCode, OpenApiCode> = {
   TRADE_SCOPE_UNAVAILABLE: 'OPEN_API_TRADE_SCOPE_UNAVAILABLE',
   LIMIT_EXCEEDED: 'OPEN_API_LIMIT_EXCEEDED',
   PROVIDER_REJECTED: 'OPEN_API_PROVIDER_REJECTED',
+  RATE_LIMITED: 'OPEN_API_RATE_LIMITED',
   UNAVAILABLE: 'OPEN_API_GUARD_UNAVAILABLE',
 };
 

@@ -1,8 +1,14 @@
-/** The open API's projections: order snapshot, refund projection, settlement view (seed "Resources and their fields"; decisions.md section 6). */
+/**
+ * The open API's projections: order snapshot, refund projection, settlement view (seed "Resources
+ * and their fields"; decisions.md section 6); statement summaries and the event log.
+ */
 import { endedAttempt, needsNewAttempt, validAttempt } from '../domain/payability.ts';
 import type { AttemptRow, OrderRow } from '../store/orders.ts';
 import type { RefundRow } from '../store/refunds.ts';
-import type { SettlementView } from '../usecases/results.ts';
+import type { EventDetail, EventPage, SettlementView, StatementSummary } from '../usecases/results.ts';
+import { encodeCursor } from '../domain/event-log.ts';
+import { STATEMENT_TIME_ZONE, type StatementCompression, statementFileName } from '../domain/statements.ts';
+import type { AppEventRow, DeliveryRow } from '../store/events.ts';
 
 export type SnapshotView = 'create' | 'query' | 'close';
 
@@ -87,4 +93,69 @@ export function settlementBody(v: SettlementView): Record<string, unknown> {
   if (allocation?.mode === 'RATIO') body.ratios = (allocation.ratios ?? []).map((r) => ({ accountId: r.accountId, shareBps: r.shareBps }));
   body.unavailablePolicy = allocation?.unavailablePolicy ?? null;
   return body;
+}
+
+/** The path of a statement's file, as it is signed (docs/statements.md). */
+export function statementFilePath(day: string, compression: StatementCompression): string {
+  return `/api/open/v1/statements/${day}/file${compression === 'GZIP' ? '?compression=gzip' : ''}`;
+}
+
+/** A statement's summary: the day, the file's form, digest and size, its rows' totals, and where to fetch it. */
+export function statementBody(s: StatementSummary): Record<string, unknown> {
+  return {
+    appId: s.appId,
+    settlementDate: s.day.day,
+    timeZone: STATEMENT_TIME_ZONE,
+    periodStart: s.day.start.toISOString(),
+    periodEnd: s.day.end.toISOString(),
+    format: 'CSV',
+    formatVersion: s.formatVersion,
+    compression: s.compression,
+    contentType: s.compression === 'GZIP' ? 'application/gzip' : 'text/csv; charset=utf-8',
+    fileName: statementFileName(s.appId, s.day.day, s.compression),
+    rowCount: s.digest.rowCount,
+    sizeBytes: s.digest.sizeBytes,
+    sha256: s.digest.sha256,
+    totals: s.digest.totals,
+    filePath: statementFilePath(s.day.day, s.compression),
+  };
+}
+
+function iso(d: Date | null): string | null {
+  return d === null ? null : d.toISOString();
+}
+
+function attemptView(a: DeliveryRow): Record<string, unknown> {
+  return {
+    attemptNo: a.attemptNo,
+    attemptedAt: a.attemptedAt.toISOString(),
+    httpStatus: a.statusCode,
+    error: a.error,
+    durationMs: a.durationMs,
+    responseExcerpt: a.responseExcerpt,
+  };
+}
+
+/** An event of the app's log: what it says (the payload as delivered) and how its delivery went. */
+function eventView(e: AppEventRow): Record<string, unknown> {
+  return {
+    eventId: e.eventId,
+    eventType: e.eventType,
+    occurredAt: e.createdAt.toISOString(),
+    stateVersion: e.stateVersion,
+    status: e.status,
+    deliveryAttempts: e.deliveryAttempts,
+    lastAttempt: e.lastAttempt === null ? null : attemptView(e.lastAttempt),
+    nextAttemptAt: e.status === 'PENDING' ? e.nextAttemptAt.toISOString() : null,
+    deliveredAt: iso(e.deliveredAt),
+    payload: JSON.parse(e.payload) as unknown,
+  };
+}
+
+export function eventPageBody(p: EventPage): Record<string, unknown> {
+  return { events: p.events.map(eventView), nextCursor: p.next === null ? null : encodeCursor(p.next) };
+}
+
+export function eventDetailBody(e: EventDetail): Record<string, unknown> {
+  return { ...eventView(e.event), deliveries: e.deliveries.map(attemptView) };
 }

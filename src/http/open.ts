@@ -8,17 +8,22 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sha256Hex } from '@mps/sdk/signing';
 import { DomainError } from '../domain/errors.ts';
 import { parseCreateOrder, parseCreateRefund } from '../domain/order-input.ts';
-import { failure, installGate, requestTarget, sendOpen, sendResult } from '../gate/gate.ts';
+import { parseEventQuery } from '../domain/event-log.ts';
+import { statementCompression } from '../domain/statements.ts';
+import { failure, installGate, requestTarget, sendOpen, sendOpenStream, sendResult } from '../gate/gate.ts';
 import type { Services } from '../services.ts';
 import { closeOrder } from '../usecases/close-order.ts';
 import { createOrder } from '../usecases/create-order.ts';
 import type { Caller } from '../usecases/deps.ts';
 import { queryOrder, queryRefund, readSettlement } from '../usecases/queries.ts';
 import { recreateAttempt } from '../usecases/recreate-attempt.ts';
+import { getEvent, listEvents, redeliverEvent } from '../usecases/event-log.ts';
 import { createRefund } from '../usecases/refunds.ts';
+import { statementFile, statementSummary } from '../usecases/statements.ts';
 import { type Decided, RequestDecided, type RequestUnit } from '../usecases/request-units.ts';
 import type { OpenResult } from '../usecases/results.ts';
 import { type OpenAnswer, type RenderContext, renderRefusal, renderResult } from './open-answers.ts';
+import { statementBody } from './open-views.ts';
 
 export const OPEN_ROUTES = [
   { method: 'POST', url: '/payments', operationId: 'createOrder' },
@@ -28,6 +33,11 @@ export const OPEN_ROUTES = [
   { method: 'POST', url: '/refunds', operationId: 'createRefund' },
   { method: 'GET', url: '/refunds/:outRefundNo', operationId: 'queryRefund' },
   { method: 'GET', url: '/settlement/accounts', operationId: 'readSettlement' },
+  { method: 'GET', url: '/statements/:settlementDate', operationId: 'getStatement' },
+  { method: 'GET', url: '/statements/:settlementDate/file', operationId: 'downloadStatement' },
+  { method: 'GET', url: '/events', operationId: 'listEvents' },
+  { method: 'GET', url: '/events/:eventId', operationId: 'getEvent' },
+  { method: 'POST', url: '/events/:eventId/redeliveries', operationId: 'redeliverEvent' },
 ] as const;
 
 function caller(req: FastifyRequest): Caller {
@@ -44,6 +54,16 @@ function body(req: FastifyRequest): { value: unknown; decimals: ReadonlySet<stri
 }
 
 type P = { Params: Record<string, string> };
+
+/**
+ * The query of the request as sent (the signed target's), for the operations that read one (the
+ * statement and the event log judge it strictly; the others ignore any query).
+ */
+function query(req: FastifyRequest): URLSearchParams {
+  const target = requestTarget(req);
+  const q = target.indexOf('?');
+  return new URLSearchParams(q === -1 ? '' : target.slice(q + 1));
+}
 
 export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
   const { svc } = opts;
@@ -142,6 +162,40 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   );
   scope.get<P>('/refunds/:outRefundNo', (req, reply) => runRead(req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)));
   scope.get('/settlement/accounts', (req, reply) => runRead(req, reply, () => readSettlement(svc, caller(req))));
+
+  // Statements (docs/statements.md): the summary, then the file, signed over its SHA-256 and streamed.
+  scope.get<P>('/statements/:settlementDate', (req, reply) =>
+    runRead(req, reply, async () => statementSummary(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)))),
+  );
+  scope.get<P>('/statements/:settlementDate/file', async (req, reply) => {
+    let file;
+    try {
+      file = await statementFile(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)));
+    } catch (err) {
+      if (err instanceof DomainError) return sendResult(svc, req, reply, renderRefusal(err, req.gate.headers!.requestId));
+      throw err;
+    }
+    const view = statementBody(file.summary);
+    return sendOpenStream(
+      svc,
+      req,
+      reply,
+      {
+        contentType: view.contentType as string,
+        sha256: file.summary.digest.sha256,
+        sizeBytes: file.summary.digest.sizeBytes,
+        headers: { 'content-disposition': `attachment; filename="${view.fileName as string}"` },
+      },
+      file.body,
+    );
+  });
+
+  // The event log (docs/events.md, "Your event log").
+  scope.get('/events', (req, reply) => runRead(req, reply, async () => listEvents(svc, caller(req), parseEventQuery(query(req)))));
+  scope.get<P>('/events/:eventId', (req, reply) => runRead(req, reply, () => getEvent(svc, caller(req), req.params.eventId!)));
+  scope.post<P>('/events/:eventId/redeliveries', (req, reply) =>
+    runPost(req, reply, () => redeliverEvent(svc, caller(req), req.params.eventId!)),
+  );
 }
 
 /** 405 METHOD_NOT_ALLOWED (platform envelope) for the other methods of the mounted open paths. */

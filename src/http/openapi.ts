@@ -11,6 +11,10 @@ import type { FastifyInstance } from 'fastify';
 import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
 import { MERCHANT_NO_PATTERN, channelSchema, createOrderSchema, createRefundSchema, tradeScopeSchema } from '../domain/open-schemas.ts';
 import {
+  deliveryAttemptSchema,
+  eventDetailSchema,
+  eventListSchema,
+  eventLogEntrySchema,
   failureSchema,
   feeProjectionSchema,
   latestAttemptSchema,
@@ -20,13 +24,18 @@ import {
   orderSnapshotSchema,
   ratiosSchema,
   refundProjectionSchema,
+  redeliverySchema,
   refundSchema,
   settlementAccountSchema,
   settlementSchema,
   settlementViewSchema,
+  statementSchema,
+  statementTotalsSchema,
   timestampSchema,
   webhookEventSchema,
 } from '../domain/response-schemas.ts';
+import { EVENT_PAGE_DEFAULT, EVENT_PAGE_MAX } from '../domain/event-log.ts';
+import { STATEMENT_CLOSE_DELAY_MS, STATEMENT_MAX_AGE_DAYS } from '../domain/statements.ts';
 import { extensionOf } from '../domain/schema.ts';
 import type { NotificationHeaders } from '../events/signer.ts';
 import { SIGNED_HEADERS } from '../gate/headers.ts';
@@ -51,6 +60,13 @@ export const COMPONENT_SCHEMAS: Record<string, object> = {
   SettlementAccount: settlementAccountSchema,
   SettlementRatios: ratiosSchema,
   SettlementResponse: settlementSchema,
+  StatementResponse: statementSchema,
+  StatementTotals: statementTotalsSchema,
+  EventLogEntry: eventLogEntrySchema,
+  DeliveryAttempt: deliveryAttemptSchema,
+  EventListResponse: eventListSchema,
+  EventResponse: eventDetailSchema,
+  RedeliveryResponse: redeliverySchema,
   FailureEnvelope: failureSchema,
   WebhookEventPayload: webhookEventSchema,
 };
@@ -123,7 +139,10 @@ const GATE_CODES: OpenApiCode[] = [
 /** Step 7 and the request-id replay of step 9, on the four POSTs. */
 const POST_CODES: OpenApiCode[] = ['OPEN_API_CONTENT_TYPE_INVALID', 'OPEN_API_REQUEST_ID_CONFLICT'];
 
-type Tag = 'Orders' | 'Refunds' | 'Settlement';
+type Tag = 'Orders' | 'Refunds' | 'Settlement' | 'Statements' | 'Event log';
+
+type PathParam = 'outTradeNo' | 'outRefundNo' | 'settlementDate' | 'eventId';
+type QueryParam = 'compression' | 'type' | 'status' | 'from' | 'to' | 'limit' | 'cursor';
 
 interface Op {
   method: 'get' | 'post';
@@ -133,10 +152,14 @@ interface Op {
   summary: string;
   description: string;
   body?: object;
-  success: Record<string, { description: string; schema: object }>;
+  /** A success's body: a JSON schema, or (a file) its media types. */
+  success: Record<string, { description: string; schema?: object; media?: Record<string, object> }>;
   codes: OpenApiCode[];
-  pathParam?: 'outTradeNo' | 'outRefundNo';
+  pathParam?: PathParam;
+  query?: QueryParam[];
 }
+
+const CLOSED_AFTER_MINUTES = STATEMENT_CLOSE_DELAY_MS / 60_000;
 
 const OPS: Op[] = [
   {
@@ -260,6 +283,74 @@ const OPS: Op[] = [
     success: { '200': { description: 'The settlement view.', schema: settlementSchema } },
     codes: [],
   },
+  {
+    method: 'get',
+    path: '/statements/{settlementDate}',
+    operationId: 'getStatement',
+    tag: 'Statements',
+    summary: "Statement of a settlement day: totals, and the file's SHA-256 and size",
+    description: `The statement of the calling app for one Asia/Shanghai calendar day: every payment and refund of the app that reached a final state that day (payments SUCCEEDED, CLOSED or FAILED; refunds SUCCEEDED or FAILED), one row each. This answer gives the day's totals and the SHA-256, size and row count of its CSV file, and the path to fetch the file with (GET, signed like this request); its signature binds them. A day is closed, and its statement given, from ${CLOSED_AFTER_MINUTES} minutes after it ends (00:${CLOSED_AFTER_MINUTES} Asia/Shanghai the next day); before that, 409 OPEN_API_STATE_INVALID saying from when. Days up to ${STATEMENT_MAX_AGE_DAYS} days back are given; an older day, or a date that is not a real YYYY-MM-DD, is the neutral 404. The rows of a closed day never change, so the file (and its SHA-256) is the same every time. The only query parameter is compression.`,
+    pathParam: 'settlementDate',
+    query: ['compression'],
+    success: { '200': { description: 'The summary of the statement.', schema: statementSchema } },
+    codes: ['OPEN_API_NOT_FOUND', 'OPEN_API_STATE_INVALID'],
+  },
+  {
+    method: 'get',
+    path: '/statements/{settlementDate}/file',
+    operationId: 'downloadStatement',
+    tag: 'Statements',
+    summary: 'Statement file of a settlement day (CSV, or gzip of it)',
+    description:
+      "The day's statement file, streamed: CSV (RFC 4180: comma-separated, CRLF line ends, UTF-8 without BOM) with the header of format version 1 (type,occurredAt,eventId,openOrderId,outTradeNo,refundAttemptId,outRefundNo,channel,state,amountFen,orderAmountFen,companyServiceFeeFen,companyServiceFeeRateBps,merchantSettlementFen,feeRuleVersion,feeTier), one row per final state change, ordered by occurredAt then eventId; with compression=gzip, the gzip of that CSV. Content-Length is the summary's sizeBytes; the response signature is made over the file's SHA-256 (the summary's sha256), as over any body: hash the bytes received and verify. Refusals are those of the summary.",
+    pathParam: 'settlementDate',
+    query: ['compression'],
+    success: {
+      '200': {
+        description: 'The file: text/csv; charset=utf-8, or application/gzip with compression=gzip.',
+        media: {
+          'text/csv': { schema: { type: 'string', description: 'CSV, format version 1 (docs/statements.md).' } },
+          'application/gzip': { schema: { type: 'string', contentEncoding: 'binary', description: 'gzip of the CSV.' } },
+        },
+      },
+    },
+    codes: ['OPEN_API_NOT_FOUND', 'OPEN_API_STATE_INVALID'],
+  },
+  {
+    method: 'get',
+    path: '/events',
+    operationId: 'listEvents',
+    tag: 'Event log',
+    summary: "List the app's events, newest first",
+    description: `The events of the calling app (the notifications the service sends, whatever became of them), newest first, each with its payload exactly as delivered and how its delivery went. Filters: type (event type), status (delivery status), from (inclusive) and to (exclusive) on occurredAt; limit 1-${EVENT_PAGE_MAX} (default ${EVENT_PAGE_DEFAULT}); pass nextCursor as cursor for the next page. A parameter outside its form, given twice, or unknown is 400 OPEN_API_BODY_INVALID with details.field naming it. Answered from current state.`,
+    query: ['type', 'status', 'from', 'to', 'limit', 'cursor'],
+    success: { '200': { description: 'A page of events.', schema: eventListSchema } },
+    codes: [],
+  },
+  {
+    method: 'get',
+    path: '/events/{eventId}',
+    operationId: 'getEvent',
+    tag: 'Event log',
+    summary: 'One event with its delivery attempts',
+    description:
+      "An event of the calling app with its payload as delivered and its delivery attempts (time, your endpoint's HTTP status or the error, duration, the first 200 characters of its answer). Another app's event, or a malformed id, is the neutral 404.",
+    pathParam: 'eventId',
+    success: { '200': { description: 'The event and its delivery attempts.', schema: eventDetailSchema } },
+    codes: ['OPEN_API_NOT_FOUND'],
+  },
+  {
+    method: 'post',
+    path: '/events/{eventId}/redeliveries',
+    operationId: 'redeliverEvent',
+    tag: 'Event log',
+    summary: 'Deliver an event again',
+    description:
+      "Queues the event for delivery again to the app's notifyUrl: the same eventId and body, signed afresh as every delivery is. A delivered or dead event gets a fresh retry schedule; a pending one is sent now (one being sent at this moment, as soon as that attempt ends, unless it succeeded). Limited to one request per event a minute and 20 a minute per app: beyond that 429 OPEN_API_RATE_LIMITED with Retry-After. No body; a valid JSON body is ignored. A repeat with the same X-SVC-Request-Id returns the first answer and queues nothing.",
+    pathParam: 'eventId',
+    success: { '202': { description: 'Queued: the event is sent again at nextAttemptAt.', schema: redeliverySchema } },
+    codes: ['OPEN_API_NOT_FOUND'],
+  },
 ];
 
 const TAGS: Record<Tag | 'Events', string> = {
@@ -267,6 +358,8 @@ const TAGS: Record<Tag | 'Events', string> = {
   Orders: 'Orders and their payment attempts: create, re-create the attempt, query, close.',
   Refunds: 'Refunds of paid orders: create and query.',
   Settlement: "The merchant's settlement accounts and collection allocation.",
+  Statements: "The app's statement of a settlement day: its summary and its file.",
+  'Event log': "The app's events and their deliveries; asking for one to be delivered again.",
 };
 
 /** The six signed request headers (their forms are the gate's, SIGNED_HEADERS). */
@@ -340,6 +433,32 @@ function parameters(): Record<string, object> {
       schema: { type: 'string', pattern: h.re.source },
     },
   ]);
+  const queryParam = (name: QueryParam, description: string, schema: object) => ({
+    name,
+    in: 'query',
+    required: false,
+    description,
+    schema,
+  });
+  const queries: Record<QueryParam, object> = {
+    compression: queryParam('compression', 'gzip: the file gzip-compressed; none (the default): plain CSV.', {
+      type: 'string',
+      enum: ['gzip', 'none'],
+    }),
+    type: queryParam('type', 'Only events of this type.', {
+      type: 'string',
+      enum: ['PAYMENT_SUCCEEDED', 'PAYMENT_CLOSED', 'PAYMENT_FAILED', 'REFUND_SUCCEEDED', 'REFUND_FAILED'],
+    }),
+    status: queryParam('status', 'Only events in this delivery status.', { type: 'string', enum: ['PENDING', 'DELIVERED', 'DEAD'] }),
+    from: queryParam('from', 'Only events that occurred at or after this RFC 3339 time.', { type: 'string', format: 'date-time' }),
+    to: queryParam('to', 'Only events that occurred before this RFC 3339 time.', { type: 'string', format: 'date-time' }),
+    limit: queryParam('limit', `Events per page, 1-${EVENT_PAGE_MAX} (default ${EVENT_PAGE_DEFAULT}).`, {
+      type: 'integer',
+      minimum: 1,
+      maximum: EVENT_PAGE_MAX,
+    }),
+    cursor: queryParam('cursor', "The previous page's nextCursor, as given.", { type: 'string' }),
+  };
   const pathParam = (name: string, what: string) => ({
     name,
     in: 'path',
@@ -359,6 +478,21 @@ function parameters(): Record<string, object> {
     },
     outTradeNo: pathParam('outTradeNo', 'order'),
     outRefundNo: pathParam('outRefundNo', 'refund'),
+    settlementDate: {
+      name: 'settlementDate',
+      in: 'path',
+      required: true,
+      description: 'The settlement day, an Asia/Shanghai calendar day as YYYY-MM-DD.',
+      schema: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$' },
+    },
+    eventId: {
+      name: 'eventId',
+      in: 'path',
+      required: true,
+      description: "The event's eventId (evt_...). Another app's event, or a malformed id, is the neutral 404.",
+      schema: { type: 'string', pattern: '^evt_[0-9a-z]{10,40}$' },
+    },
+    ...queries,
   };
 }
 
@@ -389,7 +523,7 @@ function operation(op: Op): object {
     responses[status] = {
       description: s.description,
       headers: headerRefs(['X-SVC-Request-Id', ...SIGNATURE_HEADERS]),
-      content: { 'application/json': { schema: s.schema } },
+      content: s.media ?? { 'application/json': { schema: s.schema } },
     };
   }
   for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) responses[String(status)] = failureResponse(cs);
@@ -397,6 +531,7 @@ function operation(op: Op): object {
     ...Object.values(SIGNED_HEADERS).map((h) => ref('parameters', h.name)),
     ...(op.method === 'post' ? [ref('parameters', 'Content-Type')] : []),
     ...(op.pathParam ? [ref('parameters', op.pathParam)] : []),
+    ...(op.query ?? []).map((q) => ref('parameters', q)),
   ];
   return {
     operationId: op.operationId,
@@ -421,7 +556,7 @@ export function openApiDocument(publicBaseUrl: string): Record<string, unknown> 
       title: 'Merchant Payment Service open API',
       version: '1.0.0',
       description: [
-        'Server-to-server payment API: orders and their payment attempts, refunds, and a read-only view of the settlement accounts. Amounts are integer fen (1/100 of the currency unit).',
+        "Server-to-server payment API: orders and their payment attempts, refunds, a read-only view of the settlement accounts, the daily statement and the app's event log. Amounts are integer fen (1/100 of the currency unit).",
         `Every request is signed with the merchant's RSA key (the "merchantSignature" security scheme; [Authentication](${page('authentication')})); every answer that got past authentication carries the platform's response signature. Failures use one envelope, {code, message, requestId}, with codes from a closed table ([Errors](${page('errors')})). Payment and refund outcomes are POSTed to the app's notifyUrl as signed events (the "event" webhook; [Event notifications](${page('events')})).`,
         'A path or method not mounted here is answered with the platform envelope {status, error, message} (404 ROUTE_NOT_FOUND, 405 METHOD_NOT_ALLOWED), not the failure envelope.',
       ].join('\n\n'),

@@ -6,7 +6,7 @@
  */
 import type { EventType, WebhookEventPayload } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
-import type { Db, Queryable, Tx } from './db.ts';
+import { type Db, type Queryable, type Tx, withTx } from './db.ts';
 
 /** Writes the event (its payload is the exact text that will be delivered and signed). */
 export async function insertEvent(
@@ -137,6 +137,8 @@ export interface DeliveryRecord {
   startedAt: Date;
   statusCode: number | null;
   error: string | null;
+  /** The start of the receiver's answer (src/events/safe-http.ts, answerExcerpt). */
+  excerpt: string | null;
   durationMs: number;
   /** The notify URL the attempt went to: a failed attempt whose app got another URL meanwhile is due at once. */
   notifyUrl: string | null;
@@ -146,7 +148,7 @@ export interface DeliveryRecord {
  * Logs delivery attempts (always: each did happen) and, for each whose lease token still holds its
  * event, its outcome, several in one statement. Answers, per record, whether the outcome was
  * recorded (false: the lease was lost meanwhile). A failed attempt whose app got another notify URL
- * while it ran is due at once.
+ * while it ran, or that the merchant asked to have delivered again while it ran, is due at once.
  */
 export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Promise<boolean[]> {
   const r = await db.query<{ idx: number; fenced: boolean }>({
@@ -154,11 +156,12 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
     text: `WITH i AS (
         SELECT * FROM json_to_recordset($1::json) AS t(idx integer, event_id text, token text, status text, attempts integer,
           next_attempt_at timestamptz, last_error text, now timestamptz, attempt_no integer, started_at timestamptz,
-          status_code integer, error text, duration_ms integer, notify_url text)
+          status_code integer, error text, duration_ms integer, notify_url text, excerpt text)
       ), upd AS (
         UPDATE events SET status = i.status, attempts = i.attempts,
                next_attempt_at = CASE WHEN i.status = 'PENDING'
-                                       AND (SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM i.notify_url
+                                       AND ((SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM i.notify_url
+                                            OR events.redelivery_requested_at >= i.started_at)
                                       THEN i.now ELSE coalesce(i.next_attempt_at, events.next_attempt_at) END,
                last_error = i.last_error,
                delivered_at = CASE WHEN i.status = 'DELIVERED' THEN i.now ELSE events.delivered_at END,
@@ -166,8 +169,8 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
           FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status = 'PENDING'
         RETURNING events.id
       ), ins AS (
-        INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms)
-        SELECT event_id, attempt_no, started_at, status_code, error, duration_ms FROM i ORDER BY idx
+        INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms, response_excerpt)
+        SELECT event_id, attempt_no, started_at, status_code, error, duration_ms, excerpt FROM i ORDER BY idx
       )
       SELECT i.idx, EXISTS (SELECT 1 FROM upd WHERE upd.id = i.event_id) AS fenced FROM i`,
     values: [
@@ -187,6 +190,7 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
           error: d.error,
           duration_ms: d.durationMs,
           notify_url: d.notifyUrl,
+          excerpt: d.excerpt,
         })),
       ),
     ],
@@ -304,7 +308,12 @@ export interface DeliveryRow {
   statusCode: number | null;
   error: string | null;
   durationMs: number;
+  /** The start of the receiver's answer, or null. */
+  responseExcerpt: string | null;
 }
+
+const DELIVERY_COLS = `attempt_no AS "attemptNo", attempted_at AS "attemptedAt", status_code AS "statusCode", error, duration_ms AS "durationMs",
+  response_excerpt AS "responseExcerpt"`;
 
 export async function getEventWithDeliveries(
   db: Queryable,
@@ -313,10 +322,157 @@ export async function getEventWithDeliveries(
   const e = await db.query<EventSummary & { payload: unknown }>(`SELECT ${SUMMARY_COLS}, payload FROM events WHERE id = $1`, [eventId]);
   const event = e.rows[0];
   if (!event) return null;
-  const d = await db.query<DeliveryRow>(
-    `SELECT attempt_no AS "attemptNo", attempted_at AS "attemptedAt", status_code AS "statusCode", error, duration_ms AS "durationMs"
-       FROM event_deliveries WHERE event_id = $1 ORDER BY id`,
-    [eventId],
-  );
+  const d = await db.query<DeliveryRow>(`SELECT ${DELIVERY_COLS} FROM event_deliveries WHERE event_id = $1 ORDER BY id`, [eventId]);
   return { event, deliveries: d.rows };
+}
+
+// --- the merchant's event log (open API) --------------------------------------------------------
+
+/** An event as the merchant's event log shows it, with its delivery attempts counted and the last one. */
+export interface AppEventRow {
+  eventId: string;
+  eventType: EventType;
+  stateVersion: number;
+  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  nextAttemptAt: Date;
+  createdAt: Date;
+  deliveredAt: Date | null;
+  /** The exact text delivered. */
+  payload: string;
+  deliveryAttempts: number;
+  lastAttempt: DeliveryRow | null;
+}
+
+type AppEventRaw = Omit<AppEventRow, 'lastAttempt'> & {
+  l_attempt_no: number | null;
+  l_attempted_at: Date | null;
+  l_status_code: number | null;
+  l_error: string | null;
+  l_duration_ms: number | null;
+  l_excerpt: string | null;
+};
+
+const APP_EVENT_SELECT = `SELECT e.id AS "eventId", e.event_type AS "eventType", e.state_version AS "stateVersion", e.status,
+    e.next_attempt_at AS "nextAttemptAt", e.created_at AS "createdAt", e.delivered_at AS "deliveredAt", e.payload::text AS payload,
+    (SELECT count(*)::int FROM event_deliveries c WHERE c.event_id = e.id) AS "deliveryAttempts",
+    l.attempt_no AS l_attempt_no, l.attempted_at AS l_attempted_at, l.status_code AS l_status_code, l.error AS l_error,
+    l.duration_ms AS l_duration_ms, l.response_excerpt AS l_excerpt
+  FROM events e
+  LEFT JOIN LATERAL (SELECT * FROM event_deliveries d WHERE d.event_id = e.id ORDER BY d.id DESC LIMIT 1) l ON true`;
+
+function appEvent(r: AppEventRaw): AppEventRow {
+  const { l_attempt_no, l_attempted_at, l_status_code, l_error, l_duration_ms, l_excerpt, ...e } = r;
+  return {
+    ...e,
+    lastAttempt:
+      l_attempt_no === null
+        ? null
+        : {
+            attemptNo: l_attempt_no,
+            attemptedAt: l_attempted_at!,
+            statusCode: l_status_code,
+            error: l_error,
+            durationMs: l_duration_ms!,
+            responseExcerpt: l_excerpt,
+          },
+  };
+}
+
+export interface AppEventFilter {
+  appId: string;
+  type: EventType | null;
+  status: 'PENDING' | 'DELIVERED' | 'DEAD' | null;
+  /** created_at >= from */
+  from: Date | null;
+  /** created_at < to */
+  to: Date | null;
+  /** The last event of the previous page: the page goes on after it (newest first). */
+  before: { at: Date; eventId: string } | null;
+  limit: number;
+}
+
+/** The app's events, newest first (events_app_created read backwards from the page's upper bound). */
+export async function listAppEvents(db: Queryable, f: AppEventFilter): Promise<AppEventRow[]> {
+  // The page's upper bound: the cursor's instant (inclusive, its id tells the events of that very
+  // instant apart), else `to` (exclusive).
+  const upper = f.before?.at ?? f.to;
+  const r = await db.query<AppEventRaw>({
+    name: 'app_events_page',
+    text: `${APP_EVENT_SELECT}
+      WHERE e.app_id = $1 AND ($2::text IS NULL OR e.event_type = $2) AND ($3::text IS NULL OR e.status = $3)
+        AND ($4::timestamptz IS NULL OR e.created_at >= $4) AND ($5::timestamptz IS NULL OR e.created_at < $5)
+        AND ($6::timestamptz IS NULL OR (e.created_at <= $6 AND (e.created_at < $6 OR ($7::text IS NOT NULL AND e.id < $7))))
+      ORDER BY e.created_at DESC, e.id DESC
+      LIMIT $8`,
+    values: [f.appId, f.type, f.status, f.from, f.to, upper, f.before?.eventId ?? null, f.limit],
+  });
+  return r.rows.map(appEvent);
+}
+
+/** One event of the app with its delivery attempts (the latest `maxDeliveries`, oldest first), or null. */
+export async function getAppEvent(
+  db: Queryable,
+  appId: string,
+  eventId: string,
+  maxDeliveries: number,
+): Promise<{ event: AppEventRow; deliveries: DeliveryRow[] } | null> {
+  const e = await db.query<AppEventRaw>({
+    name: 'app_event_by_id',
+    text: `${APP_EVENT_SELECT} WHERE e.id = $1 AND e.app_id = $2`,
+    values: [eventId, appId],
+  });
+  const row = e.rows[0];
+  if (!row) return null;
+  const d = await db.query<DeliveryRow>(
+    `SELECT * FROM (SELECT ${DELIVERY_COLS}, id FROM event_deliveries WHERE event_id = $1 ORDER BY id DESC LIMIT $2) x ORDER BY id`,
+    [eventId, maxDeliveries],
+  );
+  return { event: appEvent(row), deliveries: d.rows.map(({ id: _id, ...x }: DeliveryRow & { id?: string }) => x) };
+}
+
+export type RedeliveryOutcome =
+  { outcome: 'QUEUED'; status: 'PENDING'; nextAttemptAt: Date } | { outcome: 'NOT_FOUND' } | { outcome: 'TOO_SOON'; retryAfterMs: number };
+
+/**
+ * The merchant asks for an event of its app to be delivered again: a delivered or dead event goes
+ * back to the queue, due now, with a fresh schedule; a pending one is made due now (one being
+ * delivered at this moment is due again as soon as that attempt ends, unless it succeeded).
+ * Refused (TOO_SOON) within `minIntervalMs` of the event's previous request, or when the app has
+ * made `perAppMax` requests within `perAppWindowMs`.
+ */
+export async function requestRedelivery(
+  db: Db,
+  appId: string,
+  eventId: string,
+  now: Date,
+  limits: { minIntervalMs: number; perAppWindowMs: number; perAppMax: number },
+): Promise<RedeliveryOutcome> {
+  return withTx(db, async (tx) => {
+    const e = await tx.query<{ last: Date | null }>(
+      'SELECT redelivery_requested_at AS last FROM events WHERE id = $1 AND app_id = $2 FOR UPDATE',
+      [eventId, appId],
+    );
+    const row = e.rows[0];
+    if (!row) return { outcome: 'NOT_FOUND' };
+    if (row.last !== null && now.getTime() - row.last.getTime() < limits.minIntervalMs) {
+      return { outcome: 'TOO_SOON', retryAfterMs: row.last.getTime() + limits.minIntervalMs - now.getTime() };
+    }
+    const recent = await tx.query<{ n: number; oldest: Date | null }>(
+      `SELECT count(*)::int AS n, min(redelivery_requested_at) AS oldest FROM events
+        WHERE app_id = $1 AND redelivery_requested_at > $2 AND redelivery_requested_at <= $3`,
+      [appId, new Date(now.getTime() - limits.perAppWindowMs), now],
+    );
+    const { n, oldest } = recent.rows[0]!;
+    if (n >= limits.perAppMax && oldest !== null) {
+      return { outcome: 'TOO_SOON', retryAfterMs: oldest.getTime() + limits.perAppWindowMs - now.getTime() };
+    }
+    const u = await tx.query<{ nextAttemptAt: Date }>(
+      `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
+              next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
+              redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
+        WHERE id = $1 RETURNING next_attempt_at AS "nextAttemptAt"`,
+      [eventId, now],
+    );
+    return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
+  });
 }

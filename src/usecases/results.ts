@@ -7,6 +7,10 @@ import type { AttemptRow, OrderRow } from '../store/orders.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import type { AccountRow } from '../store/merchants.ts';
 import type { Allocation } from '../domain/money.ts';
+import type { StatementCompression, StatementDay } from '../domain/statements.ts';
+import type { AppEventRow, DeliveryRow } from '../store/events.ts';
+import type { StatementFileDigest } from '../store/statements.ts';
+import type { EventCursor } from '../domain/event-log.ts';
 
 export type CloseState = 'CLOSE_REQUESTED' | 'ALREADY_CLOSED' | 'UNKNOWN_KEPT' | 'PROVIDER_PAID_CONFLICT';
 
@@ -51,4 +55,44 @@ export interface SettlementView {
   allocation: Allocation | null;
 }
 
-export type OpenResult = OrderOutcome | OrderQuery | OrderClose | RefundOutcome | RefundQuery | SettlementView;
+/** A statement's summary: the day, and its file's digest, size, rows and totals. */
+export interface StatementSummary {
+  kind: 'statement';
+  appId: string;
+  day: StatementDay;
+  compression: StatementCompression;
+  formatVersion: number;
+  digest: StatementFileDigest;
+}
+
+/** A page of the app's event log, newest first; `next` is where the next page starts, or null at the end. */
+export interface EventPage {
+  kind: 'event-page';
+  events: AppEventRow[];
+  next: EventCursor | null;
+}
+
+export interface EventDetail {
+  kind: 'event';
+  event: AppEventRow;
+  deliveries: DeliveryRow[];
+}
+
+/** A redelivery accepted: the event is queued, due at `nextAttemptAt`. */
+export interface EventRedelivery {
+  kind: 'event-redelivery';
+  eventId: string;
+  nextAttemptAt: Date;
+}
+
+export type OpenResult =
+  | OrderOutcome
+  | OrderQuery
+  | OrderClose
+  | RefundOutcome
+  | RefundQuery
+  | SettlementView
+  | StatementSummary
+  | EventPage
+  | EventDetail
+  | EventRedelivery;

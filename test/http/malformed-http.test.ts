@@ -66,6 +66,12 @@ test('a control character in a header of an open route is 400 OPEN_API_HEADER_IN
     'POST /api/open/v1/refunds',
     'GET /api/open/v1/refunds/R_abcdef',
     'GET /api/open/v1/settlement/accounts',
+    'GET /api/open/v1/statements/2026-01-01',
+    'GET /api/open/v1/statements/2026-01-01/file?compression=gzip',
+    'GET /api/open/v1/events',
+    'GET /api/open/v1/events?limit=5',
+    'GET /api/open/v1/events/evt_abcdefghijklmnop',
+    'POST /api/open/v1/events/evt_abcdefghijklmnop/redeliveries',
   ];
   for (const route of routes) {
     for (const bad of ['\x01', '\x00', '\x7f']) {
@@ -94,6 +100,8 @@ test('a control character in a header of an open route is 400 OPEN_API_HEADER_IN
     'DELETE /api/open/v1/payments/T_abcdef',
     'GET /api/admin/v1/merchants',
     'GET /api/open/v1/payments',
+    'GET /api/open/v1/statements',
+    'POST /api/open/v1/events',
   ]) {
     envelope(await raw(`${route} HTTP/1.1\r\n${headers('abcdefghij\x01klmnopqrst')}\r\n`), 400, 'BAD_REQUEST');
   }

@@ -9,12 +9,16 @@ import type { ObjectSchema } from '../../src/domain/schema.ts';
 import { validate } from '../../src/domain/schema.ts';
 import { createOrderSchema, createRefundSchema } from '../../src/domain/open-schemas.ts';
 import {
+  eventDetailSchema,
+  eventListSchema,
   failureSchema,
   orderCloseSchema,
   orderCreatedSchema,
   orderQuerySchema,
+  redeliverySchema,
   refundSchema,
   settlementSchema,
+  statementSchema,
   webhookEventSchema,
 } from '../../src/domain/response-schemas.ts';
 import { COMPONENT_SCHEMAS } from '../../src/http/openapi.ts';
@@ -117,7 +121,7 @@ async function answers(url: string): Promise<void> {
   if (u.hash) assert.ok(r.body.includes(`id="${u.hash.slice(1)}"`), `${url}: the page has the anchor ${u.hash}`);
 }
 
-test('GET /docs/openapi.json is a valid OpenAPI 3.1 document covering the seven operations', async () => {
+test('GET /docs/openapi.json is a valid OpenAPI 3.1 document covering the seven operations and the statement and event-log ones', async () => {
   const doc = await servedDocument();
   const result = await new Validator().validate(doc);
   assert.equal(result.valid, true, String(JSON.stringify(result.errors)).slice(0, 2000));
@@ -132,10 +136,15 @@ test('GET /docs/openapi.json is a valid OpenAPI 3.1 document covering the seven 
     'closeOrder',
     'createOrder',
     'createRefund',
+    'downloadStatement',
+    'getEvent',
+    'getStatement',
+    'listEvents',
     'queryOrder',
     'queryRefund',
     'readSettlement',
     'recreateAttempt',
+    'redeliverEvent',
   ]);
   const create = doc.paths['/payments']!.post!;
   const names = create.parameters.map((p) => deref(doc, p).name);
@@ -272,6 +281,12 @@ test("each operation's responses follow the seed's summary table, 413 and 503 ev
     queryRefund: ['/refunds/{outRefundNo}', 'get', ['200'], ['400', '401', '403', '404', '409', '429', '503']],
     readSettlement: ['/settlement/accounts', 'get', ['200'], ['400', '401', '403', '409', '429', '503']],
   };
+  // The operations beyond the seed's seven (docs/decisions.md, "Statements" and "Event log").
+  seed.getStatement = ['/statements/{settlementDate}', 'get', ['200'], ['400', '401', '403', '404', '409', '429', '503']];
+  seed.downloadStatement = ['/statements/{settlementDate}/file', 'get', ['200'], ['400', '401', '403', '404', '409', '429', '503']];
+  seed.listEvents = ['/events', 'get', ['200'], ['400', '401', '403', '409', '429', '503']];
+  seed.getEvent = ['/events/{eventId}', 'get', ['200'], ['400', '401', '403', '404', '409', '429', '503']];
+  seed.redeliverEvent = ['/events/{eventId}/redeliveries', 'post', ['202'], ['400', '401', '403', '404', '409', '429', '503']];
   for (const [id, [path, method, success, failure]] of Object.entries(seed)) {
     const op = doc.paths[path]![method]!;
     assert.equal(op.operationId, id);
@@ -348,6 +363,14 @@ test('real responses conform to the documented response schemas', async () => {
   conforms(refundSchema, (await call(t, m, 'GET', '/api/open/v1/refunds/RF_OPENAPI_1')).json(), 'query refund');
   conforms(orderCloseSchema, (await call(t, m, 'POST', `/api/open/v1/payments/${body.outTradeNo}/close`)).json(), 'close');
   conforms(settlementSchema, (await call(t, m, 'GET', '/api/open/v1/settlement/accounts')).json(), 'settlement');
+  const yesterday = new Date(Date.now() + 8 * 3600_000 - 86_400_000).toISOString().slice(0, 10);
+  conforms(statementSchema, (await call(t, m, 'GET', `/api/open/v1/statements/${yesterday}?compression=gzip`)).json(), 'statement');
+  const list = (await call(t, m, 'GET', '/api/open/v1/events?limit=1')).json();
+  conforms(eventListSchema, list, 'event list');
+  assert.ok(list.events.length > 0 && list.nextCursor !== null);
+  const eventId = list.events[0].eventId as string;
+  conforms(eventDetailSchema, (await call(t, m, 'GET', `/api/open/v1/events/${eventId}`)).json(), 'event');
+  conforms(redeliverySchema, (await call(t, m, 'POST', `/api/open/v1/events/${eventId}/redeliveries`)).json(), 'redelivery');
   for (const r of [
     await call(t, m, 'POST', '/api/open/v1/payments', { ...orderBody(), amountFen: 0 }),
     await call(t, m, 'GET', '/api/open/v1/payments/NOPE_NOPE'),

@@ -14,6 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '@mps/sdk/signing';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, retryDelayMs } from '../../src/events/dispatcher.ts';
 import {
+  EXCERPT_CHARS,
   type Resolver,
   cacheResolver,
   isAllowedTarget,
@@ -214,7 +215,7 @@ describe('HTTP client', () => {
       return lookups === 1 ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '10.9.9.9', family: 4 }];
     };
     const out = await post(`http://rebind.localhost:${port}/ok`, { resolver });
-    assert.deepEqual(out, { statusCode: 204, error: null });
+    assert.deepEqual(out, { statusCode: 204, error: null, excerpt: null });
     assert.equal(lookups, 1);
     assert.equal(seen.at(-1)!.host, `rebind.localhost:${port}`, 'the Host header keeps the name');
   });
@@ -238,7 +239,7 @@ describe('HTTP client', () => {
 
   test('a redirect is reported, not followed', async () => {
     const before = seen.length;
-    assert.deepEqual(await post(`http://127.0.0.1:${port}/redirect`), { statusCode: 307, error: 'REDIRECT_NOT_FOLLOWED' });
+    assert.deepEqual(await post(`http://127.0.0.1:${port}/redirect`), { statusCode: 307, error: 'REDIRECT_NOT_FOLLOWED', excerpt: null });
     assert.deepEqual(
       seen.slice(before).map((s) => s.url),
       ['/redirect'],
@@ -247,13 +248,22 @@ describe('HTTP client', () => {
 
   test('the response body is capped: the status counts, the connection is closed', async () => {
     const t0 = Date.now();
-    assert.deepEqual(await post(`http://127.0.0.1:${port}/huge`, { timeoutMs: 5000 }), { statusCode: 200, error: null });
+    // The start of the answer is kept as its excerpt (EXCERPT_CHARS characters), nothing more.
+    assert.deepEqual(await post(`http://127.0.0.1:${port}/huge`, { timeoutMs: 5000 }), {
+      statusCode: 200,
+      error: null,
+      excerpt: 'x'.repeat(EXCERPT_CHARS),
+    });
     assert.ok(Date.now() - t0 < 2000);
   });
 
   test('no answer within the deadline is a TIMEOUT', async () => {
     const t0 = Date.now();
-    assert.deepEqual(await post(`http://127.0.0.1:${port}/hang`, { timeoutMs: 300 }), { statusCode: null, error: 'TIMEOUT' });
+    assert.deepEqual(await post(`http://127.0.0.1:${port}/hang`, { timeoutMs: 300 }), {
+      statusCode: null,
+      error: 'TIMEOUT',
+      excerpt: null,
+    });
     const took = Date.now() - t0;
     assert.ok(took >= 280 && took < 1500, `${took} ms`);
   });
@@ -274,7 +284,7 @@ describe('HTTP client', () => {
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const p = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
-    assert.deepEqual(await post(`http://127.0.0.1:${p}/ok`), { statusCode: null, error: 'CONNECTION_REFUSED' });
+    assert.deepEqual(await post(`http://127.0.0.1:${p}/ok`), { statusCode: null, error: 'CONNECTION_REFUSED', excerpt: null });
   });
 });
 

@@ -1,0 +1,121 @@
+/**
+ * Repository: the rows of a merchant's statement (the app's final state changes of a day, read from
+ * the events written with them) and the digests of statement files already made (statement_files,
+ * migrations/0014).
+ */
+import type { EventType } from '../domain/events.ts';
+import type { StatementCompression, StatementRow, StatementTotals } from '../domain/statements.ts';
+import type { Queryable } from './db.ts';
+
+/** Where a page of rows ends: the next page starts after it (events_app_created keyset). */
+export interface StatementCursor {
+  at: Date;
+  eventId: string;
+}
+
+type RawRow = [
+  string, // id
+  Date, // created_at
+  EventType,
+  string, // order id
+  string, // out_trade_no
+  string | null, // refund id
+  string | null, // out_refund_no
+  string, // channel
+  number, // order amount
+  number | null, // refund amount
+  number | null, // fee
+  number | null, // fee rate
+  number | null, // settlement
+  number | null, // rule version
+  string | null, // tier
+];
+
+/**
+ * One page of the app's statement rows in [start, end), in (time, event id) order, after `after`.
+ * Every value comes from a row that never changes once written (the event, the order's identity,
+ * amount and fee projection, the refund's identity and amount), so a closed day reads the same
+ * every time. Rows as arrays: a statement may be a million of them.
+ */
+export async function statementPage(
+  db: Queryable,
+  o: { appId: string; start: Date; end: Date; after: StatementCursor | null; limit: number },
+): Promise<StatementRow[]> {
+  const r = await db.query<RawRow>({
+    name: 'statement_page',
+    rowMode: 'array',
+    text: `SELECT e.id, e.created_at, e.event_type, e.order_id, o.out_trade_no, e.refund_id, r.out_refund_no, o.channel,
+             o.amount_fen, r.amount_fen,
+             CASE WHEN e.event_type = 'PAYMENT_SUCCEEDED' THEN (o.fee_projection->>'companyServiceFeeFen')::bigint END,
+             CASE WHEN e.event_type = 'PAYMENT_SUCCEEDED' THEN (o.fee_projection->>'companyServiceFeeRateBps')::integer END,
+             CASE WHEN e.event_type = 'PAYMENT_SUCCEEDED' THEN (o.fee_projection->>'merchantSettlementFen')::bigint END,
+             CASE WHEN e.event_type = 'PAYMENT_SUCCEEDED' THEN (o.fee_projection->>'ruleVersion')::integer END,
+             CASE WHEN e.event_type = 'PAYMENT_SUCCEEDED' THEN o.fee_projection->>'tier' END
+        FROM events e
+        JOIN orders o ON o.id = e.order_id
+        LEFT JOIN refunds r ON r.id = e.refund_id
+       WHERE e.app_id = $1 AND e.created_at >= $2 AND e.created_at < $3 AND (e.created_at > $2 OR e.id > $4)
+       ORDER BY e.created_at, e.id
+       LIMIT $5`,
+    // The page starts at the cursor's time (an index range from there, however far into the day),
+    // and only the rows of that very instant are told apart by id.
+    values: [o.appId, o.after?.at ?? o.start, o.end, o.after?.eventId ?? '', o.limit],
+  });
+  return r.rows.map((x) => ({
+    eventId: x[0],
+    at: x[1],
+    eventType: x[2],
+    openOrderId: x[3],
+    outTradeNo: x[4],
+    refundId: x[5],
+    outRefundNo: x[6],
+    channel: x[7],
+    orderAmountFen: x[8],
+    refundAmountFen: x[9],
+    fee:
+      x[10] === null
+        ? null
+        : {
+            companyServiceFeeFen: x[10],
+            companyServiceFeeRateBps: x[11]!,
+            merchantSettlementFen: x[12]!,
+            ruleVersion: x[13]!,
+            tier: x[14]!,
+          },
+  }));
+}
+
+/** What makes a statement file's bytes: the app, the day, the format, the compression and its encoder. */
+export interface StatementFileKey {
+  appId: string;
+  day: string;
+  formatVersion: number;
+  compression: StatementCompression;
+  encoder: string;
+}
+
+export interface StatementFileDigest {
+  sha256: string;
+  sizeBytes: number;
+  rowCount: number;
+  totals: StatementTotals;
+}
+
+export async function findStatementFile(db: Queryable, k: StatementFileKey): Promise<StatementFileDigest | null> {
+  const r = await db.query<StatementFileDigest>({
+    name: 'statement_file_find',
+    text: `SELECT sha256, size_bytes AS "sizeBytes", row_count AS "rowCount", totals FROM statement_files
+            WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5`,
+    values: [k.appId, k.day, k.formatVersion, k.compression, k.encoder],
+  });
+  return r.rows[0] ?? null;
+}
+
+/** Keeps the digest (the first one made stays: every making gives the same bytes). */
+export async function saveStatementFile(db: Queryable, k: StatementFileKey, f: StatementFileDigest, now: Date): Promise<void> {
+  await db.query(
+    `INSERT INTO statement_files(app_id, day, format_version, compression, encoder, sha256, size_bytes, row_count, totals, computed_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+    [k.appId, k.day, k.formatVersion, k.compression, k.encoder, f.sha256, f.sizeBytes, f.rowCount, JSON.stringify(f.totals), now],
+  );
+}
