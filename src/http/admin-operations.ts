@@ -6,6 +6,7 @@ import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
 import * as bo from '../usecases/back-office.ts';
 import * as reads from '../usecases/back-office-reads.ts';
+import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
 import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
 import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
 import { int, oneOf, queryOf, text, time } from './admin-query.ts';
@@ -113,7 +114,8 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
       payload: e.payload,
       createdAt: e.createdAt,
       deliveredAt: e.deliveredAt,
-      deliveries,
+      // The answers' excerpts are the merchant's event log's (GET /api/open/v1/events/{eventId}).
+      deliveries: deliveries.map(({ responseExcerpt: _excerpt, ...x }) => x),
     };
   });
 
@@ -191,21 +193,14 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     })),
   }));
 
-  scope.get<{ Querystring: { status?: string; limit?: string } }>('/provider-discrepancies', need('read'), async (req) => {
-    const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'limit');
-    if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status and limit');
-    const { status } = req.query;
-    if (status !== undefined && status !== 'OPEN' && status !== 'RESOLVED') {
-      throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be OPEN or RESOLVED');
-    }
-    const rawLimit: unknown = req.query.limit;
-    if (
-      rawLimit !== undefined &&
-      (typeof rawLimit !== 'string' || !/^[0-9]{1,3}$/.test(rawLimit) || Number(rawLimit) < 1 || Number(rawLimit) > 500)
-    ) {
-      throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
-    }
-    const rows = await bo.listDiscrepancies(d, { status: status ?? null, limit: rawLimit === undefined ? 100 : Number(rawLimit) });
+  scope.get('/provider-discrepancies', need('read'), async (req) => {
+    const q = queryOf(req, {
+      status: oneOf(['OPEN', 'RESOLVED'] as const),
+      source: oneOf(DISCREPANCY_SOURCES),
+      provider: text(32),
+      limit: int(1, 500),
+    });
+    const rows = await bo.listDiscrepancies(d, { status: q.status, source: q.source, provider: q.provider, limit: q.limit ?? 100 });
     return { discrepancies: rows };
   });
 

@@ -116,8 +116,8 @@ export const faultSchema = {
   additionalProperties: false,
   required: ['operation', 'outcome'],
   properties: {
-    operation: { type: 'string', enum: ['CREATE_ATTEMPT', 'CLOSE', 'REFUND'] },
-    outcome: { type: 'string', enum: ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS'] },
+    operation: { type: 'string', enum: ['CREATE_ATTEMPT', 'CLOSE', 'REFUND', 'PAY'] },
+    outcome: { type: 'string', enum: ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS', 'AMOUNT_DIFFERS', 'NOTICE_LOST', 'LOST'] },
     times: { type: 'integer', minimum: 1, maximum: 1000 },
     delayMs: { type: 'integer', minimum: 0, maximum: 60_000 },
   },
@@ -183,4 +183,15 @@ export const changePasswordSchema = {
   additionalProperties: false,
   required: ['currentPassword', 'newPassword'],
   properties: { currentPassword: PASSWORD, newPassword: PASSWORD },
+} as const satisfies ObjectSchema;
+
+/** POST /reconciliation/runs: the day (Asia/Shanghai) and, optionally, one provider. */
+export const reconciliationRequestSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['day'],
+  properties: {
+    day: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'YYYY-MM-DD, Asia/Shanghai' },
+    provider: { type: 'string', minLength: 1, maxLength: 32 },
+  },
 } as const satisfies ObjectSchema;

@@ -25,6 +25,7 @@ import {
 import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 import { registerAdminOperators } from './admin-operators.ts';
+import { registerReconciliation } from './admin-reconciliation.ts';
 import { actorOf, authenticate, authorize, need } from './operator-auth.ts';
 
 /** A rotated platform key signs this long after it is published, unless the rotation says otherwise. */
@@ -202,4 +203,5 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
 
   registerAdminOperations(scope, svc);
   registerAdminOperators(scope, svc);
+  registerReconciliation(scope, svc);
 }

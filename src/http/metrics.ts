@@ -1,11 +1,13 @@
 /**
  * Prometheus metrics at GET /metrics (admin bearer token): process metrics, HTTP requests by
- * surface and status, open-API failures by code, and the outbox backlog.
+ * surface and status, open-API failures by code, the outbox backlog, provider discrepancies (found,
+ * open, resolved) and reconciliation runs.
  */
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../store/db.ts';
-import { countOpenDiscrepancies } from '../store/discrepancies.ts';
+import { countDiscrepancies, countOpenDiscrepancies } from '../store/discrepancies.ts';
+import { latestCompletedRuns } from '../store/reconciliation.ts';
 import { countEventsByStatus } from '../store/events.ts';
 import { hasAdminToken } from './common.ts';
 
@@ -61,6 +63,39 @@ export function createMetrics(svc: { db: Db }): Metrics {
       const rows = await countOpenDiscrepancies(svc.db);
       this.reset();
       for (const row of rows) this.set({ provider: row.provider, kind: row.kind }, row.n);
+    },
+  });
+  new Gauge({
+    name: 'mps_provider_discrepancies',
+    help: 'Provider discrepancies by provider, source, kind and status: found = OPEN + RESOLVED (reconciliation findings have source STATEMENT)',
+    labelNames: ['provider', 'source', 'kind', 'status'],
+    registers: [registry],
+    async collect() {
+      const rows = await countDiscrepancies(svc.db);
+      this.reset();
+      for (const row of rows) this.set({ provider: row.provider, source: row.source, kind: row.kind, status: row.status }, row.n);
+    },
+  });
+  new Gauge({
+    name: 'mps_reconciliation_last_completed_seconds',
+    help: "When each provider's latest reconciliation run completed (Unix time): alert when it falls more than a day behind",
+    labelNames: ['provider'],
+    registers: [registry],
+    async collect() {
+      const rows = await latestCompletedRuns(svc.db);
+      this.reset();
+      for (const row of rows) this.set({ provider: row.provider }, Math.floor(row.finishedAt.getTime() / 1000));
+    },
+  });
+  new Gauge({
+    name: 'mps_reconciliation_last_discrepancies',
+    help: "Discrepancies found by each provider's latest completed reconciliation run",
+    labelNames: ['provider'],
+    registers: [registry],
+    async collect() {
+      const rows = await latestCompletedRuns(svc.db);
+      this.reset();
+      for (const row of rows) this.set({ provider: row.provider }, row.discrepancies);
     },
   });
   return m;

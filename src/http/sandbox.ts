@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
-import type { FaultOperation, FaultOutcome, SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import { type FaultOperation, type FaultOutcome, type SandboxProvider, faultFits } from '../providers/sandbox/sandbox.ts';
 import type { Services } from '../services.ts';
 import { sandboxBuyerAction, sandboxEndPaymentWindow } from '../usecases/sandbox-helpers.ts';
 import { faultSchema, noFieldsSchema, sandboxPaySchema } from './admin-schemas.ts';
@@ -23,6 +23,12 @@ export async function sandboxPlugin(
     if (b.outcome === 'DELAY_MS' && b.delayMs === undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'DELAY_MS requires delayMs');
     if (b.outcome !== 'DELAY_MS' && b.delayMs !== undefined)
       throw new AdminError('ADMIN_VALIDATION_FAILED', 'delayMs goes only with DELAY_MS');
+    if (!faultFits(b.operation as FaultOperation, b.outcome as FaultOutcome)) {
+      throw new AdminError(
+        'ADMIN_VALIDATION_FAILED',
+        'NOTICE_LOST goes only with PAY, AMOUNT_DIFFERS with CREATE_ATTEMPT, LOST with REFUND; PAY takes only NOTICE_LOST',
+      );
+    }
     const times = (b.times as number | undefined) ?? 1;
     await sandbox.programFault(b.operation as FaultOperation, b.outcome as FaultOutcome, times, (b.delayMs as number | undefined) ?? null);
     return reply

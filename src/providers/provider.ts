@@ -11,6 +11,7 @@
  * record (docs/providers.md).
  */
 import type { Channel } from '../domain/open-schemas.ts';
+import type { StatementLine } from '../domain/reconciliation.ts';
 
 export class ProviderRejectedError extends Error {
   override name = 'ProviderRejectedError';
@@ -156,6 +157,14 @@ export interface CallOptions {
   background?: boolean;
 }
 
+/** A line of a provider's statement of a day (src/domain/reconciliation.ts). */
+export type ProviderStatementLine = StatementLine;
+
+/** A provider statement is not available (yet): the reconciliation of that day is tried again later. */
+export class StatementUnavailableError extends ProviderUncertainError {
+  override name = 'StatementUnavailableError';
+}
+
 export interface PaymentProvider {
   /** Stable name, recorded with every attempt and refund it holds, and the notification path's last segment. */
   readonly name: string;
@@ -174,4 +183,11 @@ export interface PaymentProvider {
    * so the provider stops sending it; otherwise the provider's failure answer, so it sends it again.
    */
   notificationAck(ok: boolean, message?: string): NotificationAck;
+  /**
+   * The provider's statement (bill) of an Asia/Shanghai day (YYYY-MM-DD): its payments and refunds,
+   * streamed. Throws StatementUnavailableError while the provider has not made it yet, and
+   * ProviderUncertainError when it cannot be fetched or read. Optional: a provider without one
+   * is not reconciled.
+   */
+  downloadStatement?(day: string): Promise<AsyncIterable<ProviderStatementLine>>;
 }

@@ -5,7 +5,8 @@
  */
 import type { Queryable } from './db.ts';
 
-export type DiscrepancySource = 'NOTICE' | 'QUERY' | 'ANSWER' | 'STATEMENT';
+export const DISCREPANCY_SOURCES = ['NOTICE', 'QUERY', 'ANSWER', 'STATEMENT'] as const;
+export type DiscrepancySource = (typeof DISCREPANCY_SOURCES)[number];
 
 export interface NewDiscrepancy {
   provider: string;
@@ -38,11 +39,13 @@ export async function recordDiscrepancy(db: Queryable, d: NewDiscrepancy, now: D
 
 export async function listDiscrepancies(
   db: Queryable,
-  f: { status: 'OPEN' | 'RESOLVED' | null; limit: number },
+  f: { status: 'OPEN' | 'RESOLVED' | null; source?: DiscrepancySource | null; provider?: string | null; limit: number },
 ): Promise<DiscrepancyRow[]> {
   const r = await db.query<DiscrepancyRow>(
-    `SELECT ${COLS} FROM provider_discrepancies WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id DESC LIMIT $2`,
-    [f.status, f.limit],
+    `SELECT ${COLS} FROM provider_discrepancies
+      WHERE ($1::text IS NULL OR status = $1) AND ($3::text IS NULL OR source = $3) AND ($4::text IS NULL OR provider = $4)
+      ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [f.status, f.limit, f.source ?? null, f.provider ?? null],
   );
   return r.rows;
 }
@@ -55,6 +58,16 @@ export async function resolveDiscrepancy(db: Queryable, id: string, now: Date): 
     [id, now],
   );
   return r.rows[0] ?? null;
+}
+
+/** Every discrepancy counted by provider, source, kind and status: found = open + resolved (the metrics). */
+export async function countDiscrepancies(
+  db: Queryable,
+): Promise<{ provider: string; source: string; kind: string; status: string; n: number }[]> {
+  const r = await db.query<{ provider: string; source: string; kind: string; status: string; n: number }>(
+    `SELECT provider, source, kind, status, count(*)::int AS n FROM provider_discrepancies GROUP BY provider, source, kind, status`,
+  );
+  return r.rows;
 }
 
 export async function countOpenDiscrepancies(db: Queryable): Promise<{ provider: string; kind: string; n: number }[]> {

@@ -5,8 +5,8 @@
  */
 import { ASYNC_COMMIT, type Db, type Queryable, withTx } from './db.ts';
 
-export type FaultOperation = 'CREATE_ATTEMPT' | 'CLOSE' | 'REFUND';
-export type FaultOutcome = 'REJECT' | 'TIMEOUT' | 'PAID' | 'DELAY_MS';
+export type FaultOperation = 'CREATE_ATTEMPT' | 'CLOSE' | 'REFUND' | 'PAY';
+export type FaultOutcome = 'REJECT' | 'TIMEOUT' | 'PAID' | 'DELAY_MS' | 'AMOUNT_DIFFERS' | 'NOTICE_LOST' | 'LOST';
 export type SandboxPaymentState = 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED';
 
 export interface OpenPayment {
@@ -35,7 +35,7 @@ export interface OpenOutcome {
 /**
  * One statement: take the next programmed CREATE_ATTEMPT fault, if any, and open the payment
  * unless the fault says otherwise (REJECT: nothing opened; PAID: opened as paid; DELAY_MS: opened
- * after the delay, by the caller).
+ * after the delay, by the caller; AMOUNT_DIFFERS: opened for one fen more than asked).
  */
 export async function openPaymentTakingFault(db: Queryable, p: OpenPayment, now: Date): Promise<OpenOutcome> {
   const r = await db.query<OpenOutcome>({
@@ -45,8 +45,10 @@ export async function openPaymentTakingFault(db: Queryable, p: OpenPayment, now:
          WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'CREATE_ATTEMPT' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
         RETURNING outcome, delay_ms),
       p AS (
-        INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, expire_at, created_at, updated_at)
-        SELECT $1, $2, $3, $4, CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END, $5, $6, $6
+        INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, paid_at, expire_at, created_at, updated_at)
+        SELECT $1, $2, $3, CASE WHEN (SELECT outcome FROM f) = 'AMOUNT_DIFFERS' THEN $4 + 1 ELSE $4 END,
+               CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END,
+               CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN $6::timestamptz END, $5, $6, $6
          WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
         ON CONFLICT (attempt_id) DO UPDATE SET updated_at = $6 RETURNING state)
       SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms, (SELECT state FROM p) AS state FROM ${ASYNC_COMMIT}`,
@@ -153,11 +155,11 @@ export async function getPayment(
 
 /** Moves an OPEN payment to `to`; answers whether it did. */
 export async function movePayment(db: Queryable, attemptId: string, to: 'PAID' | 'CLOSED', now: Date): Promise<boolean> {
-  const r = await db.query(`UPDATE sandbox_payments SET state = $2, updated_at = $3 WHERE attempt_id = $1 AND state = 'OPEN'`, [
-    attemptId,
-    to,
-    now,
-  ]);
+  const r = await db.query(
+    `UPDATE sandbox_payments SET state = $2, updated_at = $3, paid_at = CASE WHEN $2 = 'PAID' THEN $3::timestamptz END
+      WHERE attempt_id = $1 AND state = 'OPEN'`,
+    [attemptId, to, now],
+  );
   return r.rowCount === 1;
 }
 
@@ -174,7 +176,7 @@ export type RefundBookResult = { row: { state: 'PENDING' | 'SUCCEEDED'; provider
  */
 export async function bookRefund(
   db: Db,
-  r: { key: string; ref: string; attemptId: string; amountFen: number; immediate: boolean; settleAt: Date },
+  r: { key: string; ref: string; attemptId: string; amountFen: number; immediate: boolean; settleAt: Date; lost: boolean },
   now: Date,
 ): Promise<RefundBookResult> {
   return withTx(db, async (tx) => {
@@ -195,23 +197,36 @@ export async function bookRefund(
     );
     if (done.rows[0]!.total + r.amountFen > p.amount_fen) return { refused: 'REFUND_EXCEEDS_PAYMENT' };
     const ins = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
-      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at, notice_sent)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING state, provider_ref`,
-      [r.ref, r.key, p.provider_ref, r.amountFen, r.immediate ? 'SUCCEEDED' : 'PENDING', r.immediate ? now : r.settleAt, now, r.immediate],
+      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at, notice_sent, lost)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING state, provider_ref`,
+      [
+        r.ref,
+        r.key,
+        p.provider_ref,
+        r.amountFen,
+        r.immediate ? 'SUCCEEDED' : 'PENDING',
+        r.immediate ? now : r.settleAt,
+        now,
+        r.immediate,
+        r.lost,
+      ],
     );
     return { row: ins.rows[0]!, fresh: true };
   });
 }
 
-/** A refund's state; settlement is a function of time: a pending refund is settled once settle_at has passed. */
+/**
+ * A refund's state; settlement is a function of time: a pending refund is settled once settle_at
+ * has passed. `lost`: the sandbox loses its record once settled (a programmed fault).
+ */
 export async function refundState(
   db: Queryable,
   key: string,
   now: Date,
-): Promise<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number } | null> {
-  const r = await db.query<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number }>(
+): Promise<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number; lost: boolean } | null> {
+  const r = await db.query<{ state: 'PENDING' | 'SUCCEEDED' | 'FAILED'; amountFen: number; lost: boolean }>(
     `UPDATE sandbox_refunds SET state = CASE WHEN state = 'PENDING' AND settle_at <= $2 THEN 'SUCCEEDED' ELSE state END
-      WHERE refund_key = $1 RETURNING state, amount_fen AS "amountFen"`,
+      WHERE refund_key = $1 RETURNING state, amount_fen AS "amountFen", lost`,
     [key, now],
   );
   return r.rows[0] ?? null;
@@ -239,11 +254,19 @@ export async function claimDueRefundNotices(
 
 /**
  * The buyer pays (or fails) an OPEN payment within its expiry; the notice it owes is due from
- * `noticeDueAt` (recorded in the same statement). Answers whether it changed.
+ * `noticeDueAt` (recorded in the same statement; null: no notice is owed, a programmed fault).
+ * Answers whether it changed.
  */
-export async function buyerActs(db: Queryable, attemptId: string, to: 'PAID' | 'FAILED', noticeDueAt: Date, now: Date): Promise<boolean> {
+export async function buyerActs(
+  db: Queryable,
+  attemptId: string,
+  to: 'PAID' | 'FAILED',
+  noticeDueAt: Date | null,
+  now: Date,
+): Promise<boolean> {
   const r = await db.query(
-    `UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3
+    `UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3,
+            paid_at = CASE WHEN $2 = 'PAID' THEN $4::timestamptz END
       WHERE attempt_id = $1 AND state = 'OPEN' AND (expire_at IS NULL OR expire_at > $4) RETURNING state`,
     [attemptId, to, noticeDueAt, now],
   );
@@ -282,5 +305,48 @@ export async function claimDueNotices(
       RETURNING attempt_id, state, notice_tries`,
     [o.limit, o.maxTries, o.firstRetrySeconds, now],
   );
+  return r.rows;
+}
+
+/** A line of the sandbox's statement of a day. */
+export interface SandboxStatementLine {
+  kind: 'PAYMENT' | 'REFUND';
+  /** The payment's attempt id, or the refund's key (our refund or duplicate-payment id). */
+  subjectId: string;
+  attemptId: string;
+  providerRef: string;
+  amountFen: number;
+  at: Date;
+}
+
+/**
+ * One page of the sandbox's statement of [start, end): its payments paid in the day, then its
+ * refunds settled in the day (not those it lost), each in (time, id) order after `after`.
+ */
+export async function statementLines(
+  db: Queryable,
+  kind: 'PAYMENT' | 'REFUND',
+  o: { start: Date; end: Date; now: Date; after: { at: Date; id: string } | null; limit: number },
+): Promise<SandboxStatementLine[]> {
+  const values = [o.after?.at ?? o.start, o.end, o.after?.id ?? '', o.limit];
+  const r =
+    kind === 'PAYMENT'
+      ? await db.query<SandboxStatementLine>(
+          `SELECT 'PAYMENT' AS kind, attempt_id AS "subjectId", attempt_id AS "attemptId", provider_ref AS "providerRef",
+                  amount_fen AS "amountFen", paid_at AS at
+             FROM sandbox_payments
+            WHERE state = 'PAID' AND paid_at >= $1 AND paid_at < $2 AND (paid_at > $1 OR attempt_id > $3)
+            ORDER BY paid_at, attempt_id LIMIT $4`,
+          values,
+        )
+      : await db.query<SandboxStatementLine>(
+          `SELECT 'REFUND' AS kind, r.refund_key AS "subjectId", p.attempt_id AS "attemptId", r.provider_ref AS "providerRef",
+                  r.amount_fen AS "amountFen", r.settle_at AS at
+             FROM sandbox_refunds r JOIN sandbox_payments p ON p.provider_ref = r.payment_ref
+            WHERE r.state <> 'FAILED' AND NOT r.lost AND r.settle_at <= $5
+              AND r.settle_at >= $1 AND r.settle_at < $2 AND (r.settle_at > $1 OR r.refund_key > $3)
+            ORDER BY r.settle_at, r.refund_key LIMIT $4`,
+          [...values, o.now],
+        );
   return r.rows;
 }

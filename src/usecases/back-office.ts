@@ -429,7 +429,10 @@ export function listDuplicates(d: BackOfficeDeps) {
 
 // --- provider discrepancies ----------------------------------------------------------------------
 
-export function listDiscrepancies(d: BackOfficeDeps, f: { status: 'OPEN' | 'RESOLVED' | null; limit: number }) {
+export function listDiscrepancies(
+  d: BackOfficeDeps,
+  f: { status: 'OPEN' | 'RESOLVED' | null; source: discrepancies.DiscrepancySource | null; provider: string | null; limit: number },
+) {
   return discrepancies.listDiscrepancies(d.db, f);
 }
 

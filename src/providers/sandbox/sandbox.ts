@@ -20,6 +20,7 @@ import {
   type PaymentProvider,
   type PaymentQueryResult,
   type ProviderNotification,
+  type ProviderStatementLine,
   ProviderNotificationError,
   ProviderRejectedError,
   ProviderUncertainError,
@@ -29,13 +30,38 @@ import {
   type RefundResult,
 } from '../provider.ts';
 
-export const FAULT_OPERATIONS = ['CREATE_ATTEMPT', 'CLOSE', 'REFUND'] as const;
-export const FAULT_OUTCOMES = ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS'] as const;
+export const FAULT_OPERATIONS = ['CREATE_ATTEMPT', 'CLOSE', 'REFUND', 'PAY'] as const;
+export const FAULT_OUTCOMES = ['REJECT', 'TIMEOUT', 'PAID', 'DELAY_MS', 'AMOUNT_DIFFERS', 'NOTICE_LOST', 'LOST'] as const;
 export type FaultOperation = (typeof FAULT_OPERATIONS)[number];
 export type FaultOutcome = (typeof FAULT_OUTCOMES)[number];
 
+/**
+ * The faults that make the sandbox's books differ from the service's ledger, for reconciliation
+ * (docs/reconciliation.md): each goes only with its operation.
+ *  - PAY / NOTICE_LOST: the buyer's next payment is taken, and its notice is never sent.
+ *  - CREATE_ATTEMPT / AMOUNT_DIFFERS: the next payment is opened for one fen more than asked.
+ *  - REFUND / LOST: the next refund settles and is notified, then the sandbox loses its record
+ *    (absent from its statement, unknown to its refund query).
+ * The others (REJECT, TIMEOUT, PAID, DELAY_MS) go with CREATE_ATTEMPT, CLOSE and REFUND.
+ */
+export const LEDGER_FAULTS: Readonly<Partial<Record<FaultOutcome, FaultOperation>>> = {
+  NOTICE_LOST: 'PAY',
+  AMOUNT_DIFFERS: 'CREATE_ATTEMPT',
+  LOST: 'REFUND',
+};
+
+/** Whether the outcome goes with the operation. */
+export function faultFits(operation: FaultOperation, outcome: FaultOutcome): boolean {
+  const only = LEDGER_FAULTS[outcome];
+  if (only !== undefined) return only === operation;
+  return operation !== 'PAY';
+}
+
 /** How long the sandbox takes to settle an accepted refund. */
 export const REFUND_SETTLE_MS = 1000;
+
+/** Lines of the sandbox's statement read per statement of its books. */
+const STATEMENT_PAGE_LINES = 5000;
 
 /**
  * A payment notice the service has not acknowledged is sent again, as a real provider's is: first
@@ -106,7 +132,7 @@ export class SandboxProvider implements PaymentProvider {
   }
 
   /** Takes one programmed fault for the operation, if any. DELAY_MS waits and then proceeds normally. */
-  async #fault(operation: FaultOperation): Promise<'REJECT' | 'TIMEOUT' | 'PAID' | null> {
+  async #fault(operation: FaultOperation): Promise<Exclude<FaultOutcome, 'DELAY_MS'> | null> {
     const f = await books.takeFault(this.#db, operation);
     if (!f) return null;
     if (f.outcome === 'DELAY_MS') {
@@ -179,6 +205,7 @@ export class SandboxProvider implements PaymentProvider {
         amountFen: input.amountFen,
         immediate: fault === 'PAID',
         settleAt: new Date(now.getTime() + REFUND_SETTLE_MS),
+        lost: fault === 'LOST',
       },
       now,
     );
@@ -206,7 +233,43 @@ export class SandboxProvider implements PaymentProvider {
   }
 
   async queryRefund(q: RefundQuery): Promise<RefundQueryResult> {
-    return (await books.refundState(this.#db, q.refundId, this.#now())) ?? { state: 'NOT_FOUND', amountFen: null };
+    const r = await books.refundState(this.#db, q.refundId, this.#now());
+    // A refund the sandbox lost (a programmed fault) is unknown to it once settled.
+    if (!r || (r.lost && r.state === 'SUCCEEDED')) return { state: 'NOT_FOUND', amountFen: null };
+    return { state: r.state, amountFen: r.amountFen };
+  }
+
+  /**
+   * The sandbox's statement of a day, from its own books: the payments paid that day and the
+   * refunds settled that day (not those it lost), a page at a time.
+   */
+  async downloadStatement(day: string): Promise<AsyncIterable<ProviderStatementLine>> {
+    const start = new Date(Date.parse(`${day}T00:00:00+08:00`));
+    const end = new Date(start.getTime() + 86_400_000);
+    const db = this.#db;
+    const now = this.#now();
+    async function* lines(): AsyncGenerator<ProviderStatementLine> {
+      for (const kind of ['PAYMENT', 'REFUND'] as const) {
+        let after: { at: Date; id: string } | null = null;
+        for (;;) {
+          const page = await books.statementLines(db, kind, { start, end, now, after, limit: STATEMENT_PAGE_LINES });
+          for (const l of page) {
+            yield {
+              kind,
+              subjectId: l.subjectId,
+              providerRef: l.providerRef,
+              amountFen: l.amountFen,
+              state: kind === 'PAYMENT' ? 'PAID' : 'SUCCEEDED',
+              at: l.at,
+            };
+          }
+          if (page.length < STATEMENT_PAGE_LINES) break;
+          const last = page[page.length - 1]!;
+          after = { at: last.at, id: last.subjectId };
+        }
+      }
+    }
+    return lines();
   }
 
   /**
@@ -220,12 +283,17 @@ export class SandboxProvider implements PaymentProvider {
   async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN' | 'EXPIRED'> {
     const now = this.#now();
     const to = action === 'PAY' ? 'PAID' : 'FAILED';
-    if (!(await books.buyerActs(this.#db, attemptId, to, new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000), now))) {
+    const standing = await books.paymentStanding(this.#db, attemptId, now);
+    // A payment whose notice is lost (PAY / NOTICE_LOST): taken, and nothing owed or sent.
+    const lost = action === 'PAY' && standing?.state === 'OPEN' && !standing.expired && (await this.#fault('PAY')) === 'NOTICE_LOST';
+    const noticeDueAt = lost ? null : new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000);
+    if (!(await books.buyerActs(this.#db, attemptId, to, noticeDueAt, now))) {
       const e = await books.paymentStanding(this.#db, attemptId, now);
       if (!e) return 'NOT_FOUND';
       // Paying an already-paid payment again re-sends the notice (idempotent for the service).
       if (!(action === 'PAY' && e.state === 'PAID')) return e.state === 'OPEN' && e.expired ? 'EXPIRED' : 'NOT_OPEN';
     }
+    if (lost) return 'OK';
     try {
       await this.#sendPaymentNotice(attemptId, to);
     } catch (err) {

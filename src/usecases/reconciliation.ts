@@ -1,0 +1,289 @@
+/**
+ * Reconciliation of the ledger with each provider's statement of a day (docs/reconciliation.md).
+ *
+ * A run fetches the provider's statement (its bill) of an Asia/Shanghai day, stores its lines,
+ * and matches them against the ledger in set-based statements (src/store/reconciliation.ts):
+ *  - a payment the provider took that the ledger has not recorded as paid is applied through the
+ *    normal notice path (applyNotification), so the order succeeds and the merchant gets its
+ *    event; the finding is kept, resolved at once (PAID_NOT_NOTIFIED), as is a refund the
+ *    provider settled that the ledger still had open (REFUND_NOT_NOTIFIED);
+ *  - a payment or refund the ledger does not know at all, an amount or a state that differs, a
+ *    payment held by another provider: kept for the operator;
+ *  - what the ledger has as succeeded that day but the statement lacks is asked of the provider
+ *    (it may fall on the other side of midnight there): absent there too, it is kept for the
+ *    operator (MISSING_AT_PROVIDER, REFUND_MISSING_AT_PROVIDER).
+ * Every finding is a provider_discrepancies row (source STATEMENT), once per subject and kind: a
+ * rerun finds the same rows, applies nothing twice (the notice path is idempotent), and resolves
+ * what it no longer finds.
+ *
+ * Runs are rows claimed with a lease (several instances run each once): the daily run of
+ * yesterday for each provider that has statements, created from RECONCILIATION_HOUR, and runs
+ * asked for by an operator for any day. A run works in the background of the worker loop, renewing
+ * its lease, so a large statement does not hold up the other tasks.
+ */
+import { DomainError } from '../domain/errors.ts';
+import type { Actor } from '../domain/operators.ts';
+import { ProviderUncertainError, type PaymentProvider, type ProviderStatementLine } from '../providers/provider.ts';
+import * as orders from '../store/orders.ts';
+import * as recon from '../store/reconciliation.ts';
+import type { LineRow, RunRow } from '../store/reconciliation.ts';
+import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts';
+import * as refunds from '../store/refunds.ts';
+import { type UseCaseDeps, nowOf } from './deps.ts';
+import { audited } from './audit.ts';
+import { applyNotification } from './notifications.ts';
+
+/** The daily run of yesterday is created from this hour, Asia/Shanghai (the acquirers' bills of T-1 are ready by then). */
+export const RECONCILIATION_HOUR = 10;
+/** A run's lease, renewed as it works; a run whose instance stopped is taken over once it lapses. */
+export const RUN_LEASE_MS = 5 * 60_000;
+/** A failed run (the statement not ready, the provider not answering) is tried again an hour later, 6 times in all. */
+export const RUN_RETRY_MS = 60 * 60_000;
+export const RUN_MAX_TRIES = 6;
+/** Statement lines stored per statement; lines classified per statement. */
+const LINE_BATCH = 2000;
+const CLASSIFY_RANGE = 50_000;
+/** Ledger lines missing from a statement that are asked of the provider, at most, per run; the rest are UNCHECKED. */
+export const MAX_PROVIDER_CHECKS = 1000;
+
+const H = 3600_000;
+const DAY_MS = 24 * H;
+
+/** The Asia/Shanghai day of an instant. */
+function shanghaiDayOf(ms: number): string {
+  return new Date(ms + 8 * H).toISOString().slice(0, 10);
+}
+
+/** The providers that can give a statement. */
+export function reconcilableProviders(d: UseCaseDeps): PaymentProvider[] {
+  return d.providers.all().filter((p) => typeof p.downloadStatement === 'function');
+}
+
+/**
+ * An operator asks for the reconciliation of a day (today or earlier), for one provider or every
+ * provider that has statements: one queued run each, due now, each with its audit entry.
+ */
+export async function requestReconciliation(d: UseCaseDeps, actor: Actor, day: string, provider: string | null): Promise<RunRow[]> {
+  const start = /^\d{4}-\d{2}-\d{2}$/.test(day) ? Date.parse(`${day}T00:00:00+08:00`) : NaN;
+  if (Number.isNaN(start) || shanghaiDayOf(start) !== day) throw new DomainError('VALIDATION_FAILED', 'day must be a date YYYY-MM-DD');
+  if (day > shanghaiDayOf(d.clock.now())) throw new DomainError('VALIDATION_FAILED', 'day must not be later than today (Asia/Shanghai)');
+  const all = reconcilableProviders(d);
+  let targets = all;
+  if (provider !== null) {
+    targets = all.filter((p) => p.name === provider);
+    if (targets.length === 0) {
+      throw d.providers.all().some((p) => p.name === provider)
+        ? new DomainError('STATE_INVALID', `the provider ${provider} gives no statement to reconcile with`)
+        : new DomainError('VALIDATION_FAILED', `provider must be one of ${all.map((p) => p.name).join(', ')}`);
+    }
+  }
+  const now = nowOf(d);
+  const runs = await audited(d, actor, async (tx, record) => {
+    const queued: RunRow[] = [];
+    for (const p of targets) {
+      const run = await recon.queueRun(tx, p.name, day, now);
+      await record({
+        action: 'reconciliation.request',
+        entityType: 'reconciliation_run',
+        entityId: run.id,
+        before: null,
+        after: { provider: p.name, day },
+      });
+      queued.push(run);
+    }
+    return queued;
+  });
+  d.wakeWorkers();
+  return runs;
+}
+
+/** Creates the daily runs of yesterday, once RECONCILIATION_HOUR has come (Asia/Shanghai). Answers the day scheduled, or null. */
+export async function scheduleDailyRuns(d: UseCaseDeps): Promise<string | null> {
+  const nowMs = d.clock.now();
+  const today = shanghaiDayOf(nowMs);
+  if (nowMs < Date.parse(`${today}T00:00:00+08:00`) + RECONCILIATION_HOUR * H) return null;
+  const yesterday = shanghaiDayOf(nowMs - DAY_MS);
+  for (const p of reconcilableProviders(d)) await recon.ensureScheduledRun(d.db, p.name, yesterday, nowOf(d));
+  return yesterday;
+}
+
+class LeaseLost extends Error {}
+
+/** Executes a claimed run to its end: COMPLETED with its counts, or FAILED (tried again later). */
+export async function executeRun(d: UseCaseDeps, run: RunRow): Promise<RunRow> {
+  const leaseFrom = run.startedAt!;
+  const renew = async () => {
+    if (!(await recon.renewLease(d.db, run.id, leaseFrom, new Date(d.clock.now() + RUN_LEASE_MS)))) throw new LeaseLost();
+  };
+  try {
+    const provider = d.providers.byName(run.provider);
+    if (typeof provider.downloadStatement !== 'function') throw new Error(`the provider ${run.provider} gives no statement`);
+    const start = new Date(Date.parse(`${run.day}T00:00:00+08:00`));
+    const end = new Date(start.getTime() + DAY_MS);
+
+    // 1. The statement's lines, stored as they come.
+    let lineNo = 1;
+    let batch: ProviderStatementLine[] = [];
+    const flush = async () => {
+      if (batch.length === 0) return;
+      await recon.insertProviderLines(d.db, run.id, lineNo, batch);
+      lineNo += batch.length;
+      batch = [];
+      await renew();
+    };
+    for await (const line of await provider.downloadStatement(run.day)) {
+      batch.push(line);
+      if (batch.length >= LINE_BATCH) await flush();
+    }
+    await flush();
+    const providerLines = lineNo - 1;
+
+    // 2. Matched against the ledger, set-based.
+    for (let from = 1; from <= providerLines; from += CLASSIFY_RANGE) {
+      await recon.classifyProviderLines(d.db, run.id, run.provider, from, Math.min(providerLines, from + CLASSIFY_RANGE - 1));
+      await renew();
+    }
+    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, lineNo);
+
+    // 3. Paid (or refunded) there, not here: through the notice path.
+    await eachLine(d, run.id, 'TO_CONVERGE', async (l) => {
+      await recon.setLineOutcome(d.db, run.id, l.lineNo, await converge(d, run.provider, l));
+    });
+    // 4. Here, not in the statement: asked of the provider.
+    let checks = 0;
+    await eachLine(d, run.id, 'TO_CHECK', async (l) => {
+      const outcome = checks++ < MAX_PROVIDER_CHECKS ? await check(d, provider, l) : 'UNCHECKED';
+      await recon.setLineOutcome(d.db, run.id, l.lineNo, outcome);
+    });
+    await renew();
+
+    // 5. The findings kept for the operator.
+    await recon.recordFindings(d.db, run, nowOf(d));
+    const counts = await recon.outcomeCounts(d.db, run.id);
+    const done = await recon.completeRun(
+      d.db,
+      run.id,
+      {
+        providerLines,
+        ledgerLines,
+        matched: counts.MATCHED ?? 0,
+        converged: counts.CONVERGED ?? 0,
+        discrepancies: FLAGGED_OUTCOMES.reduce((n, k) => n + (counts[k] ?? 0), 0),
+      },
+      nowOf(d),
+    );
+    const line = { runId: run.id, provider: run.provider, day: run.day, counts };
+    if ((done.discrepancies ?? 0) > 0) d.log.warn(line, 'reconciliation found discrepancies: kept for the operator');
+    else d.log.info(line, 'reconciliation completed');
+    return done;
+  } catch (err) {
+    if (err instanceof LeaseLost) {
+      d.log.warn({ runId: run.id }, 'reconciliation run taken over by another instance; this one stops');
+      return (await recon.getRun(d.db, run.id))!;
+    }
+    const why = err instanceof Error ? err.message : String(err);
+    (err instanceof ProviderUncertainError ? d.log.warn : d.log.error).call(
+      d.log,
+      { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
+      'reconciliation run failed; tried again later',
+    );
+    await recon.failRun(d.db, run.id, why, nowOf(d), new Date(d.clock.now() + RUN_RETRY_MS));
+    return (await recon.getRun(d.db, run.id))!;
+  }
+}
+
+/** Every line of the run with `outcome`, a page at a time (the callback changes its outcome). */
+async function eachLine(d: UseCaseDeps, runId: string, outcome: string, fn: (l: LineRow) => Promise<void>): Promise<void> {
+  let after = 0;
+  for (;;) {
+    const page = await recon.listLines(d.db, runId, { outcome, afterLineNo: after, limit: 500 });
+    for (const l of page) await fn(l);
+    if (page.length < 500) return;
+    after = page[page.length - 1]!.lineNo;
+  }
+}
+
+/** Applies the provider's word through the notice path; CONVERGED when the ledger now agrees. */
+async function converge(d: UseCaseDeps, provider: string, l: LineRow): Promise<LineOutcome> {
+  const from = { provider, source: 'STATEMENT' as const };
+  if (l.kind === 'PAYMENT') {
+    await applyNotification(
+      d,
+      { kind: 'PAYMENT', attemptId: l.subjectId, state: 'PAID', reason: null, amountFen: l.amountFen, providerRef: l.providerRef },
+      from,
+    );
+    return (await orders.getAttempt(d.db, l.subjectId))?.state === 'PAID' ? 'CONVERGED' : 'STATE_MISMATCH';
+  }
+  await applyNotification(
+    d,
+    { kind: 'REFUND', refundId: l.subjectId, state: 'SUCCEEDED', reason: null, amountFen: l.amountFen, providerRef: l.providerRef },
+    from,
+  );
+  return (await refunds.getRefund(d.db, l.subjectId))?.state === 'SUCCEEDED' ? 'CONVERGED' : 'STATE_MISMATCH';
+}
+
+/** A ledger line the statement lacks: MATCHED when the provider has it after all (another day of its own), else missing there. */
+async function check(d: UseCaseDeps, provider: PaymentProvider, l: LineRow): Promise<LineOutcome> {
+  try {
+    if (l.kind === 'PAYMENT') {
+      return (await provider.queryPayment(l.subjectId)).state === 'PAID' ? 'MATCHED' : 'MISSING_AT_PROVIDER';
+    }
+    const r = await refunds.getRefund(d.db, l.subjectId);
+    const o = r ? await orders.getOrder(d.db, r.orderId) : null;
+    if (!o?.paidAttemptId) return 'UNCHECKED';
+    const q = await provider.queryRefund({ refundId: l.subjectId, paidAttemptId: o.paidAttemptId });
+    return q.state === 'SUCCEEDED' ? 'MATCHED' : 'REFUND_MISSING_AT_PROVIDER';
+  } catch (err) {
+    d.log.warn({ err, subjectId: l.subjectId }, 'reconciliation: the provider could not be asked; line left unchecked');
+    return 'UNCHECKED';
+  }
+}
+
+/**
+ * The worker task: creates the daily runs when due, claims a due run and executes it in the
+ * background (one at a time per instance), so that the worker loop's other tasks go on meanwhile.
+ */
+export function createReconciler(d: UseCaseDeps): { name: string; run(): Promise<number>; idle(): Promise<void> } {
+  let running: Promise<unknown> | null = null;
+  let scheduled: string | null = null;
+  return {
+    name: 'reconcile statements',
+    async run() {
+      const today = shanghaiDayOf(d.clock.now());
+      if (scheduled !== today && (await scheduleDailyRuns(d)) !== null) scheduled = today;
+      if (running !== null) return 0;
+      const run = await recon.claimDueRun(d.db, nowOf(d), RUN_LEASE_MS, RUN_MAX_TRIES);
+      if (run === null) return 0;
+      running = executeRun(d, run)
+        .catch((err: unknown) => d.log.error({ err, runId: run.id }, 'reconciliation run could not be recorded'))
+        .finally(() => {
+          running = null;
+          d.wakeWorkers();
+        });
+      return 1;
+    },
+    async idle() {
+      while (running !== null) await running;
+    },
+  };
+}
+
+/** A run with its lines counted by outcome (the back office's view). */
+export async function runDetail(d: UseCaseDeps, runId: string): Promise<{ run: RunRow; outcomes: Record<string, number> }> {
+  const run = await recon.getRun(d.db, runId);
+  if (!run) throw new DomainError('NOT_FOUND', undefined, { entity: 'reconciliation run' });
+  return { run, outcomes: await recon.outcomeCounts(d.db, runId) };
+}
+
+export async function runLines(
+  d: UseCaseDeps,
+  runId: string,
+  f: { outcome: string | null; afterLineNo: number; limit: number },
+): Promise<LineRow[]> {
+  if (!(await recon.getRun(d.db, runId))) throw new DomainError('NOT_FOUND', undefined, { entity: 'reconciliation run' });
+  return recon.listLines(d.db, runId, f);
+}
+
+export function listRuns(d: UseCaseDeps, f: { provider: string | null; day: string | null; limit: number }): Promise<RunRow[]> {
+  return recon.listRuns(d.db, f);
+}
