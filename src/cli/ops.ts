@@ -48,6 +48,15 @@ Commands:
   operator disable --name NAME its sessions and API tokens stop working
   audit [--operator NAME] [--action A] [--entity-id ID] [--limit N]
                                the audit log, newest first
+  reconcile --day YYYY-MM-DD [--provider sandbox|alipay|wechatpay] [--wait]
+                               reconcile the day (Asia/Shanghai) with each provider's statement, or one's;
+                               --wait: until the runs finish, then print them (exit 1 if one failed)
+  reconciliation runs [--day YYYY-MM-DD] [--provider P] [--limit N]
+  reconciliation run RUN_ID    a run with its lines counted by outcome
+  reconciliation lines RUN_ID [--outcome AMOUNT_MISMATCH] [--limit N]
+  discrepancies [--status OPEN|RESOLVED] [--source STATEMENT] [--provider P] [--limit N]
+                               what providers said that does not match the ledger (reconciliation findings: STATEMENT)
+  discrepancy resolve ID       the operator has dealt with it
   request METHOD PATH [--json BODY]   any admin API call (PATH after /api/admin/v1, or a full /api/... path)
 
 Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
@@ -96,6 +105,11 @@ function parseCommandLine() {
         json: { type: 'string' },
         status: { type: 'string' },
         limit: { type: 'string' },
+        day: { type: 'string' },
+        provider: { type: 'string' },
+        source: { type: 'string' },
+        outcome: { type: 'string' },
+        wait: { type: 'boolean' },
         force: { type: 'boolean' },
         role: { type: 'string' },
         'password-stdin': { type: 'boolean' },
@@ -255,6 +269,34 @@ async function provision(): Promise<unknown> {
   return { merchantId, appId, keyId, accountId: acc.accountId, outDir };
 }
 
+/** `?a=1&b=2` of the options given, or ''. */
+function query(values: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(values)) if (v !== undefined) q.set(k, v);
+  return q.size > 0 ? `?${q}` : '';
+}
+
+/** Asks for the runs; with --wait, follows them until each has finished (exit 1 when one failed). */
+async function reconcile(): Promise<unknown> {
+  const day = need('day', opt.day);
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) throw new UsageError('--day must be YYYY-MM-DD');
+  const asked = await api('POST', '/reconciliation/runs', { day, ...(opt.provider !== undefined ? { provider: opt.provider } : {}) });
+  if (!opt.wait) return asked;
+  const runs = [];
+  for (const r of asked.runs as { runId: string }[]) {
+    for (;;) {
+      const run = await api('GET', `/reconciliation/runs/${r.runId}`);
+      if (run.status === 'COMPLETED' || run.status === 'FAILED') {
+        runs.push(run);
+        break;
+      }
+      await new Promise((res) => setTimeout(res, 1000));
+    }
+  }
+  if (runs.some((r) => r.status === 'FAILED')) process.exitCode = 1;
+  return { runs };
+}
+
 async function run(): Promise<unknown> {
   const [cmd, sub, arg] = positionals;
   if (opt.help || cmd === undefined || cmd === 'help') {
@@ -307,13 +349,8 @@ async function run(): Promise<unknown> {
       return api('POST', '/platform-keys/rotate', opt.json === undefined ? undefined : json());
     case 'order get':
       return api('GET', `/orders/${needArg('OPEN_ORDER_ID', arg)}`);
-    case 'events': {
-      const q = new URLSearchParams();
-      if (opt.status) q.set('status', opt.status);
-      if (opt.app) q.set('appId', opt.app);
-      if (opt.limit) q.set('limit', opt.limit);
-      return api('GET', `/events${q.size > 0 ? `?${q}` : ''}`);
-    }
+    case 'events':
+      return api('GET', `/events${query({ status: opt.status || undefined, appId: opt.app || undefined, limit: opt.limit || undefined })}`);
     case 'event get':
       return api('GET', `/events/${needArg('EVENT_ID', arg)}`);
     case 'event redeliver':
@@ -331,6 +368,21 @@ async function run(): Promise<unknown> {
       if (opt.limit) q.set('limit', opt.limit);
       return api('GET', `/audit${q.size > 0 ? `?${q}` : ''}`);
     }
+    case 'reconcile':
+      return reconcile();
+    case 'reconciliation runs':
+      return api('GET', `/reconciliation/runs${query({ day: opt.day, provider: opt.provider, limit: opt.limit })}`);
+    case 'reconciliation run':
+      return api('GET', `/reconciliation/runs/${needArg('RUN_ID', arg)}`);
+    case 'reconciliation lines':
+      return api('GET', `/reconciliation/runs/${needArg('RUN_ID', arg)}/lines${query({ outcome: opt.outcome, limit: opt.limit })}`);
+    case 'discrepancies':
+      return api(
+        'GET',
+        `/provider-discrepancies${query({ status: opt.status, source: opt.source, provider: opt.provider, limit: opt.limit })}`,
+      );
+    case 'discrepancy resolve':
+      return api('POST', `/provider-discrepancies/${needArg('ID', arg)}/resolve`);
     case 'request GET':
     case 'request POST':
     case 'request PUT':

@@ -105,3 +105,54 @@ test('events passes --status, --app and --limit to GET /events as status, appId 
     '/api/admin/v1/platform-keys/rotate',
   ]);
 });
+
+test('reconcile --wait asks for the runs and follows them to the end; the reconciliation and discrepancy commands', async () => {
+  const seen: string[] = [];
+  let polls = 0;
+  const server = http.createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    const send = (body: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    if (req.method === 'POST' && req.url === '/api/admin/v1/reconciliation/runs') return send({ runs: [{ runId: '7', status: 'QUEUED' }] });
+    if (req.url === '/api/admin/v1/reconciliation/runs/7')
+      return send({ runId: '7', status: ++polls < 2 ? 'RUNNING' : 'COMPLETED', discrepancies: 2 });
+    return send({});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const run = (...args: string[]) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const c = spawn(process.execPath, ['src/cli/ops.ts', ...args, '--token', 'x'.repeat(20), '--url', url], { cwd: root });
+      let out = '';
+      c.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      c.on('exit', (code) => resolve({ code, out }));
+    });
+  try {
+    const r = await run('reconcile', '--day', '2026-05-01', '--provider', 'sandbox', '--wait');
+    assert.equal(r.code, 0);
+    assert.deepEqual(JSON.parse(r.out), { runs: [{ runId: '7', status: 'COMPLETED', discrepancies: 2 }] });
+    assert.equal((await run('reconciliation', 'runs', '--day', '2026-05-01')).code, 0);
+    assert.equal((await run('reconciliation', 'lines', '7', '--outcome', 'AMOUNT_MISMATCH')).code, 0);
+    assert.equal((await run('discrepancies', '--status', 'OPEN', '--source', 'STATEMENT')).code, 0);
+    assert.equal((await run('discrepancy', 'resolve', '12')).code, 0);
+  } finally {
+    server.close();
+  }
+  assert.deepEqual(seen, [
+    'POST /api/admin/v1/reconciliation/runs',
+    'GET /api/admin/v1/reconciliation/runs/7',
+    'GET /api/admin/v1/reconciliation/runs/7',
+    'GET /api/admin/v1/reconciliation/runs?day=2026-05-01',
+    'GET /api/admin/v1/reconciliation/runs/7/lines?outcome=AMOUNT_MISMATCH',
+    'GET /api/admin/v1/provider-discrepancies?status=OPEN&source=STATEMENT',
+    'POST /api/admin/v1/provider-discrepancies/12/resolve',
+  ]);
+  for (const [args, re] of [
+    [['reconcile'], /--day is required/],
+    [['reconcile', '--day', '2026-5-1'], /--day must be YYYY-MM-DD/],
+    [['reconciliation', 'run'], /RUN_ID is required/],
+  ] as const) {
+    const e = ops(...args);
+    assert.equal(e.status, 2, e.stderr);
+    assert.match(e.stderr, re);
+  }
+});
