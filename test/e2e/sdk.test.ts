@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { createPublicKey } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { gunzipSync } from 'node:zlib';
 import { after, before, test } from 'node:test';
 import { NotFoundError, PaymentClient, ResponseSignatureError, UnprocessableError, parsePlatformKeysJson } from '@mps/sdk';
 import { type Merchant, type TestApp, orderBody, provision, startTestApp } from '../helpers/app.ts';
@@ -56,6 +58,28 @@ test('the seven operations through the SDK, every answer signature-verified', as
   await c.createOrder(other as never);
   const closed = await c.closeOrder(String(other.outTradeNo));
   assert.equal((closed.body as { closeState: string }).closeState, 'CLOSE_REQUESTED');
+});
+
+test("a day's statement streamed to a file through the SDK, checked against its summary and signature; the event log", async () => {
+  const c = client();
+  const yesterday = new Date(Date.now() + 8 * 3600_000 - 86_400_000).toISOString().slice(0, 10);
+  const chunks: Buffer[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _e, cb) {
+      chunks.push(chunk);
+      cb();
+    },
+  });
+  const d = await c.downloadStatement(yesterday, sink, { compression: 'gzip' });
+  assert.equal(d.signatureVerified, true);
+  assert.equal(d.sha256, d.summary.sha256);
+  assert.equal(gunzipSync(Buffer.concat(chunks)).toString().split('\r\n')[0]!.split(',')[0], 'type');
+  const events = [];
+  for await (const e of c.iterateEvents({ limit: 2 })) events.push(e);
+  assert.ok(events.length >= 2, 'the events of the first test');
+  const one = await c.getEvent(events[0]!.eventId);
+  assert.equal(one.signatureVerified, true);
+  assert.equal((await c.redeliverEvent(events[0]!.eventId)).status, 202);
 });
 
 test('contract failures arrive as typed errors carrying code, status, requestId and details', async () => {

@@ -128,8 +128,9 @@ export async function signRequestHeaders(input: SignRequestInput): Promise<Recor
 export interface VerifyResponseInput {
   status: number;
   headers: HeadersInput;
-  /** The raw response body bytes, as received. */
-  body: string | Uint8Array;
+  /** The raw response body bytes, as received; or, for a body streamed to a file (a statement), its hex SHA-256 in `bodySha256`. */
+  body?: string | Uint8Array;
+  bodySha256?: string;
   /** The platform's public keys by key id (PEM or KeyObject, or the Map from loadPublicKeys()). */
   platformPublicKeys: PlatformPublicKeys;
   /**
@@ -203,7 +204,13 @@ export function verifyResponseSignature(input: VerifyResponseInput): ResponseVer
         'the same X-SVC-Request-Id returns its answer, signed again, without running it twice',
     );
   }
-  const signingString = responseSigningString({ timestamp, nonce, requestId: echoedRequestId, status: input.status, body: input.body });
+  const signingString = responseSigningString({
+    timestamp,
+    nonce,
+    requestId: echoedRequestId,
+    status: input.status,
+    ...(input.bodySha256 !== undefined ? { bodySha256: input.bodySha256 } : { body: input.body ?? '' }),
+  });
   if (!verifyBase64(signingString, sign, key)) return fail('BAD_SIGNATURE', 'the signature does not match status, request id and body');
   return { signed: true, keyId };
 }

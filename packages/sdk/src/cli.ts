@@ -3,14 +3,15 @@
  * mps-merchant: the SDK from a shell. Exit codes: 0 success, 1 the call or the verification
  * failed (details as JSON on stderr), 2 the command line is wrong.
  */
-import { chmod, mkdir, open, readFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { assertRequestId } from './auth.ts';
 import { createFetchTransport, PaymentClient } from './client.ts';
 import { MpsError, NotificationVerificationError, PaymentApiError } from './errors.ts';
 import { DEFAULT_RSA_BITS, generateRsaKeyPair, loadPublicKeys, parsePlatformKeysJson } from './keys.ts';
-import type { CreateOrderResponse, CreateRefundResponse } from './types.ts';
+import type { CreateOrderResponse, CreateRefundResponse, EventFilter } from './types.ts';
 import { verifyNotification } from './webhooks.ts';
 
 const USAGE = `Usage: mps-merchant <command> [options]
@@ -25,6 +26,14 @@ Commands:
   create-refund --json '{...}' | --file FILE     POST /api/open/v1/refunds
   query-refund  OUT_REFUND_NO                    GET  /api/open/v1/refunds/{outRefundNo}
   settlement                                     GET  /api/open/v1/settlement/accounts
+  statement DAY [--gzip] [--out FILE]            GET  /api/open/v1/statements/{DAY} (YYYY-MM-DD, Asia/Shanghai):
+                          the summary (totals, SHA-256, size); with --out, the file too, written to FILE
+                          once its size, SHA-256 and signature are checked (nothing is left on failure)
+  events [--type T] [--status S] [--from TIME] [--to TIME] [--limit N] [--cursor C] [--all]
+                                                 GET  /api/open/v1/events: your events, newest first;
+                          --all follows the pages and prints every event
+  events get EVENT_ID                            GET  /api/open/v1/events/{eventId} with its delivery attempts
+  events redeliver EVENT_ID                      POST /api/open/v1/events/{eventId}/redeliveries
   sandbox pay   OUT_TRADE_NO                     the sandbox's buyer pays the order: looks it up with
                           GET /api/open/v1/payments/{outTradeNo} (signed), then calls
                           POST /api/sandbox/v1/payments/{openOrderId}/pay with the admin token
@@ -65,6 +74,8 @@ const API_COMMANDS = new Set([
   'create-refund',
   'query-refund',
   'settlement',
+  'statement',
+  'events',
 ]);
 
 class UsageError extends Error {
@@ -91,6 +102,15 @@ const OPTIONS = {
   body: { type: 'string' },
   'tolerance-seconds': { type: 'string' },
   'admin-token': { type: 'string' },
+  gzip: { type: 'boolean' },
+  out: { type: 'string' },
+  type: { type: 'string' },
+  status: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  all: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -310,11 +330,79 @@ async function apiCommand(command: string, values: Values, positionals: string[]
       noArgument();
       result = await client.getSettlementAccounts(options);
       break;
+    case 'statement':
+      result = await statementCommand(client, argument(positionals, 'DAY'), values, options);
+      break;
+    case 'events':
+      result = await eventsCommand(client, positionals, values, options);
+      break;
     default:
       throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   }
   process.stdout.write(`${JSON.stringify(result.body, null, 2)}\n`);
   return 0;
+}
+
+/**
+ * `statement DAY [--gzip] [--out FILE]`: the summary; with --out, the file written to FILE.partial
+ * as it arrives, renamed to FILE once checked, removed otherwise.
+ */
+async function statementCommand(
+  client: PaymentClient,
+  day: string,
+  values: Values,
+  options: { requestId?: string },
+): Promise<{ body: unknown }> {
+  const compression = values.gzip ? 'gzip' : undefined;
+  if (values.out === undefined) return client.getStatement(day, { compression }, options);
+  const partial = `${values.out}.partial`;
+  const out = createWriteStream(partial, { flags: 'w', mode: 0o600 });
+  // A write that fails (a full disk) fails the command; a write still pending when the download
+  // fails errors as the file is closed, which is expected.
+  let writeError: Error | null = null;
+  out.on('error', (err) => (writeError ??= err));
+  try {
+    const d = await client.downloadStatement(day, out, { compression, ...options });
+    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    if (writeError !== null) throw writeError;
+    await rename(partial, values.out);
+    return { body: { ...d.summary, file: values.out, sha256Checked: true, signatureVerified: d.signatureVerified } };
+  } catch (err) {
+    // Closed first: the file may still be being opened, and would come back after its removal.
+    await new Promise<void>((resolve) => {
+      out.once('close', () => resolve());
+      out.destroy();
+    });
+    await rm(partial, { force: true });
+    throw err;
+  }
+}
+
+/** `events [filters] [--all]`, `events get EVENT_ID`, `events redeliver EVENT_ID`. */
+async function eventsCommand(
+  client: PaymentClient,
+  positionals: string[],
+  values: Values,
+  options: { requestId?: string },
+): Promise<{ body: unknown }> {
+  const [, sub, id] = positionals;
+  if (sub === 'get' || sub === 'redeliver') {
+    if (id === undefined || positionals.length !== 3) throw new UsageError(`expected: events ${sub} EVENT_ID`);
+    return sub === 'get' ? client.getEvent(id, options) : client.redeliverEvent(id, options);
+  }
+  if (sub !== undefined) throw new UsageError('expected: events [filters], events get EVENT_ID or events redeliver EVENT_ID');
+  const filter: EventFilter = {
+    ...(values.type !== undefined ? { type: values.type as EventFilter['type'] } : {}),
+    ...(values.status !== undefined ? { status: values.status as EventFilter['status'] } : {}),
+    ...(values.from !== undefined ? { from: values.from } : {}),
+    ...(values.to !== undefined ? { to: values.to } : {}),
+    ...(values.limit !== undefined ? { limit: integer(values.limit, '--limit') } : {}),
+  };
+  if (!values.all) return client.listEvents({ ...filter, ...(values.cursor !== undefined ? { cursor: values.cursor } : {}) }, options);
+  if (values.cursor !== undefined) throw new UsageError('--all starts from the newest event: it takes no --cursor');
+  const events = [];
+  for await (const e of client.iterateEvents(filter)) events.push(e);
+  return { body: { events } };
 }
 
 /**

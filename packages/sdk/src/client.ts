@@ -1,5 +1,6 @@
 /**
- * PaymentClient: typed calls of the seven open-API operations, each request signed
+ * PaymentClient: typed calls of the open-API operations (the seed's seven, the statement and the
+ * event log), each request signed
  * (decisions.md section 1), each signed answer verified (section 3), with bounded retries.
  *
  * Retries (after stripe-node's RequestSender `_shouldRetry`): only when the request may not have
@@ -8,7 +9,8 @@
  * request-id replay (section 5) makes a POST that did execute answer with its first response;
  * nonce, timestamp and signature are fresh each time (a nonce is never reused).
  */
-import type { KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The wait between tries; a caller's abort meanwhile rejects with its own reason, as it does elsewhere. */
@@ -35,6 +37,12 @@ import { lookupHeader } from './internal.ts';
 import { loadPrivateKey, loadPublicKeys } from './keys.ts';
 import type {
   CloseOrderResponse,
+  EventFilter,
+  EventListResponse,
+  EventLogEntry,
+  EventResponse,
+  RedeliveryResponse,
+  StatementResponse,
   CreateOrderRequest,
   CreateOrderResponse,
   CreateRefundRequest,
@@ -161,6 +169,19 @@ export interface RequestOptions {
   requestId?: string;
   /** Aborts the call, including waits between retries. */
   signal?: AbortSignal;
+}
+
+/** A statement file written and checked (PaymentClient.downloadStatement). */
+export interface StatementDownload {
+  summary: StatementResponse;
+  /** The X-SVC-Request-Id of the file's request. */
+  requestId: string;
+  /** SHA-256 of the bytes written: the summary's. */
+  sha256: string;
+  sizeBytes: number;
+  /** True when the answer's signature was present and verified (over sha256). */
+  signatureVerified: boolean;
+  attempts: number;
 }
 
 export interface ApiResult<T> {
@@ -292,6 +313,185 @@ export class PaymentClient {
   /** GET /api/open/v1/settlement/accounts. */
   async getSettlementAccounts(options: RequestOptions = {}): Promise<ApiResult<SettlementResponse>> {
     return this.request('GET', '/api/open/v1/settlement/accounts', undefined, options);
+  }
+
+  /**
+   * GET /api/open/v1/statements/{settlementDate}: the statement of an Asia/Shanghai day (YYYY-MM-DD)
+   * summed up: totals, and the SHA-256, size and path of its CSV file (gzip with `compression`).
+   * 409 OPEN_API_STATE_INVALID while the day is not closed (ConflictError); 404 for a day too old.
+   */
+  async getStatement(
+    settlementDate: string,
+    o: { compression?: 'gzip' | 'none' } = {},
+    options: RequestOptions = {},
+  ): Promise<ApiResult<StatementResponse>> {
+    const q = o.compression === undefined ? '' : `?compression=${encodeURIComponent(o.compression)}`;
+    return this.request('GET', `/api/open/v1/statements/${segment('settlementDate', settlementDate)}${q}`, undefined, options);
+  }
+
+  /**
+   * The statement's file, streamed into `destination` (which is not ended): the summary first
+   * (getStatement), then the file, hashed as it is written. Resolves once every byte is written and
+   * checked: its size and SHA-256 are the summary's, and the answer's signature (over that SHA-256,
+   * decisions.md section 3) verifies when platform keys are configured. Anything else rejects
+   * (UnexpectedResponseError, ResponseSignatureError): discard what was written. Uses the global
+   * fetch (the `transport` option buffers bodies); `timeoutMs` bounds the wait for the answer's
+   * headers, not the transfer.
+   */
+  async downloadStatement(
+    settlementDate: string,
+    destination: NodeJS.WritableStream,
+    o: { compression?: 'gzip' | 'none' } & RequestOptions = {},
+  ): Promise<StatementDownload> {
+    const { signal } = o;
+    const summary = (await this.getStatement(settlementDate, { compression: o.compression }, { signal })).body;
+    if (!/^\/api\/open\/v1\/statements\/\d{4}-\d{2}-\d{2}\/file(\?compression=gzip)?$/.test(summary.filePath)) {
+      throw new UnexpectedResponseError(`the summary names no statement file (${JSON.stringify(summary.filePath)})`, {
+        status: 200,
+        requestId: summary.requestId,
+        headers: {},
+        bodyText: '',
+      });
+    }
+    const url = new URL(this.#base + summary.filePath);
+    const requestId = o.requestId ?? generateRequestId();
+    assertRequestId(requestId);
+    for (let attempt = 1; ; attempt++) {
+      signal?.throwIfAborted();
+      const headers = await signRequestHeaders({
+        method: 'GET',
+        target: url.pathname + url.search,
+        appId: this.#appId,
+        keyId: this.#keyId,
+        privateKey: this.#privateKey,
+        body: undefined,
+        contentType: undefined,
+        requestId,
+        nonce: this.#randomNonce(),
+        now: this.#now,
+      });
+      const controller = new AbortController();
+      const timer = setTimeout(
+        () => controller.abort(new DOMException(`timed out after ${this.#timeoutMs} ms`, 'TimeoutError')),
+        this.#timeoutMs,
+      );
+      const onAbort = (): void => controller.abort(signal?.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        let res: Response;
+        try {
+          res = await fetch(url, {
+            method: 'GET',
+            headers: { 'accept-encoding': 'identity', ...headers },
+            redirect: 'manual',
+            signal: controller.signal,
+          });
+        } catch (error) {
+          if (signal?.aborted) throw signal.reason;
+          throw new NetworkError(`GET ${url.pathname} failed: ${String((error as Error)?.cause ?? error)}`, {
+            requestId,
+            timedOut: controller.signal.aborted,
+            attempts: attempt,
+            cause: error,
+          });
+        }
+        clearTimeout(timer);
+        const resHeaders: Record<string, string> = {};
+        res.headers.forEach((value, name) => {
+          resHeaders[name] = value;
+        });
+        if (res.status !== 200) {
+          const body = Buffer.from(await res.arrayBuffer());
+          const outcome = this.#interpret<unknown>({ status: res.status, headers: resHeaders, body }, requestId, attempt);
+          if (!('error' in outcome)) {
+            throw new UnexpectedResponseError(`HTTP ${res.status} instead of the file`, {
+              status: res.status,
+              requestId,
+              headers: resHeaders,
+              bodyText: body.toString('utf8'),
+            });
+          }
+          if ((res.status === 429 || res.status === 503) && attempt <= this.#maxRetries) {
+            const retryAfter = parseRetryAfter(lookupHeaderValue(resHeaders, 'Retry-After'), this.#now());
+            if (retryAfter === undefined || retryAfter <= this.#maxRetryAfterSeconds) {
+              await pause(Math.max(this.#backoffMs(attempt), (retryAfter ?? 0) * 1000), signal);
+              continue;
+            }
+          }
+          throw outcome.error;
+        }
+        const hash = createHash('sha256');
+        let size = 0;
+        if (res.body !== null) {
+          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+            hash.update(chunk);
+            size += chunk.byteLength;
+            if (size > summary.sizeBytes) break;
+            if (!destination.write(chunk)) await once(destination, 'drain');
+          }
+        }
+        const sha256 = hash.digest('hex');
+        if (size !== summary.sizeBytes || sha256 !== summary.sha256) {
+          throw new UnexpectedResponseError(
+            `the file is not the one its summary describes: ${size} bytes, SHA-256 ${sha256} (expected ${summary.sizeBytes}, ${summary.sha256})`,
+            { status: res.status, requestId, headers: resHeaders, bodyText: '' },
+          );
+        }
+        const signatureVerified =
+          this.#platformKeys !== undefined &&
+          verifyResponseSignature({
+            status: 200,
+            headers: resHeaders,
+            bodySha256: sha256,
+            platformPublicKeys: this.#platformKeys,
+            expectedRequestId: requestId,
+          }).signed;
+        if (this.#requireSignedSuccess && !signatureVerified) {
+          throw new ResponseSignatureError('MISSING_SIGNATURE', 'HTTP 200 without response signature headers', {
+            status: 200,
+            requestId,
+            headers: resHeaders,
+          });
+        }
+        return { summary, requestId, sha256, sizeBytes: size, signatureVerified, attempts: attempt };
+      } finally {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      }
+    }
+  }
+
+  /** GET /api/open/v1/events: the app's events, newest first (filters, and `cursor` from the previous page). */
+  async listEvents(filter: EventFilter = {}, options: RequestOptions = {}): Promise<ApiResult<EventListResponse>> {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filter)) if (v !== undefined) q.set(k, String(v));
+    return this.request('GET', `/api/open/v1/events${q.size > 0 ? `?${q}` : ''}`, undefined, options);
+  }
+
+  /** Every event matching the filter, newest first, page after page. */
+  async *iterateEvents(
+    filter: Omit<EventFilter, 'cursor'> = {},
+    options: Omit<RequestOptions, 'requestId'> = {},
+  ): AsyncGenerator<EventLogEntry> {
+    let cursor: string | undefined;
+    do {
+      const page = (await this.listEvents({ ...filter, ...(cursor !== undefined ? { cursor } : {}) }, options)).body;
+      yield* page.events;
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** GET /api/open/v1/events/{eventId}: the event with its delivery attempts. */
+  async getEvent(eventId: string, options: RequestOptions = {}): Promise<ApiResult<EventResponse>> {
+    return this.request('GET', `/api/open/v1/events/${segment('eventId', eventId)}`, undefined, options);
+  }
+
+  /**
+   * POST /api/open/v1/events/{eventId}/redeliveries: deliver the event again (202). Limited to once
+   * a minute per event and 20 a minute per app: RateLimitedError with retryAfterSeconds beyond that.
+   */
+  async redeliverEvent(eventId: string, options: RequestOptions = {}): Promise<ApiResult<RedeliveryResponse>> {
+    return this.request('POST', `/api/open/v1/events/${segment('eventId', eventId)}/redeliveries`, undefined, options);
   }
 
   /**

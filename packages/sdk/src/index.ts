@@ -25,6 +25,7 @@ export {
   type PaymentClientOptions,
   parseRetryAfter,
   type RequestOptions,
+  type StatementDownload,
   type Transport,
   type TransportRequest,
   type TransportResponse,

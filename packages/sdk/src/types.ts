@@ -191,3 +191,104 @@ export interface WebhookEventPayload {
   /** Present on PAYMENT_SUCCEEDED. */
   feeProjection?: FeeProjection | null;
 }
+
+/** Count and sum of a kind of statement row. */
+export interface CountAndAmount {
+  count: number;
+  amountFen: number;
+}
+
+/** A statement's rows added up (docs/statements.md, "Totals"). */
+export interface StatementTotals {
+  rowCount: number;
+  paymentsSucceeded: CountAndAmount;
+  paymentsClosed: CountAndAmount;
+  paymentsFailed: CountAndAmount;
+  refundsSucceeded: CountAndAmount;
+  refundsFailed: CountAndAmount;
+  companyServiceFeeFen: number;
+  merchantSettlementFen: number;
+  /** paymentsSucceeded.amountFen - refundsSucceeded.amountFen. */
+  netAmountFen: number;
+}
+
+/** GET /api/open/v1/statements/{settlementDate}: the summary of a day's statement. */
+export interface StatementResponse extends WithRequestId {
+  appId: string;
+  /** The Asia/Shanghai day, YYYY-MM-DD. */
+  settlementDate: string;
+  timeZone: 'Asia/Shanghai';
+  periodStart: string;
+  periodEnd: string;
+  format: 'CSV';
+  formatVersion: number;
+  compression: 'NONE' | 'GZIP';
+  contentType: 'text/csv; charset=utf-8' | 'application/gzip';
+  fileName: string;
+  rowCount: number;
+  /** The file's size in bytes, as served. */
+  sizeBytes: number;
+  /** Lower-case hex SHA-256 of the file's bytes, as served. */
+  sha256: string;
+  totals: StatementTotals;
+  /** Path (and query) of the file: GET it, signed. */
+  filePath: string;
+}
+
+export type DeliveryStatus = 'PENDING' | 'DELIVERED' | 'DEAD';
+
+/** One delivery attempt of an event. */
+export interface DeliveryAttempt {
+  attemptNo: number;
+  attemptedAt: string;
+  /** Your endpoint's status; null when none came back. */
+  httpStatus: number | null;
+  /** Why no status came back (TIMEOUT, CONNECTION_REFUSED, ...), or REDIRECT_NOT_FOLLOWED; null otherwise. */
+  error: string | null;
+  durationMs: number;
+  /** The first 200 characters of your endpoint's answer. */
+  responseExcerpt: string | null;
+}
+
+/** An event of the app's log. */
+export interface EventLogEntry {
+  eventId: string;
+  eventType: EventType;
+  occurredAt: string;
+  stateVersion: number;
+  /** Delivery status. */
+  status: DeliveryStatus;
+  deliveryAttempts: number;
+  lastAttempt: DeliveryAttempt | null;
+  nextAttemptAt: string | null;
+  deliveredAt: string | null;
+  /** The body exactly as delivered. */
+  payload: WebhookEventPayload;
+}
+
+export interface EventListResponse extends WithRequestId {
+  events: EventLogEntry[];
+  /** Pass as `cursor` for the next (older) page; null on the last page. */
+  nextCursor: string | null;
+}
+
+export type EventResponse = WithRequestId & EventLogEntry & { deliveries: DeliveryAttempt[] };
+
+export interface RedeliveryResponse extends WithRequestId {
+  eventId: string;
+  status: 'PENDING';
+  nextAttemptAt: string;
+}
+
+/** Filters of GET /api/open/v1/events. */
+export interface EventFilter {
+  type?: EventType;
+  status?: DeliveryStatus;
+  /** RFC 3339; inclusive. */
+  from?: string;
+  /** RFC 3339; exclusive. */
+  to?: string;
+  /** 1-100 (default 20). */
+  limit?: number;
+  cursor?: string;
+}

@@ -11,6 +11,7 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
@@ -723,6 +724,107 @@ describe('webhooks', () => {
   });
 });
 
+describe('statements and the event log', () => {
+  const CSV = 'type,occurredAt,eventId\r\nPAYMENT,2026-05-01T01:00:00.000Z,evt_abcdefghijkl\r\n';
+  const summaryOf = (s: Seen, file: string, extra: Record<string, unknown> = {}) => ({
+    requestId: s.requestId,
+    appId: APP_ID,
+    settlementDate: '2026-05-01',
+    timeZone: 'Asia/Shanghai',
+    periodStart: '2026-04-30T16:00:00.000Z',
+    periodEnd: '2026-05-01T16:00:00.000Z',
+    format: 'CSV',
+    formatVersion: 1,
+    compression: 'NONE',
+    contentType: 'text/csv; charset=utf-8',
+    fileName: `statement-${APP_ID}-2026-05-01.csv`,
+    rowCount: 1,
+    sizeBytes: Buffer.byteLength(file),
+    sha256: sha256(file),
+    totals: {},
+    filePath: '/api/open/v1/statements/2026-05-01/file',
+    ...extra,
+  });
+  /** A writable that keeps what it is given. */
+  const sink = () => {
+    const chunks: Buffer[] = [];
+    const w = new Writable({
+      write(chunk: Buffer, _e, cb) {
+        chunks.push(chunk);
+        cb();
+      },
+    });
+    return { w, text: () => Buffer.concat(chunks).toString('utf8') };
+  };
+
+  it('getStatement: a signed GET of the day, the compression as a query', async () => {
+    fake.replies.push((s) => ({ status: 200, body: summaryOf(s, CSV) }));
+    const r = await client().getStatement('2026-05-01', { compression: 'gzip' });
+    assertAllSignedCorrectly();
+    assert.equal(fake.seen[0]?.url, '/api/open/v1/statements/2026-05-01?compression=gzip');
+    assert.equal(r.body.sha256, sha256(CSV));
+    assert.equal(r.signatureVerified, true);
+  });
+
+  it('downloadStatement: the summary, then the file written and checked against it and the signature', async () => {
+    fake.replies.push((s) => ({ status: 200, body: summaryOf(s, CSV) }));
+    fake.replies.push(() => ({ status: 200, body: CSV, headers: { 'content-type': 'text/csv; charset=utf-8' } }));
+    const out = sink();
+    const d = await client().downloadStatement('2026-05-01', out.w, { requestId: 'req_file_000001' });
+    assertAllSignedCorrectly();
+    assert.deepEqual(
+      fake.seen.map((x) => [x.method, x.url]),
+      [
+        ['GET', '/api/open/v1/statements/2026-05-01'],
+        ['GET', '/api/open/v1/statements/2026-05-01/file'],
+      ],
+    );
+    assert.equal(fake.seen[1]?.requestId, 'req_file_000001');
+    assert.equal(out.text(), CSV);
+    assert.equal(d.sha256, sha256(CSV));
+    assert.equal(d.sizeBytes, Buffer.byteLength(CSV));
+    assert.equal(d.signatureVerified, true);
+  });
+
+  it('downloadStatement: a file other than the summary says, or a bad signature, is refused', async () => {
+    fake.replies.push((s) => ({ status: 200, body: summaryOf(s, CSV) }));
+    fake.replies.push(() => ({ status: 200, body: CSV.replace('PAYMENT', 'REFUND_'), headers: { 'content-type': 'text/csv' } }));
+    await assert.rejects(client().downloadStatement('2026-05-01', sink().w), (e: unknown) => e instanceof UnexpectedResponseError);
+    fake.replies.push((s) => ({ status: 200, body: summaryOf(s, CSV) }));
+    fake.replies.push(() => ({ status: 200, body: CSV, headers: { 'content-type': 'text/csv' }, tamper: 'signature' }));
+    await assert.rejects(client().downloadStatement('2026-05-01', sink().w), (e: unknown) => e instanceof ResponseSignatureError);
+    fake.replies.push((s) => ({ status: 409, body: envelope(s, 'OPEN_API_STATE_INVALID') }));
+    await assert.rejects(client().downloadStatement('2026-05-01', sink().w), (e: unknown) => e instanceof ConflictError);
+  });
+
+  it('listEvents, iterateEvents over the pages, getEvent, redeliverEvent (a POST with no body)', async () => {
+    const entry = (id: string) => ({ eventId: id, eventType: 'PAYMENT_SUCCEEDED', status: 'DELIVERED' });
+    fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [entry('evt_a')], nextCursor: 'c1' } }));
+    fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [entry('evt_b')], nextCursor: null } }));
+    fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, ...entry('evt_b'), deliveries: [] } }));
+    fake.replies.push((s) => ({ status: 202, body: { requestId: s.requestId, eventId: 'evt_b', status: 'PENDING', nextAttemptAt: 'x' } }));
+    const c = client();
+    const all = [];
+    for await (const e of c.iterateEvents({ type: 'PAYMENT_SUCCEEDED', limit: 1 })) all.push(e.eventId);
+    assert.deepEqual(all, ['evt_a', 'evt_b']);
+    assert.equal((await c.getEvent('evt_b')).body.eventId, 'evt_b');
+    const r = await c.redeliverEvent('evt_b');
+    assert.equal(r.status, 202);
+    assertAllSignedCorrectly();
+    assert.deepEqual(
+      fake.seen.map((x) => [x.method, x.url]),
+      [
+        ['GET', '/api/open/v1/events?type=PAYMENT_SUCCEEDED&limit=1'],
+        ['GET', '/api/open/v1/events?type=PAYMENT_SUCCEEDED&limit=1&cursor=c1'],
+        ['GET', '/api/open/v1/events/evt_b'],
+        ['POST', '/api/open/v1/events/evt_b/redeliveries'],
+      ],
+    );
+    assert.equal(fake.seen[3]?.headers['content-type'], 'application/json');
+    assert.equal(fake.seen[3]?.body.length, 0);
+  });
+});
+
 describe('CLI', () => {
   const run = (args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> =>
     new Promise((resolve) => {
@@ -791,18 +893,23 @@ describe('CLI', () => {
     }
   });
 
-  it('query-order with the generated key, verified with the platform keys file; exit 1 on an API error', async () => {
+  /** The CLI's environment with the key pair keygen made (the fake service verifies with it) and a platform keys file. */
+  async function generatedKeyEnv(): Promise<Record<string, string>> {
     fake.merchantKey = createPublicKey(await readFile(join(dir, 'merchant-public.pem'), 'utf8'));
+    const keysFile = join(dir, 'platform-keys.json');
+    await writeFile(keysFile, JSON.stringify({ keys: [{ keyId: PLATFORM_KEY_ID, publicKeyPem: platform.publicKeyPem }] }));
+    return {
+      MPS_BASE_URL: fake.baseUrl,
+      MPS_APP_ID: APP_ID,
+      MPS_KEY_ID: KEY_ID,
+      MPS_PRIVATE_KEY_FILE: join(dir, 'merchant-private.pem'),
+      MPS_PLATFORM_KEYS_FILE: keysFile,
+    };
+  }
+
+  it('query-order with the generated key, verified with the platform keys file; exit 1 on an API error', async () => {
     try {
-      const keysFile = join(dir, 'platform-keys.json');
-      await writeFile(keysFile, JSON.stringify({ keys: [{ keyId: PLATFORM_KEY_ID, publicKeyPem: platform.publicKeyPem }] }));
-      const env = {
-        MPS_BASE_URL: fake.baseUrl,
-        MPS_APP_ID: APP_ID,
-        MPS_KEY_ID: KEY_ID,
-        MPS_PRIVATE_KEY_FILE: join(dir, 'merchant-private.pem'),
-        MPS_PLATFORM_KEYS_FILE: keysFile,
-      };
+      const env = await generatedKeyEnv();
       fake.replies.push((s) => ({ status: 200, body: snapshot(s, { payUrl: null }) }));
       const ok = await run(['query-order', 'T_123456', '--request-id', 'req_cli_000001'], env);
       assert.equal(ok.code, 0, ok.stderr);
@@ -905,6 +1012,52 @@ describe('CLI', () => {
       ]);
       assert.equal(wrong.code, 2, wrong.stderr);
       assert.match(wrong.stderr, /Run mps-merchant --help for usage/);
+    }
+  });
+
+  it('statement DAY --out FILE writes the checked file; events lists, gets and redelivers', async () => {
+    try {
+      const env = await generatedKeyEnv();
+      const csv = 'type\r\nPAYMENT\r\n';
+      const summary = (s: Seen) => ({
+        requestId: s.requestId,
+        sizeBytes: Buffer.byteLength(csv),
+        sha256: sha256(csv),
+        compression: 'GZIP',
+        filePath: '/api/open/v1/statements/2026-05-01/file?compression=gzip',
+      });
+      fake.replies.push((s) => ({ status: 200, body: summary(s) }));
+      fake.replies.push(() => ({ status: 200, body: csv, headers: { 'content-type': 'application/gzip' } }));
+      const file = join(dir, 'statement.csv.gz');
+      const ok = await run(['statement', '2026-05-01', '--gzip', '--out', file], env);
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal(await readFile(file, 'utf8'), csv);
+      assert.equal(JSON.parse(ok.stdout).sha256Checked, true);
+      assert.equal(JSON.parse(ok.stdout).signatureVerified, true);
+      assert.equal(fake.seen.at(-2)?.url, '/api/open/v1/statements/2026-05-01?compression=gzip');
+      // A file that does not match its summary leaves nothing behind.
+      fake.replies.push((s) => ({ status: 200, body: summary(s) }));
+      fake.replies.push(() => ({ status: 200, body: 'other\r\n', headers: { 'content-type': 'application/gzip' } }));
+      const bad = await run(['statement', '2026-05-01', '--gzip', '--out', join(dir, 'bad.csv.gz')], env);
+      assert.equal(bad.code, 1, bad.stderr);
+      await assert.rejects(stat(join(dir, 'bad.csv.gz')));
+      await assert.rejects(stat(join(dir, 'bad.csv.gz.partial')));
+
+      fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [{ eventId: 'evt_1' }], nextCursor: 'n1' } }));
+      fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [{ eventId: 'evt_2' }], nextCursor: null } }));
+      const all = await run(['events', '--all', '--status', 'DEAD'], env);
+      assert.equal(all.code, 0, all.stderr);
+      assert.deepEqual(
+        JSON.parse(all.stdout).events.map((e: { eventId: string }) => e.eventId),
+        ['evt_1', 'evt_2'],
+      );
+      fake.replies.push((s) => ({ status: 202, body: { requestId: s.requestId, eventId: 'evt_2', status: 'PENDING' } }));
+      assert.equal((await run(['events', 'redeliver', 'evt_2'], env)).code, 0);
+      assert.equal(fake.seen.at(-1)?.url, '/api/open/v1/events/evt_2/redeliveries');
+      assert.equal((await run(['events', 'redeliver'], env)).code, 2);
+      assertAllSignedCorrectly();
+    } finally {
+      fake.merchantKey = createPublicKey(merchant.publicKeyPem);
     }
   });
 
