@@ -11,6 +11,9 @@
  *   buyer page here) or by the buyer opening the alipay.trade.wap.pay page; by default a
  *   precreated trade can be queried and closed at once, as the provider contract expects; with
  *   `tradeVisibleOnPrecreate: false` it exists only once the buyer scans it, as at Alipay.
+ * - The trade bill of a past day (alipay.data.dataservice.bill.downloadurl.query, bill_type trade):
+ *   an address valid 30 seconds of a ZIP of two GBK CSV files made from the trades paid and the
+ *   refunds settled that day (simulators/alipay/bill.ts); a day without any is isp.bill_not_exist.
  * - Notifications are form POSTs signed like Alipay's, sent again until answered `success`
  *   (Alipay's schedule by default: 4 m, 10 m, 10 m, 1 h, 2 h, 6 h, 15 h).
  * - Test levers: pay, fail, scan or expire a trade; per-method faults (no answer within the
@@ -32,6 +35,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fenToYuan, yuanToFen } from '../../src/providers/alipay/amount.ts';
 import { parseShanghaiDateTime, shanghaiDateTime } from '../../src/providers/alipay/wire.ts';
+import { type BillRow, billArchive } from './bill.ts';
 import { type CertSet, makeCertSet } from './certs.ts';
 import { buyerPage, errorPage, messagePage } from './pages.ts';
 
@@ -41,6 +45,7 @@ export const SIMULATED_METHODS = [
   'alipay.trade.close',
   'alipay.trade.refund',
   'alipay.trade.fastpay.refund.query',
+  'alipay.data.dataservice.bill.downloadurl.query',
 ] as const;
 export type SimulatedMethod = (typeof SIMULATED_METHODS)[number];
 const PAGE_METHOD = 'alipay.trade.wap.pay';
@@ -272,6 +277,8 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
   const counts = new Map<string, number>();
   const timers = new Set<NodeJS.Timeout>();
   const held = new Set<http.ServerResponse>();
+  /** Bill archives by download token, each valid until its time. */
+  const bills = new Map<string, { zip: Buffer; until: number }>();
   let delayNext: { ms: number; count: number } = { ms: 0, count: 0 };
   let duplicateNext = 0;
   let loseNext = 0;
@@ -646,6 +653,46 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
       return answer('N');
     },
 
+    async 'alipay.data.dataservice.bill.downloadurl.query'(biz) {
+      const day = typeof biz.bill_date === 'string' ? biz.bill_date : '';
+      if (biz.bill_type !== 'trade') throw acq('ACQ.INVALID_PARAMETER', '参数无效: bill_type (模拟器只提供trade)');
+      if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) throw acq('ACQ.INVALID_PARAMETER', '参数无效: bill_date');
+      if (day >= shanghaiDateTime(now()).slice(0, 10)) throw acq('ACQ.INVALID_PARAMETER', '不支持下载当日或之后的账单');
+      const rows: BillRow[] = [];
+      const sameDay = (d: Date | null) => d !== null && shanghaiDateTime(d).slice(0, 10) === day;
+      for (const t of trades.values()) {
+        if (sameDay(t.paidAt)) {
+          rows.push({
+            tradeNo: t.tradeNo!,
+            outTradeNo: t.outTradeNo,
+            type: '交易',
+            subject: t.subject,
+            createdAt: shanghaiDateTime(t.createdAt),
+            finishedAt: shanghaiDateTime(t.paidAt!),
+            amount: fenToYuan(t.totalFen),
+            requestNo: '',
+          });
+        }
+        for (const r of t.refunds.values()) {
+          if (!sameDay(r.gmtRefund)) continue;
+          rows.push({
+            tradeNo: t.tradeNo!,
+            outTradeNo: t.outTradeNo,
+            type: '退款',
+            subject: t.subject,
+            createdAt: shanghaiDateTime(t.createdAt),
+            finishedAt: shanghaiDateTime(r.gmtRefund!),
+            amount: `-${fenToYuan(r.amountFen)}`,
+            requestNo: r.outRequestNo,
+          });
+        }
+      }
+      if (rows.length === 0) throw new GatewayError('40004', 'isp.bill_not_exist', '账单不存在');
+      const token = randomBytes(24).toString('base64url');
+      bills.set(token, { zip: billArchive('2088000000000001', day, rows), until: now().getTime() + 30_000 });
+      return { bill_download_url: `${base}/bill/${token}` };
+    },
+
     async 'alipay.trade.fastpay.refund.query'(biz) {
       const t = find(biz);
       if (!t) throw acq('ACQ.TRADE_NOT_EXIST', '交易不存在');
@@ -920,6 +967,14 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
         return showBuyerPage(res, t, null, null);
       }
       if (parts[0] === 'buyer' && parts[1] && parts[2]) return buyer(req, res, parts[1], parts[2]);
+      if (parts[0] === 'bill' && parts[1] && req.method === 'GET') {
+        const b = bills.get(parts[1]);
+        // Alipay's own page for an address used too late: 下载超时，请重新下载.
+        if (!b || now().getTime() > b.until)
+          return send(res, 200, 'text/html;charset=utf-8', messagePage('下载超时', '下载超时，请重新下载'));
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': 'attachment; filename=bill.csv.zip' });
+        return void res.end(b.zip);
+      }
       if (parts[0] === '__sim') return control(req, res, parts.slice(1));
       send(res, 404, 'text/plain', 'not found');
     };

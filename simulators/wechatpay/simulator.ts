@@ -14,6 +14,10 @@
  *   certificates encrypted under the APIv3 key and is signed with the newest certificate.
  * - Orders (H5), their query and close, refunds and their query are kept in memory. The buyer pays
  *   or fails on the `h5_url` page, which then goes to the order's `redirect_url`.
+ * - The trade bill of a past Beijing day (`GET /v3/bill/tradebill`, type ALL, gzip on request) from
+ *   the orders paid and the refunds accepted that day, in the documented format (a header, rows of
+ *   back-quoted fields, a summary), with its SHA-1; the file is fetched with a signed GET of its
+ *   `download_url` (valid 30 s; the answer is the file, unsigned).
  * - Notifications (TRANSACTION.SUCCESS, REFUND.SUCCESS / ABNORMAL / CLOSED) carry an
  *   AES-256-GCM-encrypted `resource`, are signed, and are sent again on WeChat Pay's schedule until
  *   answered 2xx.
@@ -22,6 +26,7 @@
 import {
   type KeyObject,
   createCipheriv,
+  createHash,
   createPrivateKey,
   createPublicKey,
   generateKeyPairSync,
@@ -32,10 +37,20 @@ import {
 } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { type SimCertificate, selfSignedCertificate } from './certificate.ts';
 
-export type Endpoint = 'create' | 'query' | 'close' | 'refund' | 'refundQuery' | 'certificates';
-export const ENDPOINTS: readonly Endpoint[] = ['create', 'query', 'close', 'refund', 'refundQuery', 'certificates'];
+export type Endpoint = 'create' | 'query' | 'close' | 'refund' | 'refundQuery' | 'certificates' | 'tradeBill' | 'billFile';
+export const ENDPOINTS: readonly Endpoint[] = [
+  'create',
+  'query',
+  'close',
+  'refund',
+  'refundQuery',
+  'certificates',
+  'tradeBill',
+  'billFile',
+];
 
 /**
  * A programmed fault of one endpoint:
@@ -192,6 +207,26 @@ class HttpAnswer {
   }
 }
 
+/** A file answered as it is (a bill), unsigned. */
+class FileAnswer extends HttpAnswer {
+  readonly bytes: Buffer;
+  readonly contentType: string;
+  constructor(bytes: Buffer, contentType: string) {
+    super(200, null, false);
+    this.bytes = bytes;
+    this.contentType = contentType;
+  }
+}
+
+/** The columns of the ALL trade bill (pay.weixin.qq.com/docs/merchant/products/bill-download/format-trade.html). */
+const BILL_HEADER =
+  '交易时间,公众账号ID,商户号,特约商户号,设备号,微信订单号,商户订单号,用户标识,交易类型,交易状态,付款银行,货币种类,应结订单金额,代金券金额,微信退款单号,商户退款单号,退款金额,充值券退款金额,退款类型,退款状态,商品名称,商户数据包,手续费,费率,订单金额,申请退款金额,费率备注';
+const BILL_SUMMARY_HEADER = '总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额';
+
+function yuan(fen: number): string {
+  return `${Math.floor(fen / 100)}.${String(fen % 100).padStart(2, '0')}`;
+}
+
 function error(status: number, code: string, message: string): HttpAnswer {
   return new HttpAnswer(status, { code, message });
 }
@@ -267,6 +302,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
   const refundOutcomes: ('SUCCESS' | 'ABNORMAL')[] = [];
   const timers = new Set<NodeJS.Timeout>();
   const held = new Set<http.ServerResponse>();
+  /** Bill files by download token, each valid until its time. */
+  const billFiles = new Map<string, { bytes: Buffer; gzip: boolean; until: number }>();
   let closed = false;
 
   function later(ms: number, fn: () => void): void {
@@ -627,6 +664,121 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
     return new HttpAnswer(200, refundBody(r));
   }
 
+  /** The Beijing day (YYYY-MM-DD) of a `+08:00` time this simulator wrote. */
+  const dayOf = (beijingTime: string) => beijingTime.slice(0, 10);
+  const billTime = (beijingTime: string) => beijingTime.slice(0, 19).replace('T', ' ');
+
+  /** The ALL trade bill of a day: payments (by success time) and refunds (by acceptance time). */
+  function tradeBill(day: string): { text: string; rows: number } {
+    const row = (values: (string | number)[]) => values.map((v) => `\`${v}`).join(',');
+    const lines: string[] = [];
+    let ordersTotal = 0;
+    let refundsTotal = 0;
+    for (const o of orders.values()) {
+      if (o.successTime === null || dayOf(o.successTime) !== day) continue;
+      ordersTotal += o.total;
+      lines.push(
+        row([
+          billTime(o.successTime),
+          o.appid,
+          mchId,
+          0,
+          '',
+          o.transactionId!,
+          o.outTradeNo,
+          'oSimulatedBuyer000000000000',
+          'MWEB',
+          'SUCCESS',
+          'OTHERS',
+          'CNY',
+          yuan(o.total),
+          '0.00',
+          0,
+          0,
+          '0.00',
+          '0.00',
+          '',
+          '',
+          o.description,
+          '',
+          '0.00000',
+          '0.60%',
+          yuan(o.total),
+          '0.00',
+          '',
+        ]),
+      );
+    }
+    for (const r of refunds.values()) {
+      if (dayOf(r.createTime) !== day) continue;
+      const o = orders.get(r.outTradeNo)!;
+      refundsTotal += r.refund;
+      lines.push(
+        row([
+          billTime(r.createTime),
+          o.appid,
+          mchId,
+          0,
+          '',
+          r.transactionId,
+          r.outTradeNo,
+          'oSimulatedBuyer000000000000',
+          'MWEB',
+          'REFUND',
+          'OTHERS',
+          'CNY',
+          '0.00',
+          '0.00',
+          r.refundId,
+          r.outRefundNo,
+          yuan(r.refund),
+          '0.00',
+          'ORIGINAL',
+          r.status,
+          o.description,
+          '',
+          '0.00000',
+          '0.60%',
+          '0.00',
+          yuan(r.refund),
+          '',
+        ]),
+      );
+    }
+    const summary = row([lines.length, yuan(ordersTotal), yuan(refundsTotal), '0.00', '0.00000', yuan(ordersTotal), yuan(refundsTotal)]);
+    // The file starts with a byte order mark, as WeChat Pay's does.
+    return {
+      text: `\ufeff${BILL_HEADER}\r\n${lines.map((l) => `${l}\r\n`).join('')}${BILL_SUMMARY_HEADER}\r\n${summary}\r\n`,
+      rows: lines.length,
+    };
+  }
+
+  function tradeBillAddress(url: URL): HttpAnswer {
+    const day = url.searchParams.get('bill_date') ?? '';
+    const type = url.searchParams.get('bill_type') ?? 'ALL';
+    const tar = url.searchParams.get('tar_type');
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return error(400, 'PARAM_ERROR', 'bill_date格式不正确');
+    if (type !== 'ALL') return error(400, 'PARAM_ERROR', '模拟器只提供ALL类型账单');
+    if (tar !== null && tar !== 'GZIP') return error(400, 'PARAM_ERROR', 'tar_type只支持GZIP');
+    if (day >= dayOf(beijing(now()))) return error(400, 'INVALID_REQUEST', '不支持下载当日或之后的账单');
+    const bill = tradeBill(day);
+    if (bill.rows === 0) return error(400, 'NO_STATEMENT_EXIST', '账单文件不存在');
+    const plain = Buffer.from(bill.text, 'utf8');
+    const token = randomBytes(24).toString('base64url');
+    billFiles.set(token, { bytes: tar === 'GZIP' ? gzipSync(plain) : plain, gzip: tar === 'GZIP', until: now() + 30_000 });
+    return new HttpAnswer(200, {
+      hash_type: 'SHA1',
+      hash_value: createHash('sha1').update(plain).digest('hex'),
+      download_url: `${baseUrl()}/v3/billdownload/file?token=${token}`,
+    });
+  }
+
+  function billFile(url: URL): HttpAnswer {
+    const f = billFiles.get(url.searchParams.get('token') ?? '');
+    if (!f || now() > f.until) return error(400, 'INVALID_REQUEST', '下载链接已过期或无效');
+    return new FileAnswer(f.bytes, f.gzip ? 'application/x-gzip' : 'text/plain; charset=utf-8');
+  }
+
   function certificateList(): HttpAnswer {
     return new HttpAnswer(200, {
       data: certs.map(({ cert }) => ({
@@ -668,6 +820,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
       return new HttpAnswer(200, refundBody(r));
     }
     if (method === 'GET' && p === '/v3/certificates') return certificateList();
+    if (method === 'GET' && p === '/v3/bill/tradebill') return tradeBillAddress(url);
+    if (method === 'GET' && p === '/v3/billdownload/file') return billFile(url);
     return error(404, 'NOT_FOUND', '请求的资源不存在');
   }
 
@@ -678,6 +832,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
     if (method === 'POST' && p === '/v3/refund/domestic/refunds') return 'refund';
     if (method === 'GET' && /^\/v3\/refund\/domestic\/refunds\/[^/]+$/.test(p)) return 'refundQuery';
     if (method === 'GET' && p === '/v3/certificates') return 'certificates';
+    if (method === 'GET' && p === '/v3/bill/tradebill') return 'tradeBill';
+    if (method === 'GET' && p === '/v3/billdownload/file') return 'billFile';
     return null;
   }
 
@@ -821,6 +977,9 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
   // -- the server -------------------------------------------------------------------------------
 
   function send(res: http.ServerResponse, a: HttpAnswer, requestedSerial: string | null, corrupt: 'bad' | 'probe' | null): void {
+    if (a instanceof FileAnswer) {
+      return void res.writeHead(200, { 'Request-ID': randomUUID(), 'Content-Type': a.contentType }).end(a.bytes);
+    }
     const body = a.status === 204 || a.body === null ? Buffer.alloc(0) : Buffer.from(JSON.stringify(a.body));
     const headers: Record<string, string> = { 'Request-ID': randomUUID() };
     if (body.length > 0) headers['Content-Type'] = 'application/json; charset=utf-8';

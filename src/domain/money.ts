@@ -103,3 +103,16 @@ export function exceedsSingleCeiling(
 export function shanghaiDay(at: Date): string {
   return new Date(at.getTime() + 8 * 3600_000).toISOString().slice(0, 10);
 }
+
+/**
+ * A yuan amount as the acquirers write it (Alipay's total_amount, the bills' amounts) as integer
+ * fen, or null when it is not exactly that form: digits, a point, two digits; no sign, no
+ * exponent, no blanks, no leading zero before another digit. Computed on the digits, never
+ * through a float.
+ */
+export function yuanToFen(yuan: string): number | null {
+  const m = /^(0|[1-9][0-9]{0,13})\.([0-9]{2})$/.exec(yuan);
+  if (!m) return null;
+  const fen = Number(m[1]) * 100 + Number(m[2]);
+  return Number.isSafeInteger(fen) ? fen : null;
+}

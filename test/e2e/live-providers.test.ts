@@ -6,49 +6,25 @@
  * A listening service (the simulators post their notifications to it) with a clock the tests move.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import net, { type AddressInfo } from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type LiveSimulators, startLiveSimulators } from '../../simulators/live.ts';
-import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
-import { FakeClock, Receiver, waitFor } from '../helpers/events.ts';
+import type { LiveSimulators } from '../../simulators/live.ts';
+import { type Merchant, type TestApp, call, orderBody } from '../helpers/app.ts';
+import { FakeClock, type Receiver, waitFor } from '../helpers/events.ts';
+import { type LiveService, startLiveService } from '../helpers/live.ts';
 
 let sims: LiveSimulators;
 let t: TestApp;
 let m: Merchant;
 let rx: Receiver;
-let dir: string;
 const clock = new FakeClock();
 const HOOK = '/hooks/live';
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
+let live: LiveService;
 before(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-live-'));
-  sims = await startLiveSimulators({ dir, alipay: { refundSettleMs: 300 }, wechatpay: { refundSettleMs: 300 }, timeoutMs: 1500 });
-  rx = await Receiver.start();
-  const port = await freePort();
-  t = await startTestApp(
-    { ...sims.env, PORT: String(port), PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_LOOPBACK: 'true' },
-    { clock },
-  );
-  await t.server.listen({ port, host: '127.0.0.1' });
-  m = await provision(t, { app: { notifyUrl: rx.url(HOOK) } });
+  live = await startLiveService(clock, HOOK);
+  ({ sims, t, m, rx } = live);
 });
-after(async () => {
-  await t.stop();
-  await rx.close();
-  await sims.close();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+after(() => live.stop());
 
 /** Signed open-API call stamped with the test's clock. */
 const api = (method: string, url: string, body?: unknown) =>

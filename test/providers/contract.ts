@@ -56,6 +56,14 @@ export interface ProviderControls {
    * their notices (a provider driven by the service's clock); without it, the suite waits.
    */
   settleRefunds?(): Promise<void>;
+  /**
+   * Moves the provider's clock (and its gateway's) by `ms`: a provider that gives the statement of
+   * a day only once it is over (the acquirers) is asked the next day. Without it, the statement of
+   * today is asked for today.
+   */
+  shiftClock?(ms: number): void;
+  /** The provider's time, when it runs on a clock of its own (default: Date.now()). */
+  now?(): number;
 }
 
 export interface ProviderHarness {
@@ -341,6 +349,38 @@ export function runProviderContract(name: string, makeProvider: () => Promise<Pr
         assert.equal(c2.outcome, 'SUCCEEDED', 'a repeat after settlement reports the settled refund');
         // The whole amount is used once, not three times: nothing more fits.
         await rejects(() => refund({ refundId: newId.refund(), paidAttemptId: i.attemptId, amountFen: 1 }), 'nothing left to refund');
+      });
+    });
+
+    describe('downloadStatement', () => {
+      test("the day's payments and settled refunds, each with our id, the amount in fen and the state; an empty day has none", async (t) => {
+        if (typeof p.downloadStatement !== 'function') return t.skip('the provider gives no statement');
+        if (!needs(t, 'pay')) return;
+        const i = await paidPayment(1234);
+        const refundId = newId.refund();
+        await refund({ refundId, paidAttemptId: i.attemptId, amountFen: 234 });
+        assert.equal(await settled(refundId), 'SUCCEEDED');
+        const day = new Date((c.now?.() ?? Date.now()) + 8 * 3600_000).toISOString().slice(0, 10);
+        c.shiftClock?.(86_400_000);
+        try {
+          const lines = [];
+          for await (const l of await p.downloadStatement(day)) lines.push(l);
+          const payment = lines.find((l) => l.kind === 'PAYMENT' && l.subjectId === i.attemptId);
+          assert.ok(payment, 'the payment is in the statement');
+          assert.equal(payment.amountFen, 1234);
+          assert.equal(payment.state, 'PAID');
+          assert.ok(payment.providerRef);
+          assert.ok(payment.at !== null && new Date(payment.at.getTime() + 8 * 3600_000).toISOString().startsWith(day));
+          const r = lines.find((l) => l.kind === 'REFUND' && l.subjectId === refundId);
+          assert.ok(r, 'the refund is in the statement');
+          assert.equal(r.amountFen, 234);
+          assert.equal(r.state, 'SUCCEEDED');
+          const empty = [];
+          for await (const l of await p.downloadStatement('2021-01-04')) empty.push(l);
+          assert.deepEqual(empty, []);
+        } finally {
+          c.shiftClock?.(-86_400_000);
+        }
       });
     });
 

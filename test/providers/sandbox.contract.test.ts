@@ -31,6 +31,7 @@ runProviderContract('sandbox', async () => {
       clearFaults: () => provider.clearFaults(),
       sentNotifications: () => sent,
       refundSettleMs: REFUND_SETTLE_MS,
+      now: () => clock.now(),
       async settleRefunds() {
         clock.advance(REFUND_SETTLE_MS);
         await provider.sendDueRefundNotices();

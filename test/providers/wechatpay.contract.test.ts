@@ -37,7 +37,10 @@ function fault(operation: FaultOperation, outcome: FaultOutcome, delayMs?: numbe
 
 for (const mode of ['publicKey', 'certificate'] as const) {
   runProviderContract(`wechatpay (simulator, ${mode} mode)`, async () => {
-    const h = await startHarness({ mode });
+    // One clock for the adapter and the simulator, moved together (a bill is given once its day is over).
+    let shift = 0;
+    const now = () => Date.now() + shift;
+    const h = await startHarness({ mode, sim: { now }, provider: { clock: { now } } });
     const signed = (n: SentNotification) => ({
       rawBody: n.rawBody,
       headers: Object.fromEntries(Object.entries(n.headers).filter(([k]) => /^(content-type|wechatpay-)/i.test(k))),
@@ -51,6 +54,7 @@ for (const mode of ['publicKey', 'certificate'] as const) {
         clearFaults: async () => h.sim.controls.clearFaults(),
         sentNotifications: () => h.delivered.map(signed),
         refundSettleMs: 300,
+        shiftClock: (ms) => (shift += ms),
       },
       close: () => h.close(),
     };

@@ -23,6 +23,7 @@ import {
   type PaymentQueryResult,
   type ProviderNotification,
   ProviderNotificationError,
+  type ProviderStatementLine,
   ProviderRejectedError,
   ProviderUncertainError,
   type RefundInput,
@@ -31,6 +32,7 @@ import {
   type RefundResult,
 } from '../provider.ts';
 import { ALIPAY_MAX_TRADE_FEN, fenToYuan, yuanToFen } from './amount.ts';
+import { alipayBillLines, parseAlipayTradeBill } from './bill.ts';
 import type { AlipayConfig } from './config.ts';
 import { type AnswerMeaning, answerRow } from './mapping.ts';
 import { type GatewayAnswer, notificationSignContent, parseForm, readGatewayAnswer, shanghaiDateTime } from './wire.ts';
@@ -46,6 +48,13 @@ export interface AlipayProviderOptions {
 
 /** A gateway answer's body is read up to this size; a larger one is not an answer. */
 export const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/** A bill archive is read up to this size (it is held whole: a ZIP's directory is at its end). */
+export const MAX_BILL_BYTES = 512 * 1024 * 1024;
+/** How long fetching a bill archive may take. */
+export const BILL_TIMEOUT_MS = 10 * 60_000;
+
+async function* emptyStatement(): AsyncGenerator<ProviderStatementLine> {}
 
 /** Bounds on a notification's form body (Alipay's longest values, fund_bill_list and the like, are far below). */
 export const NOTIFICATION_LIMITS = { maxParams: 100, maxNameChars: 64, maxValueChars: 4096 } as const;
@@ -225,6 +234,47 @@ export class AlipayProvider implements PaymentProvider {
     if (amountFen === null) throw new ProviderUncertainError('alipay refund query: the answer carries no valid refund_amount');
     // REFUND_SUCCESS is the only state Alipay reports; a known refund without it has not succeeded (yet).
     return { state: a.body.refund_status === 'REFUND_SUCCESS' ? 'SUCCEEDED' : 'PENDING', amountFen };
+  }
+
+  /**
+   * The trade bill of a Beijing day: `alipay.data.dataservice.bill.downloadurl.query` names the
+   * archive's address (valid 30 seconds; an answer signed by Alipay, so the address is Alipay's
+   * word), the archive is fetched (at most MAX_BILL_BYTES) and its detail file read row by row
+   * (src/providers/alipay/bill.ts). `isp.bill_not_exist` (no bill for the day) is an empty
+   * statement: whatever the ledger has that day is then asked of Alipay trade by trade, so a bill
+   * not made yet cannot make a finding by itself.
+   */
+  async downloadStatement(day: string): Promise<AsyncIterable<ProviderStatementLine>> {
+    const method = 'alipay.data.dataservice.bill.downloadurl.query';
+    const a = await this.#call(method, { bill_type: 'trade', bill_date: day });
+    if (a.subCode === 'isp.bill_not_exist') return emptyStatement();
+    const meaning = this.#meaning(a);
+    if (meaning !== 'SUCCESS') throw this.#notSuccess('bill download address', a, meaning);
+    const link = a.body.bill_download_url;
+    const schemes = new URL(this.#config.gatewayUrl).protocol === 'http:' ? ['https:', 'http:'] : ['https:'];
+    if (typeof link !== 'string' || !URL.canParse(link) || !schemes.includes(new URL(link).protocol)) {
+      throw new ProviderUncertainError('alipay bill download address: the answer carries no bill_download_url');
+    }
+    const signal = AbortSignal.timeout(BILL_TIMEOUT_MS);
+    let zip: Uint8Array;
+    try {
+      const res = await fetch(link, { method: 'GET', redirect: 'manual', signal });
+      if (res.status !== 200) {
+        await res.body?.cancel().catch(() => {});
+        throw new ProviderUncertainError(`alipay bill: HTTP ${res.status}`);
+      }
+      zip = await readCapped(res, MAX_BILL_BYTES, 'bill');
+    } catch (err) {
+      if (err instanceof ProviderUncertainError) throw err;
+      throw new ProviderUncertainError(
+        `alipay bill: ${signal.aborted ? `not fetched within ${BILL_TIMEOUT_MS} ms` : (err as Error).message}`,
+      );
+    }
+    try {
+      return parseAlipayTradeBill(alipayBillLines(Buffer.from(zip)));
+    } catch (err) {
+      throw err instanceof ProviderUncertainError ? err : new ProviderUncertainError(`alipay bill: ${(err as Error).message}`);
+    }
   }
 
   async parseNotification(rawBody: Buffer, _headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification> {

@@ -14,13 +14,5 @@ export function fenToYuan(fen: number): string {
   return `${digits.slice(0, -2)}.${digits.slice(-2)}`;
 }
 
-/**
- * Alipay's yuan string as integer fen, or null when it is not exactly the form Alipay writes: digits,
- * a point, two digits; no sign, no exponent, no blanks, no leading zero before another digit.
- */
-export function yuanToFen(yuan: string): number | null {
-  const m = /^(0|[1-9][0-9]{0,13})\.([0-9]{2})$/.exec(yuan);
-  if (!m) return null;
-  const fen = Number(m[1]) * 100 + Number(m[2]);
-  return Number.isSafeInteger(fen) ? fen : null;
-}
+/** Alipay's yuan string as integer fen (src/domain/money.ts: the form both acquirers write). */
+export { yuanToFen } from '../../domain/money.ts';

@@ -65,6 +65,36 @@ async function readLimited(res: Response, limit: number): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
+/** The headers of a signed request: its `Authorization` over method, path, time, nonce and body. */
+function signedHeaders(o: HttpOptions, method: 'GET' | 'POST', pathAndQuery: string, text: string): Record<string, string> {
+  const timestamp = Math.floor(o.clock.now() / 1000);
+  const nonce = newNonce();
+  const signature = signMessage(requestMessage(method, pathAndQuery, timestamp, nonce, text), o.privateKey);
+  return {
+    authorization: authorizationHeader({ mchId: o.mchId, nonce, timestamp, serialNo: o.certSerial, signature }),
+    accept: 'application/json',
+    'user-agent': USER_AGENT,
+  };
+}
+
+/**
+ * A signed GET whose answer is a file (a bill): the response itself, its body not read, within
+ * `timeoutMs` for the whole transfer. The file's answer carries no signature; its digest, given by
+ * the signed answer that named it, is what proves it.
+ */
+export async function openSignedFile(o: HttpOptions, pathAndQuery: string, timeoutMs: number): Promise<Response> {
+  try {
+    return await o.fetch(o.baseUrl + pathAndQuery, {
+      method: 'GET',
+      headers: signedHeaders(o, 'GET', pathAndQuery, ''),
+      signal: AbortSignal.timeout(timeoutMs),
+      redirect: 'manual',
+    });
+  } catch (err) {
+    throw new ProviderUncertainError(`wechatpay: GET ${pathAndQuery.split('?')[0]}: transport failure (${(err as Error).name})`);
+  }
+}
+
 /** Sends one signed request; the answer is returned unverified (see verifyAnswer). */
 export async function sendSigned(
   o: HttpOptions,
@@ -74,14 +104,7 @@ export async function sendSigned(
   acceptSerial: string | null,
 ): Promise<RawAnswer> {
   const text = body === undefined ? '' : JSON.stringify(body);
-  const timestamp = Math.floor(o.clock.now() / 1000);
-  const nonce = newNonce();
-  const signature = signMessage(requestMessage(method, pathAndQuery, timestamp, nonce, text), o.privateKey);
-  const headers: Record<string, string> = {
-    authorization: authorizationHeader({ mchId: o.mchId, nonce, timestamp, serialNo: o.certSerial, signature }),
-    accept: 'application/json',
-    'user-agent': USER_AGENT,
-  };
+  const headers = signedHeaders(o, method, pathAndQuery, text);
   if (body !== undefined) headers['content-type'] = 'application/json';
   // Names the key we verify with, so that WeChat Pay signs its answer with it.
   if (acceptSerial !== null) headers['wechatpay-serial'] = acceptSerial;

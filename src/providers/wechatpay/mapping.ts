@@ -88,6 +88,15 @@ export const REFUND_QUERY_ERRORS: ErrorTable = {
   RESOURCE_NOT_EXISTS: 'NOT_FOUND',
 };
 
+/**
+ * `GET /v3/bill/tradebill`. NO_STATEMENT_EXIST: no bill, the day had no trade (an empty
+ * statement). STATEMENT_CREATING (not made yet) is asked again later (wechatpay.ts).
+ */
+export const BILL_ERRORS: ErrorTable = {
+  ...REFUSED,
+  NO_STATEMENT_EXIST: 'NOT_FOUND',
+};
+
 /** The outcome of a verified error answer (a status outside 2xx) by the call's table. */
 export function classify(table: ErrorTable, status: number, code: string | null): Outcome {
   if (status >= 500 || status === 429) return 'UNCERTAIN';

@@ -18,16 +18,24 @@ import {
   type PaymentProvider,
   type PaymentQueryResult,
   type ProviderNotification,
+  type ProviderStatementLine,
   ProviderRejectedError,
   ProviderUncertainError,
+  StatementUnavailableError,
   type RefundInput,
   type RefundQuery,
   type RefundQueryResult,
   type RefundResult,
 } from '../provider.ts';
-import { type Answer, type Clock, type HttpOptions, sendSigned, verifiedAnswer } from './client.ts';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { textLines } from '../../lib/lines.ts';
+import { parseWechatTradeBill } from './bill.ts';
+import { type Answer, type Clock, type HttpOptions, openSignedFile, sendSigned, verifiedAnswer } from './client.ts';
 import type { WechatPayConfig } from './config.ts';
 import {
+  BILL_ERRORS,
   CLOSE_ERRORS,
   CREATE_ERRORS,
   type ErrorTable,
@@ -53,6 +61,21 @@ export interface WechatPayProviderOptions {
   /** Certificate mode: how old the certificate list may grow before it is fetched again (default 12 h). */
   certificateRefreshMs?: number;
 }
+
+/** How long fetching a bill file may take. */
+export const BILL_TIMEOUT_MS = 10 * 60_000;
+
+/** The bytes as they pass, their SHA-1 checked against the bill's once the last one has. */
+async function* sha1Checked(bytes: AsyncIterable<Buffer>, expected: string): AsyncGenerator<Buffer> {
+  const h = createHash('sha1');
+  for await (const chunk of bytes) {
+    h.update(chunk);
+    yield chunk;
+  }
+  if (h.digest('hex') !== expected) throw new ProviderUncertainError('wechatpay: the bill file does not match its SHA-1');
+}
+
+async function* emptyStatement(): AsyncGenerator<ProviderStatementLine> {}
 
 /** WeChat Pay's limits on free text: description 127 characters, refund reason 80. */
 function clip(s: string, max: number): string {
@@ -237,6 +260,44 @@ export class WechatPayProvider implements PaymentProvider {
     const state = REFUND_STATES[j.status as keyof typeof REFUND_STATES];
     if (state === undefined) throw new ProviderUncertainError('wechatpay: refund query: unknown status');
     return { state, amountFen: fenOrNull(j.amount, 'refund') };
+  }
+
+  /**
+   * The trade bill (ALL) of a Beijing day: `GET /v3/bill/tradebill` names the file and its SHA-1,
+   * the file is fetched (gzip) with a signed GET of that address on the API's own host, and read
+   * row by row as it arrives (src/providers/wechatpay/bill.ts); its SHA-1, over the uncompressed
+   * bill, is checked once the last row is read (a mismatch fails the reconciliation run, which drops
+   * what it stored).
+   */
+  async downloadStatement(day: string): Promise<AsyncIterable<ProviderStatementLine>> {
+    const a = await this.#call('GET', `/v3/bill/tradebill?bill_date=${encodeURIComponent(day)}&bill_type=ALL&tar_type=GZIP`);
+    if (a.status !== 200) {
+      if (a.code === 'STATEMENT_CREATING') throw new StatementUnavailableError('wechatpay: the trade bill is still being made');
+      if (this.#outcome(BILL_ERRORS, a, 'trade bill') === 'NOT_FOUND') return emptyStatement();
+      throw new ProviderUncertainError(`wechatpay: trade bill: HTTP ${a.status} ${a.code ?? ''}`.trim());
+    }
+    const j = a.json ?? {};
+    const hash = str(j.hash_value);
+    const link = str(j.download_url);
+    if (j.hash_type !== 'SHA1' || hash === null || !/^[0-9a-fA-F]{40}$/.test(hash) || link === null) {
+      throw new ProviderUncertainError('wechatpay: trade bill: the answer names no file and digest');
+    }
+    let url: URL;
+    try {
+      url = new URL(link);
+    } catch {
+      throw new ProviderUncertainError('wechatpay: trade bill: the download_url is not a URL');
+    }
+    // The file is fetched with our signature: only from the API's own host.
+    if (url.origin !== new URL(this.#c.baseUrl).origin)
+      throw new ProviderUncertainError('wechatpay: trade bill: the download_url is on another host');
+    const res = await openSignedFile(this.#http, url.pathname + url.search, BILL_TIMEOUT_MS);
+    if (res.status !== 200 || res.body === null) {
+      await res.body?.cancel().catch(() => {});
+      throw new ProviderUncertainError(`wechatpay: bill file: HTTP ${res.status}`);
+    }
+    const gzip = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>).pipe(createGunzip());
+    return parseWechatTradeBill(textLines(sha1Checked(gzip, hash.toLowerCase()), 'utf-8'));
   }
 
   parseNotification(rawBody: Buffer, headers: Record<string, string | string[] | undefined>): Promise<ProviderNotification> {
