@@ -32,14 +32,16 @@ import {
 import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, markdown, profileTable, resultsTable, targetsTable } from './lib/report.ts';
 import { type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
+import { statementScenario } from './lib/statement.ts';
 
 const HELP = `Usage: npm run bench -- [options]
 
   --duration <s>          measured seconds per scenario (default 20; --quick: 3)
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
-  --scenarios <list>      comma list of create,query,mixed,replay,half (half = half-query,half-create);
-                          default: all
+  --scenarios <list>      comma list of create,query,mixed,replay,half (half = half-query,half-create),
+                          statement; default: all but statement (it writes a day of payments first)
+  --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --warmup <s>            warm-up seconds before each peak scenario (default 3; --quick: 1)
   --repeats <n>           replay scenario: sends per X-SVC-Request-Id (default 10)
   --quiet-wait <s>        before each measured phase, wait up to this long for other processes of the
@@ -73,6 +75,7 @@ const { values: a } = parseArgs({
     connections: { type: 'string' },
     'half-connections': { type: 'string' },
     scenarios: { type: 'string' },
+    'statement-payments': { type: 'string' },
     warmup: { type: 'string' },
     repeats: { type: 'string' },
     'quiet-wait': { type: 'string' },
@@ -153,12 +156,16 @@ const wanted = (a.scenarios ?? 'create,query,mixed,replay,half')
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? ['half-query', 'half-create'] : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s)) {
-    process.stderr.write(`unknown scenario '${s}' (known: create, query, mixed, replay, half, half-query, half-create)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement') {
+    process.stderr.write(`unknown scenario '${s}' (known: create, query, mixed, replay, half, half-query, half-create, statement)\n`);
     process.exit(2);
   }
 }
 const scenarios = ALL.filter((s) => wanted.includes(s));
+/** The statement scenario (bench/lib/statement.ts): its own measure, after the load scenarios. */
+const statementPayments = wanted.includes('statement')
+  ? Math.floor(num(a['statement-payments'], quick ? 10_000 : 1_000_000, 'statement-payments', 1))
+  : 0;
 
 const DESCRIPTIONS: Record<Name, string> = {
   create: 'POST /payments, a new outTradeNo each',
@@ -543,6 +550,8 @@ async function main(): Promise<boolean> {
     await sleep(1000); // let background work of the phase settle
   }
 
+  const statement = statementPayments > 0 ? await statementScenario(svc, mch, statementPayments, log) : null;
+
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
   const liveAfterGc = await svc.memory(true);
   // The machine's speed drifts (a shared VM): the ceiling again at the end, the service stopped.
@@ -555,7 +564,7 @@ async function main(): Promise<boolean> {
   const refCore = Math.max(ceiling.pairsPerSecPerCore, ceilingEnd.pairsPerSecPerCore);
   for (const r of results) r.ceilingFraction = { ofMachine: r.rps / refMachine, ofOneCore: r.rps / refCore };
 
-  const hwm = svcHwm ?? Math.max(...results.map((r) => r.memory.hwmMB));
+  const hwm = svcHwm ?? Math.max(0, ...results.map((r) => r.memory.hwmMB));
   if (liveAfterGc) {
     log(
       `service memory after a full GC at the end: RSS ${liveAfterGc.rssMB} MB, heap used ${liveAfterGc.heapUsedMB} of ${liveAfterGc.heapTotalMB} MB, external ${liveAfterGc.externalMB} MB`,
@@ -590,6 +599,7 @@ async function main(): Promise<boolean> {
     cryptoCeilingAtEnd: ceilingEnd,
     cryptoCeilingReference: { pairsPerSecThreadpool: refMachine, pairsPerSecPerCore: refCore },
     results,
+    statement,
     serverPeakRssMB: hwm,
     serverMemoryAfterFullGc: liveAfterGc,
     loadedSeconds,
@@ -658,6 +668,35 @@ async function main(): Promise<boolean> {
     }
     if (r.profile)
       lines.push(`### ${r.name}: CPU profile of the service's main thread (${r.profile.file})`, '', profileTable(r.profile), '');
+  }
+  if (statement) {
+    lines.push(
+      `### Statement of a day of ${statement.payments} payments (${statement.day}; written in ${statement.seedSeconds.toFixed(0)} s)`,
+      '',
+    );
+    lines.push(
+      markdown(
+        [
+          'compression',
+          'summary (file made once into its digest)',
+          'file streamed',
+          'size',
+          'rows',
+          'service RSS before',
+          'service peak RSS',
+        ],
+        statement.phases.map((p) => [
+          p.compression,
+          `${p.summarySeconds.toFixed(1)} s`,
+          `${p.fileSeconds.toFixed(1)} s`,
+          `${(p.sizeBytes / 1e6).toFixed(1)} MB`,
+          p.rows === null ? 'n/a' : String(p.rows),
+          `${p.rssBeforeMB.toFixed(0)} MB`,
+          `${p.peakRssMB.toFixed(0)} MB`,
+        ]),
+      ),
+      '',
+    );
   }
   lines.push(`results: ${path.relative(process.cwd(), file)}`, '');
   process.stdout.write(lines.join('\n'));
