@@ -243,7 +243,19 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     const appId = (await t.admin('POST', `/merchants/${merchantId}/apps`, {})).json().appId as string;
 
     const sam = await signedIn('sam');
-    assert.deepEqual(await navOf(sam.page), ['Dashboard', 'Merchants', 'Orders', 'Refunds', 'Events', 'Platform', 'My account']);
+    assert.deepEqual(await navOf(sam.page), [
+      'Dashboard',
+      'Merchants',
+      'Orders',
+      'Refunds',
+      'Events',
+      'Reconciliation',
+      'Platform',
+      'My account',
+    ]);
+    await go(sam.page, '#/reconciliation');
+    await sam.page.getByRole('form', { name: 'Filter runs' }).waitFor();
+    assert.equal(await sam.page.getByRole('form', { name: 'Reconcile a day' }).count(), 0, 'support reads runs, asks for none');
     await go(sam.page, `#/merchants/${merchantId}`);
     await sam.page.getByRole('heading', { name: 'Roles Shop' }).waitFor();
     assert.equal(await sam.page.getByRole('form').count(), 0, 'support sees no form on a merchant');
@@ -265,10 +277,23 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
       'Orders',
       'Refunds',
       'Events',
+      'Reconciliation',
       'Platform',
       'Audit log',
       'My account',
     ]);
+    // Finance asks for the reconciliation of yesterday; the workers run it.
+    await go(fiona.page, '#/reconciliation');
+    await fiona.page.getByRole('form', { name: 'Reconcile a day' }).getByRole('button', { name: 'Reconcile' }).click();
+    await fiona.page.getByText('Queued: the workers run it within seconds.').waitFor();
+    await waitFor('the run to complete', async () => {
+      const runs = (await t.admin('GET', '/reconciliation/runs')).json().runs as { status: string }[];
+      return runs.length > 0 && runs.every((r) => r.status === 'COMPLETED');
+    });
+    await go(fiona.page, '#/');
+    await go(fiona.page, '#/reconciliation');
+    await fiona.page.locator('table .badge-completed').first().waitFor();
+    await shot(fiona.page, 'role-finance-reconciliation');
     await go(fiona.page, `#/merchants/${merchantId}`);
     await fiona.page.getByRole('form', { name: 'Fee rule' }).waitFor();
     assert.equal(await fiona.page.getByRole('form', { name: 'New app' }).count(), 0);
@@ -346,6 +371,7 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
 
   test('every page at 1280 px and 390 px: readable, no horizontal overflow, no CSP violation', async () => {
     assert.ok(flow, 'the flow test ran first');
+    const runId = ((await t.admin('GET', '/reconciliation/runs')).json().runs as { runId: string }[])[0]!.runId;
     const pages: [string, string, string][] = [
       ['dashboard', '#/', 'Dashboard'],
       ['merchants', '#/merchants', 'Merchants'],
@@ -355,6 +381,8 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
       ['refunds', '#/refunds', 'Refunds'],
       ['events', '#/events', 'Events'],
       ['event', `#/events/${flow.eventId}`, `Event ${flow.eventId}`],
+      ['reconciliation', '#/reconciliation', 'Reconciliation'],
+      ['reconciliation-run', `#/reconciliation/${runId}`, `Run ${runId}`],
       ['platform', '#/platform', 'Platform'],
       ['operators', '#/operators', 'Operators'],
       ['audit', '#/audit', 'Audit log'],

@@ -12,6 +12,7 @@ import { verifyNotification } from '@mps/sdk';
 import { REFUND_SETTLE_MS } from '../../src/providers/sandbox/sandbox.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { FakeClock, Receiver, waitFor } from '../helpers/events.ts';
+import { asOperator, createOperator } from '../helpers/operators.ts';
 
 const clock = new FakeClock();
 const H = 3600_000;
@@ -53,7 +54,11 @@ async function refund(outTradeNo: string, outRefundNo: string, refundAmountFen: 
 async function reconcile(): Promise<Record<string, unknown>> {
   const r = await t.admin('POST', '/reconciliation/runs', { day: DAY, provider: 'sandbox' });
   assert.equal(r.statusCode, 202, r.body);
-  const runId = r.json().runs[0].runId as string;
+  return finished(r.json().runs[0].runId as string);
+}
+
+/** Lets the workers run the run to its end; answers it. */
+function finished(runId: string): Promise<Record<string, unknown>> {
   return waitFor('the run to finish', async () => {
     await t.workers.tick();
     const run = (await t.admin('GET', `/reconciliation/runs/${runId}`)).json();
@@ -308,5 +313,27 @@ describe('the runs', () => {
     assert.equal((await t.admin('GET', '/reconciliation/runs/abc')).statusCode, 404);
     assert.equal((await t.admin('GET', '/reconciliation/runs?limit=0')).statusCode, 400);
     assert.equal((await t.admin('GET', '/reconciliation/runs?bad=1')).statusCode, 400);
+  });
+
+  test('who may ask: finance, with an audit entry per run; support reads the runs and is refused the rest', async () => {
+    const fiona = await createOperator(t, 'fiona', 'finance');
+    const sam = await createOperator(t, 'sam', 'support');
+    const day = new Date(clock.now() + 8 * H - 24 * H).toISOString().slice(0, 10);
+    const refused = await asOperator(t, sam, 'POST', '/reconciliation/runs', { day });
+    assert.equal(refused.statusCode, 403, refused.body);
+    assert.equal(refused.json().code, 'ADMIN_FORBIDDEN');
+    assert.equal((await asOperator(t, sam, 'GET', '/reconciliation/runs')).statusCode, 200);
+    const open = (await t.admin('GET', '/provider-discrepancies?status=OPEN&source=STATEMENT')).json().discrepancies as { id: string }[];
+    assert.equal((await asOperator(t, sam, 'POST', `/provider-discrepancies/${open[0]!.id}/resolve`)).statusCode, 403);
+
+    const asked = await asOperator(t, fiona, 'POST', '/reconciliation/runs', { day, provider: 'sandbox' });
+    assert.equal(asked.statusCode, 202, asked.body);
+    const runId = asked.json().runs[0].runId as string;
+    const audit = (await t.admin('GET', `/audit?action=reconciliation.request&entityId=${runId}`)).json().entries;
+    assert.equal(audit.length, 1);
+    assert.equal(audit[0].operatorName, 'fiona');
+    assert.equal(audit[0].entityType, 'reconciliation_run');
+    assert.deepEqual(audit[0].after, { provider: 'sandbox', day });
+    assert.equal((await finished(runId)).status, 'COMPLETED');
   });
 });

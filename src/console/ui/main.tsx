@@ -14,6 +14,7 @@ import { MerchantPage, MerchantsPage } from './pages/merchants.tsx';
 import { OperatorsPage } from './pages/operators.tsx';
 import { OrderPage, OrdersPage } from './pages/orders.tsx';
 import { PlatformPage } from './pages/platform.tsx';
+import { ReconciliationPage, ReconciliationRunPage } from './pages/reconciliation.tsx';
 import { RefundsPage } from './pages/refunds.tsx';
 
 function currentRoute(): string[] {
@@ -37,6 +38,7 @@ const NAV: { href: string; label: string; permission: string }[] = [
   { href: '#/orders', label: 'Orders', permission: 'read' },
   { href: '#/refunds', label: 'Refunds', permission: 'read' },
   { href: '#/events', label: 'Events', permission: 'read' },
+  { href: '#/reconciliation', label: 'Reconciliation', permission: 'read' },
   { href: '#/platform', label: 'Platform', permission: 'read' },
   { href: '#/operators', label: 'Operators', permission: 'operators.manage' },
   { href: '#/audit', label: 'Audit log', permission: 'audit.read' },
@@ -56,6 +58,8 @@ function Page({ route }: { route: string[] }) {
       return <RefundsPage />;
     case 'events':
       return id ? <EventPage eventId={id} /> : <EventsPage />;
+    case 'reconciliation':
+      return id ? <ReconciliationRunPage runId={id} /> : <ReconciliationPage />;
     case 'platform':
       return <PlatformPage />;
     case 'operators':
