@@ -1,5 +1,5 @@
 /**
- * The merchant's pages of docs/ (authentication, events, errors, license), rendered to HTML from
+ * The merchant's pages of docs/ (authentication, events, statements, errors, license), rendered to HTML from
  * the repository's markdown when the service starts and served under /docs, so the OpenAPI
  * document links to them with absolute URLs its reader can follow. Headings get GitHub's anchor
  * ids, so `errors.md#the-closed-table` and `/docs/errors#the-closed-table` name the same place;
@@ -10,7 +10,7 @@ import { Marked, type Token } from 'marked';
 import { escapeHtml } from '../cashier/page.ts';
 
 /** Served at /docs/{name}, from docs/{name}.md. */
-export const DOC_PAGES = ['authentication', 'events', 'errors', 'license'] as const;
+export const DOC_PAGES = ['authentication', 'events', 'statements', 'errors', 'license'] as const;
 export type DocPage = (typeof DOC_PAGES)[number];
 
 const DOCS_DIR = new URL('../../docs/', import.meta.url);

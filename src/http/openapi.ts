@@ -547,6 +547,11 @@ function operation(op: Op): object {
 
 export function openApiDocument(publicBaseUrl: string): Record<string, unknown> {
   const page = (p: DocPage, anchor = '') => `${publicBaseUrl}/docs/${p}${anchor}`;
+  const tagPages: Record<string, string> = {
+    Events: page('events'),
+    Statements: page('statements'),
+    'Event log': page('events', '#your-event-log'),
+  };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of OPS) paths[op.path] = { ...(paths[op.path] ?? {}), [op.method]: operation(op) };
   const schemas = Object.fromEntries(Object.entries(COMPONENT_SCHEMAS).map(([name, s]) => [name, withRefs(s, s)]));
@@ -567,7 +572,7 @@ export function openApiDocument(publicBaseUrl: string): Record<string, unknown> 
     tags: Object.entries(TAGS).map(([name, description]) => ({
       name,
       description,
-      ...(name === 'Events' ? { externalDocs: { url: page('events') } } : {}),
+      ...(tagPages[name] ? { externalDocs: { url: tagPages[name] } } : {}),
     })),
     paths: withRefs(paths),
     webhooks: {
