@@ -56,20 +56,33 @@ async function main(): Promise<number> {
         '--test-reporter=./scripts/test-skips-reporter.ts',
         `--test-reporter-destination=${skipsFile}`,
       ];
-  const code = await new Promise<number>((resolve) => {
-    // Two files at a time, unless the caller says otherwise (--test-concurrency=N).
-    const concurrency = flags.some((f) => f.startsWith('--test-concurrency')) ? [] : ['--test-concurrency=2'];
-    const child = spawn(process.execPath, ['--test', ...concurrency, '--test-timeout=180000', ...reporters, ...flags, ...files], {
-      cwd: root,
-      env,
-      stdio: 'inherit',
+  // Two files at a time, unless the caller says otherwise (--test-concurrency=N). The suites that
+  // start, kill and stop real processes (test/startup, test/embedded) run afterwards, one at a
+  // time: pids wrap at 32,768 here, and a pid one of them signals must never name a process of a
+  // suite running alongside.
+  const chosen = flags.some((f) => f.startsWith('--test-concurrency'));
+  const alone = chosen ? [] : files.filter((f) => /^test\/(startup|embedded)\//.test(f));
+  const together = files.filter((f) => !alone.includes(f));
+  const run = (batch: string[], concurrency: string[], skips: string): Promise<number> =>
+    new Promise<number>((resolve) => {
+      const reps = reporters.length === 0 ? [] : [...reporters.slice(0, 3), `--test-reporter-destination=${skips}`];
+      const child = spawn(process.execPath, ['--test', ...concurrency, '--test-timeout=180000', ...reps, ...flags, ...batch], {
+        cwd: root,
+        env,
+        stdio: 'inherit',
+      });
+      child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0)));
     });
-    child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0)));
-  });
+  let code = together.length > 0 ? await run(together, chosen ? [] : ['--test-concurrency=2'], skipsFile) : 0;
+  if (alone.length > 0) {
+    console.log(`# the suites that start and kill processes, one at a time: ${alone.join(' ')}`);
+    code = Math.max(code, await run(alone, ['--test-concurrency=1'], `${skipsFile}.alone`));
+  }
   if (stop) await stop();
   if (tmp) await fs.rm(tmp, { recursive: true, force: true });
   if (reporters.length > 0) {
-    const text = await fs.readFile(skipsFile, 'utf8').catch(() => null);
+    const parts = await Promise.all([skipsFile, `${skipsFile}.alone`].map((f) => fs.readFile(f, 'utf8').catch(() => null)));
+    const text = parts.every((p) => p === null) ? null : parts.map((p) => p ?? '').join('');
     for (const line of text === null ? ['# skipped: unknown (the skips reporter wrote nothing)'] : skipSummary(text)) console.log(line);
   }
   await fs.rm(skipsDir, { recursive: true, force: true });
