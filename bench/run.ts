@@ -64,7 +64,7 @@ const HELP = `Usage: npm run bench -- [options]
   --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
                           notification (default 2)
   --notify-orders <n>     notify scenario: orders created, paid and refunded for the backlog
-                          (default 4000; --quick: 300): two notifications each
+                          (default 2500; --quick: 300): two notifications each
   --flood-rate <n>        flood scenario: the valid queries' paced rate (default 200; --quick: 100)
   --repeats <n>           replay scenario: sends per X-SVC-Request-Id (default 10)
   --quiet-wait <s>        before each measured phase, wait up to this long for other processes of the
@@ -137,7 +137,7 @@ const opts = {
   runs: Math.floor(num(a.runs, quick ? 1 : 3, 'runs')),
   duration: num(a.duration, quick ? 3 : 10, 'duration'),
   receiverDelayMs: num(a['receiver-delay-ms'], 2, 'receiver-delay-ms', 0),
-  notifyOrders: Math.floor(num(a['notify-orders'], quick ? 300 : 4000, 'notify-orders', 10)),
+  notifyOrders: Math.floor(num(a['notify-orders'], quick ? 300 : 2500, 'notify-orders', 10)),
   floodRate: Math.floor(num(a['flood-rate'], quick ? 100 : 200, 'flood-rate')),
   connections: Math.floor(num(a.connections, quick ? 8 : 128, 'connections')),
   warmup: num(a.warmup, quick ? 1 : 3, 'warmup', 0),
@@ -231,15 +231,18 @@ fs.mkdirSync(opts.outDir, { recursive: true });
 
 // ---------------------------------------------------------------------------------------------------
 
-/** CPU seconds of this benchmark, the service and its PostgreSQL processes, so far. */
-function ownCpuSeconds(): number {
+/** CPU seconds of this benchmark and the service so far, and a snapshot of its PostgreSQL processes. */
+function ownCpu(): { seconds: number; pg: ReturnType<Service['pgSnapshot']> } {
   const b = selfCpu();
   let t = b.user + b.sys;
   const c = svc.pid ? cpuOf(svc.pid) : null;
   if (c) t += c.user + c.sys;
-  const g = svc.pgSnapshot();
-  if (g) for (const v of g.perPid.values()) t += v;
-  return t;
+  return { seconds: t, pg: svc.pgSnapshot() };
+}
+
+/** CPU seconds this benchmark, the service and PostgreSQL used between two readings (backends that exited included). */
+function ownCpuSince(a: ReturnType<typeof ownCpu>, b: ReturnType<typeof ownCpu>): number {
+  return b.seconds - a.seconds + (a.pg && b.pg ? groupDelta(a.pg, b.pg) : 0);
 }
 
 /**
@@ -251,9 +254,9 @@ async function waitQuiet(label: string): Promise<number> {
   let other: number;
   for (;;) {
     const s0 = systemBusySeconds();
-    const o0 = ownCpuSeconds();
+    const o0 = ownCpu();
     await sleep(1000);
-    other = Math.max(0, systemBusySeconds() - s0 - (ownCpuSeconds() - o0));
+    other = Math.max(0, systemBusySeconds() - s0 - ownCpuSince(o0, ownCpu()));
     if (other < 0.25) break;
     if ((performance.now() - t0) / 1000 >= opts.quietWait) {
       log(`${label}: the machine is busy (other processes use ${other.toFixed(2)} cores); measuring anyway`);
