@@ -77,7 +77,8 @@ const HELP = `Usage: npm run bench -- [options]
   --database-url <url>    run against this PostgreSQL server (a fresh database is created and
                           dropped); default: DATABASE_URL, else the embedded PostgreSQL
   --profile               after each peak scenario, a CPU-profiled phase of the service's main
-                          thread (written to bench/results/<ts>-<scenario>.cpuprofile, summarized)
+                          thread (written to bench/results/<ts>-<scenario>-run<n>.cpuprofile,
+                          summarized); notify: its measured drain is profiled
   --no-workers            WORKERS_ENABLED=false for the service (default: workers on)
   --pg-set <name=value>   experiments only (repeatable): a PostgreSQL setting for the run's database,
                           e.g. synchronous_commit=off to see what fsync costs, or
@@ -686,8 +687,11 @@ async function main(): Promise<boolean> {
     if (opts.quietWait > 0) await waitQuiet('notify');
     const fromMs = Date.now();
     const end = await startMeter();
+    const profile = opts.profile ? path.join(opts.outDir, `${stamp}-notify-run${run}.cpuprofile`) : null;
+    if (profile) await svc.profileStart();
     await svc.patchApp(notifyApp.appId, { notifyUrl: receiver!.url });
     const stats = await drainNotifications(want, fromMs, 60_000);
+    if (profile) await svc.profileStop(profile);
     const seconds = stats.spanMs / 1000;
     const sent: LoadResult = {
       sent: stats.expected,
@@ -715,6 +719,8 @@ async function main(): Promise<boolean> {
       errorFree: notificationsOk(stats),
       signing: { requests: 0, seconds: 0 },
       notifications: stats,
+      // the profile covers the drain (a sampled phase of its own would need another backlog)
+      ...(profile ? { profile: summarizeProfile(profile, stats.delivered) } : {}),
     };
     logResult(res);
     return res;
