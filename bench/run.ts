@@ -2,23 +2,41 @@
  * `npm run bench`: load benchmark of the open API (see docs/performance.md).
  *
  * Starts the service (`node src/main.ts`) on a fresh embedded PostgreSQL (or a fresh database on
- * --database-url / DATABASE_URL), provisions a merchant, app and RSA-2048 key, measures this
- * machine's crypto ceiling, then drives each scenario with autocannon from this process. Every
- * request is validly signed with its own nonce, timestamp and signature, all signed before the
- * measured phase and sent exactly once. Prints Markdown tables and writes bench/results/<ts>.json.
+ * --database-url / DATABASE_URL), a notification receiver that verifies every signature, and
+ * provisions three apps (the default one with a daily ceiling and notifyUrl, one without a ceiling,
+ * one for the notification backlog); measures this machine's crypto ceiling, then drives each
+ * scenario, all of them once per run, --runs times. Every open-API request is validly signed with
+ * its own nonce, timestamp and signature, all signed before the measured phase and sent exactly
+ * once. Prints Markdown tables (each headline figure as the median of the runs with its range) and
+ * writes bench/results/<ts>.json.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Item, SignPool, createItems, mixedItems, queryItems, replayItems } from './lib/corpus.ts';
+import {
+  type Item,
+  SignPool,
+  createItems,
+  mixedItems,
+  payItem,
+  queryItems,
+  realisticItems,
+  refundItem,
+  replayItems,
+} from './lib/corpus.ts';
+import { startFlood } from './lib/flood.ts';
+import { type NotificationStats, expectedEvent, notificationStats } from './lib/notifications.ts';
+import { OrderBook } from './lib/orders.ts';
+import { Receiver } from './lib/receiver.ts';
 import { type CryptoCeiling, measureCryptoCeiling } from './lib/crypto-ceiling.ts';
 import { type LoadResult, runLoad } from './lib/load.ts';
 import { runPaced } from './lib/paced.ts';
 import { runWrk, wrkAvailable } from './lib/wrk.ts';
 import {
   MemoryPoller,
+  clusterPssMB,
   cpuOf,
   groupDelta,
   groupDeltaByKind,
@@ -30,19 +48,27 @@ import {
   systemCpuSeconds,
 } from './lib/proc.ts';
 import { summarizeProfile } from './lib/profile.ts';
-import { type ScenarioResult, ceilingLine, checkTargets, markdown, profileTable, resultsTable, targetsTable } from './lib/report.ts';
-import { type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
+import { type ScenarioResult, ceilingLine, checkTargets, detailTables, markdown, summaryTables, targetsTable } from './lib/report.ts';
+import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
 import { statementScenario } from './lib/statement.ts';
 
 const HELP = `Usage: npm run bench -- [options]
 
-  --duration <s>          measured seconds per scenario (default 20; --quick: 3)
+  --runs <n>              repeat every measured phase n times, scenario after scenario, and report each
+                          headline figure as the median with its range (default 3; --quick: 1)
+  --duration <s>          measured seconds per scenario and run (default 10; --quick: 3)
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
-  --scenarios <list>      comma list of create,query,mixed,replay,half (half = half-query,half-create),
-                          statement; default: all but statement (it writes a day of payments first)
+  --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
+                          flood,half (half = half-query,half-create,half-realistic), statement;
+                          default: all but statement (it writes a day of payments first)
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
-  --warmup <s>            warm-up seconds before each peak scenario (default 3; --quick: 1)
+  --warmup <s>            warm-up seconds before each peak scenario of the first run (default 3; --quick: 1)
+  --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
+                          notification (default 2)
+  --notify-orders <n>     notify scenario: orders created, paid and refunded for the backlog
+                          (default 2500; --quick: 300): two notifications each
+  --flood-rate <n>        flood scenario: the valid queries' paced rate (default 200; --quick: 100)
   --repeats <n>           replay scenario: sends per X-SVC-Request-Id (default 10)
   --quiet-wait <s>        before each measured phase, wait up to this long for other processes of the
                           machine to use under 0.25 core (default 30; --quick: 3; 0 = do not wait)
@@ -54,7 +80,8 @@ const HELP = `Usage: npm run bench -- [options]
   --database-url <url>    run against this PostgreSQL server (a fresh database is created and
                           dropped); default: DATABASE_URL, else the embedded PostgreSQL
   --profile               after each peak scenario, a CPU-profiled phase of the service's main
-                          thread (written to bench/results/<ts>-<scenario>.cpuprofile, summarized)
+                          thread (written to bench/results/<ts>-<scenario>-run<n>.cpuprofile,
+                          summarized); notify: its measured drain is profiled
   --no-workers            WORKERS_ENABLED=false for the service (default: workers on)
   --pg-set <name=value>   experiments only (repeatable): a PostgreSQL setting for the run's database,
                           e.g. synchronous_commit=off to see what fsync costs, or
@@ -71,7 +98,11 @@ are reported, not enforced (they depend on the machine).`;
 const { values: a } = parseArgs({
   allowNegative: true,
   options: {
+    runs: { type: 'string' },
     duration: { type: 'string' },
+    'receiver-delay-ms': { type: 'string' },
+    'notify-orders': { type: 'string' },
+    'flood-rate': { type: 'string' },
     connections: { type: 'string' },
     'half-connections': { type: 'string' },
     scenarios: { type: 'string' },
@@ -108,7 +139,11 @@ function num(v: string | undefined, def: number, name: string, min = 1): number 
 
 const quick = a.quick;
 const opts = {
-  duration: num(a.duration, quick ? 3 : 20, 'duration'),
+  runs: Math.floor(num(a.runs, quick ? 1 : 3, 'runs')),
+  duration: num(a.duration, quick ? 3 : 10, 'duration'),
+  receiverDelayMs: num(a['receiver-delay-ms'], 2, 'receiver-delay-ms', 0),
+  notifyOrders: Math.floor(num(a['notify-orders'], quick ? 300 : 2500, 'notify-orders', 10)),
+  floodRate: Math.floor(num(a['flood-rate'], quick ? 100 : 200, 'flood-rate')),
   connections: Math.floor(num(a.connections, quick ? 8 : 128, 'connections')),
   warmup: num(a.warmup, quick ? 1 : 3, 'warmup', 0),
   repeats: Math.floor(num(a.repeats, 10, 'repeats', 2)),
@@ -149,15 +184,28 @@ const opts = {
   ceilingSeconds: quick ? 1 : 3,
 };
 const halfConnections = Math.floor(num(a['half-connections'], quick ? 8 : 32, 'half-connections'));
-const ALL = ['create', 'query', 'mixed', 'replay', 'half-query', 'half-create'] as const;
+const ALL = [
+  'create',
+  'create-no-ceiling',
+  'query',
+  'mixed',
+  'replay',
+  'realistic',
+  'notify',
+  'flood',
+  'half-query',
+  'half-create',
+  'half-realistic',
+] as const;
 type Name = (typeof ALL)[number];
-const wanted = (a.scenarios ?? 'create,query,mixed,replay,half')
+const HALF = ['half-query', 'half-create', 'half-realistic'];
+const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + ',half')
   .split(',')
   .map((s) => s.trim())
-  .flatMap((s) => (s === 'half' ? ['half-query', 'half-create'] : [s]));
+  .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
   if (!(ALL as readonly string[]).includes(s) && s !== 'statement') {
-    process.stderr.write(`unknown scenario '${s}' (known: create, query, mixed, replay, half, half-query, half-create, statement)\n`);
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement)\n`);
     process.exit(2);
   }
 }
@@ -167,13 +215,21 @@ const statementPayments = wanted.includes('statement')
   ? Math.floor(num(a['statement-payments'], quick ? 10_000 : 1_000_000, 'statement-payments', 1))
   : 0;
 
+/** The default app's daily amount ceiling: far above any run's traffic, as a production app has one. */
+const CEILING_FEN = 1_000_000_000_000;
+
 const DESCRIPTIONS: Record<Name, string> = {
-  create: 'POST /payments, a new outTradeNo each',
+  create: 'POST /payments, a new outTradeNo each (the default app: daily ceiling 10^12 fen)',
+  'create-no-ceiling': 'the same creates on an app without a daily ceiling',
   query: 'GET /payments/{outTradeNo} over the orders created before',
   mixed: '70% query / 25% create / 5% close',
   replay: `POST /payments, each X-SVC-Request-Id sent ${opts.repeats} times (fresh nonce and signature): 1 execution + ${opts.repeats - 1} byte-identical replays`,
   'half-query': 'query at half of the peak query rate (autocannon overallRate)',
   'half-create': 'create at half of the peak create rate (autocannon overallRate)',
+  realistic: '50% create / 30% query / 10% pay (sandbox buyer) / 5% full refund / 5% close, notifications to the receiver',
+  notify: `a backlog of ${2 * opts.notifyOrders} notifications of one app (${opts.notifyOrders} orders created, paid, refunded with no notifyUrl), delivered once its notifyUrl is set`,
+  flood: `query open-loop at ${opts.floodRate}/s while other connections flood deep JSON, big headers, long paths, garbage, slow bodies and headers`,
+  'half-realistic': 'the realistic mix at half of its peak rate',
 };
 
 const t00 = performance.now();
@@ -184,15 +240,18 @@ fs.mkdirSync(opts.outDir, { recursive: true });
 
 // ---------------------------------------------------------------------------------------------------
 
-/** CPU seconds of this benchmark, the service and its PostgreSQL processes, so far. */
-function ownCpuSeconds(): number {
+/** CPU seconds of this benchmark and the service so far, and a snapshot of its PostgreSQL processes. */
+function ownCpu(): { seconds: number; pg: ReturnType<Service['pgSnapshot']> } {
   const b = selfCpu();
   let t = b.user + b.sys;
   const c = svc.pid ? cpuOf(svc.pid) : null;
   if (c) t += c.user + c.sys;
-  const g = svc.pgSnapshot();
-  if (g) for (const v of g.perPid.values()) t += v;
-  return t;
+  return { seconds: t, pg: svc.pgSnapshot() };
+}
+
+/** CPU seconds this benchmark, the service and PostgreSQL used between two readings (backends that exited included). */
+function ownCpuSince(a: ReturnType<typeof ownCpu>, b: ReturnType<typeof ownCpu>): number {
+  return b.seconds - a.seconds + (a.pg && b.pg ? groupDelta(a.pg, b.pg) : 0);
 }
 
 /**
@@ -204,9 +263,9 @@ async function waitQuiet(label: string): Promise<number> {
   let other: number;
   for (;;) {
     const s0 = systemBusySeconds();
-    const o0 = ownCpuSeconds();
+    const o0 = ownCpu();
     await sleep(1000);
-    other = Math.max(0, systemBusySeconds() - s0 - (ownCpuSeconds() - o0));
+    other = Math.max(0, systemBusySeconds() - s0 - ownCpuSince(o0, ownCpu()));
     if (other < 0.25) break;
     if ((performance.now() - t0) / 1000 >= opts.quietWait) {
       log(`${label}: the machine is busy (other processes use ${other.toFixed(2)} cores); measuring anyway`);
@@ -256,25 +315,46 @@ process.on('uncaughtException', (err) => {
 });
 
 let pool = null as SignPool | null;
+let receiver = null as Receiver | null;
 try {
   const errorFree = await main();
   await pool?.close();
-  // Errors (a wrong status, a socket error, a replay that differs) fail the run; the targets do not
-  // (they depend on the machine): they are reported.
+  await receiver?.stop();
+  // Errors (a wrong status, a socket error, a replay that differs, a notification lost or refused)
+  // fail the run; the targets do not (they depend on the machine): they are reported.
   await cleanup(errorFree ? 0 : 1);
 } catch (err) {
   log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   await pool?.close().catch(() => {});
+  await receiver?.stop().catch(() => {});
   await cleanup(1);
+}
+
+interface MeasureOptions {
+  connections: number;
+  /** a fixed overall rate (autocannon overallRate, or the paced sender with `paced`) */
+  rate?: number | null;
+  paced?: boolean;
+  /** count the events the phase's answers must produce, and wait for the receiver to get them */
+  notifications?: boolean;
+  /** right before and after the load (the flood) */
+  before?: () => void;
+  after?: (res: ScenarioResult) => Promise<void>;
 }
 
 /** Runs the benchmark; true when every scenario was error-free. */
 async function main(): Promise<boolean> {
   log(`starting the service (${opts.databaseUrl ? `external PostgreSQL ${new URL(opts.databaseUrl).host}` : 'embedded PostgreSQL'})`);
   await svc.start();
-  const mch: Provisioned = await svc.provision();
-  log(`provisioned merchant ${mch.merchantId}, app ${mch.appId} (rateLimitPerSecond 100000), key ${mch.keyId}`);
-  pool = new SignPool(mch);
+  receiver = await Receiver.start({ platformKeys: await svc.platformKeys(), delayMs: opts.receiverDelayMs });
+  const mainApp: Provisioned = await svc.provision({ dailyAmountCeilingFen: CEILING_FEN, notifyUrl: receiver.url });
+  const freeApp: Provisioned = await svc.provision({ notifyUrl: receiver.url });
+  const notifyApp: Provisioned = await svc.provision({ dailyAmountCeilingFen: CEILING_FEN });
+  log(
+    `provisioned apps (rateLimitPerSecond 100000): ${mainApp.appId} (daily ceiling ${CEILING_FEN} fen, notifyUrl ${receiver.url}), ` +
+      `${freeApp.appId} (no ceiling), ${notifyApp.appId} (notification backlog)`,
+  );
+  pool = new SignPool([mainApp, freeApp, notifyApp]);
   const pgVersion = (await svc.sql<{ v: string }>("SELECT current_setting('server_version') AS v").catch(() => [{ v: '?' }]))[0]?.v ?? '?';
   const pgSettings = Object.fromEntries(
     (
@@ -288,21 +368,25 @@ async function main(): Promise<boolean> {
   );
   log(`PostgreSQL ${pgVersion}: ${JSON.stringify(pgSettings)}`);
 
-  const orders: string[] = [];
-  const orderSet = new Set<string>();
-  const closed = new Set<string>();
-  const reservedForClose = new Set<string>();
+  const books = new Map([mainApp, freeApp, notifyApp].map((p) => [p.appId, new OrderBook()]));
+  const book = books.get(mainApp.appId)!;
+  const forApp = (app: Provisioned, items: Item[]) => {
+    for (const it of items) it.appId = app.appId;
+    return items;
+  };
   const results: ScenarioResult[] = [];
   let loadedSeconds = 0;
+  /** the events the answers of the current phase must produce (eventKey), while one is counted */
+  let expecting: Set<string> | null = null;
 
   const replayFirst = new Map<number, string>();
   let replayMismatches = 0;
   const onAnswer = (it: Item, status: number, body: string) => {
-    if ((it.kind === 'create' || it.kind === 'replay') && status === 201 && it.tradeNo && !orderSet.has(it.tradeNo)) {
-      orderSet.add(it.tradeNo);
-      orders.push(it.tradeNo);
+    books.get(it.appId ?? mainApp.appId)!.onAnswer(it, status, body);
+    if (expecting) {
+      const k = expectedEvent(it, status);
+      if (k) expecting.add(k);
     }
-    if (it.kind === 'close' && status === 200 && it.tradeNo) closed.add(it.tradeNo);
     if (it.kind === 'replay' && it.group !== undefined) {
       const first = replayFirst.get(it.group);
       if (first === undefined) replayFirst.set(it.group, `${status} ${body}`);
@@ -316,42 +400,47 @@ async function main(): Promise<boolean> {
   const closedLoop = (items: Item[]) => opts.loadTool === 'wrk' && !items.some((it) => it.kind === 'replay');
   const sendClosedLoop = (lo: Parameters<typeof runLoad>[0]) => (closedLoop(lo.items) ? runWrk(lo) : runLoad(lo));
 
-  /** An unmeasured phase (warm-up, seeding): returns its requests/s. */
-  async function unmeasured(label: string, items: Item[], connections = opts.connections): Promise<LoadResult> {
+  /** An unmeasured phase (warm-up, seeding): returns its requests/s. `bodies`: autocannon, whose answers carry their bodies. */
+  async function unmeasured(label: string, items: Item[], bodies = false): Promise<LoadResult> {
     const s = await pool!.sign(items);
-    const r = await sendClosedLoop({ url: svc.baseUrl, items, connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
+    const lo = { url: svc.baseUrl, items, connections: opts.connections, deadlineMs: deadlineOf(s.minTs), onAnswer };
+    const r = await (bodies ? runLoad(lo) : sendClosedLoop(lo));
     loadedSeconds += r.seconds;
-    log(`  ${label}: ${r.completed} requests in ${r.seconds.toFixed(1)} s (${r.rps.toFixed(0)}/s)`);
+    const bad = Object.entries(r.unexpected);
+    log(
+      `  ${label}: ${r.completed} requests in ${r.seconds.toFixed(1)} s (${r.rps.toFixed(0)}/s)` +
+        (bad.length ? `, unexpected answers ${JSON.stringify(r.unexpected)}` : ''),
+    );
     return r;
   }
 
-  /** Enough created (and still open) orders for what follows. */
-  async function ensureOrders(total: number, openNeeded = 0): Promise<void> {
-    const open = () => orders.filter((o) => !closed.has(o) && !reservedForClose.has(o)).length;
-    const missing = Math.max(total - orders.length, openNeeded - open());
+  /** Enough created (and still open) orders of the default app for what follows. */
+  async function ensureOrders(total: number, openNeeded = 0, payable = 0, paid = 0): Promise<void> {
+    const missing = Math.max(total - book.orders.length, openNeeded - book.openCount, 0);
     if (missing > 0) await unmeasured(`seeding ${missing} orders`, createItems(missing));
+    const toPay = paid - book.paidCount;
+    const seedPayable = Math.max(payable - book.payableCount, 0) + Math.max(toPay, 0);
+    if (seedPayable > 0) await unmeasured(`seeding ${seedPayable} orders to pay`, createItems(seedPayable), true);
+    if (toPay > 0)
+      await unmeasured(
+        `paying ${toPay} orders`,
+        book.takePayable(toPay).map((p) => payItem(p.tradeNo, p.openOrderId, ADMIN_TOKEN)),
+      );
   }
 
-  async function measured(
-    name: Name,
-    items: Item[],
-    connections: number,
-    overallRate: number | null = null,
-    paced = false,
-  ): Promise<ScenarioResult> {
-    const label = paced ? `${name}-paced` : name;
-    // Before signing: the signed corpus must be sent within the 300 s timestamp window.
-    if (opts.quietWait > 0) await waitQuiet(label);
-    log(`${label}: signing ${items.length} requests`);
-    const s = await pool!.sign(items);
-    log(
-      `${label}: signed in ${s.seconds.toFixed(1)} s (${(items.length / s.seconds).toFixed(0)}/s); sending ` +
-        (paced
-          ? `open-loop at ${overallRate}/s (up to ${connections} sockets)`
-          : `with ${connections} connections${overallRate ? ` at ${overallRate}/s` : ''}`),
-    );
-    replayFirst.clear();
-    replayMismatches = 0;
+  /** Waits (bounded) for the receiver to have acknowledged every expected event; its figures from `fromMs`. */
+  async function drainNotifications(expected: Set<string>, fromMs: number, maxWaitMs = 30_000): Promise<NotificationStats> {
+    const t0 = performance.now();
+    for (;;) {
+      const d = await receiver!.dump();
+      const n = notificationStats(expected, d.arrivals, fromMs);
+      if (n.lost === 0 || performance.now() - t0 > maxWaitMs) return { ...n, rejected: d.rejected } as NotificationStats;
+      await sleep(250);
+    }
+  }
+
+  /** Snapshots of CPU, memory and the database at the start of a phase; `end` turns the load's result into the phase's. */
+  async function startMeter() {
     const sys0 = systemCpuSeconds();
     const main0 = schedOf(svc.pid);
     const pg0: PgStats | null = await svc.pgStats();
@@ -360,123 +449,178 @@ async function main(): Promise<boolean> {
     const pgc0 = svc.pgSnapshot();
     const b0 = selfCpu();
     const mem = new MemoryPoller(svc.pid);
+    return async (
+      r: LoadResult,
+    ): Promise<
+      Omit<
+        ScenarioResult,
+        | 'name'
+        | 'run'
+        | 'description'
+        | 'mode'
+        | 'connections'
+        | 'overallRate'
+        | 'signing'
+        | 'errorFree'
+        | 'replayMismatches'
+        | 'replayGroups'
+      >
+    > => {
+      const m = mem.stop();
+      const b1 = selfCpu();
+      const pgc1 = svc.pgSnapshot();
+      const cpu1 = cpuOf(svc.pid)!;
+      const sys1 = systemCpuSeconds();
+      const main1 = schedOf(svc.pid);
+      const walBytes = await svc.walBytesSince(lsn0).catch(() => null);
+      const pg1: PgStats | null = await svc.pgStats();
+      const memAfter: MemoryBreakdown | null = await svc.memory();
+      loadedSeconds += r.seconds;
+      const n = r.completed;
+      const per1k = (sec: number) => (n > 0 ? (sec / n) * 1000 : 0);
+      const serverSec = cpu1.user + cpu1.sys - (cpu0.user + cpu0.sys);
+      const pgSec = pgc0 && pgc1 ? groupDelta(pgc0, pgc1) : null;
+      const pgByKind = pgc0 && pgc1 ? groupDeltaByKind(pgc0, pgc1) : null;
+      const benchSec = b1.user + b1.sys + b1.children - (b0.user + b0.sys + b0.children);
+      const otherCores = Math.max(0, (sys1.busy - sys0.busy - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
+      // The service's main thread over the phase: on a core, runnable but waiting for one, or asleep
+      // (waiting for PostgreSQL, the pool or the network).
+      const mainThread = main0 && main1 ? schedShares(main0, main1, r.seconds) : null;
+      const idleCores = (sys1.idle - sys0.idle) / r.seconds;
+      let statementsPerReq: number | null = null;
+      let commitsPerReq: number | null = null;
+      let topSql: ScenarioResult['db']['topSql'] = [];
+      if (pg0 && pg1 && n > 0) {
+        statementsPerReq = (pg1.statements - pg0.statements) / n;
+        commitsPerReq = (pg1.durableCommits - pg0.durableCommits) / n;
+        const before = new Map(pg0.bySql.map((x) => [x.sql, x]));
+        topSql = pg1.bySql
+          .map((x) => ({
+            sql: x.sql,
+            perReq: (x.count - (before.get(x.sql)?.count ?? 0)) / n,
+            msPerReq: (x.ms - (before.get(x.sql)?.ms ?? 0)) / n,
+          }))
+          .filter((x) => x.perReq >= 0.01)
+          .sort((p, q) => q.perReq - p.perReq || q.msPerReq - p.msPerReq);
+      }
+      return {
+        requests: r.sent,
+        completed: n,
+        seconds: r.seconds,
+        rps: r.rps,
+        latencyMs: r.latencyMs,
+        statuses: r.statuses,
+        non2xx: Object.fromEntries(Object.entries(r.statuses).filter(([st]) => !st.startsWith('2'))),
+        socketErrors: r.socketErrors,
+        timeouts: r.timeouts,
+        unexpected: r.unexpected,
+        unsigned2xx: r.unsigned2xx,
+        truncated: r.truncated,
+        cpu: {
+          serverSec,
+          serverUserSec: cpu1.user - cpu0.user,
+          serverSysSec: cpu1.sys - cpu0.sys,
+          serverPer1k: per1k(serverSec),
+          pgSec,
+          pgPer1k: pgSec === null ? null : per1k(pgSec),
+          pgPer1kByKind: pgByKind === null ? null : Object.fromEntries(Object.entries(pgByKind).map(([k, v]) => [k, per1k(v)])),
+          capacityEstimate: pgSec === null ? null : n / ((serverSec + pgSec) / os.availableParallelism()),
+          benchSec,
+          benchPer1k: per1k(benchSec),
+          otherCores,
+          mainThread,
+          idleCores,
+        },
+        memory: { ...m, after: memAfter },
+        db: { statementsPerReq, commitsPerReq, walBytesPerReq: walBytes === null || n === 0 ? null : walBytes / n, topSql },
+        ceilingFraction: { ofMachine: r.rps / ceiling.pairsPerSecThreadpool, ofOneCore: r.rps / ceiling.pairsPerSecPerCore },
+      };
+    };
+  }
+
+  function logResult(res: ScenarioResult): void {
+    const r = res;
+    const n = res.notifications;
+    log(
+      `${r.name} (run ${r.run}): ${r.completed} answers in ${r.seconds.toFixed(1)} s = ${r.rps.toFixed(0)}/s, p50 ${r.latencyMs.p50.toFixed(1)} ms, ` +
+        `p99 ${r.latencyMs.p99.toFixed(1)} ms, max ${r.latencyMs.max.toFixed(0)} ms, statuses ${JSON.stringify(r.statuses)}, ` +
+        `server CPU ${r.cpu.serverPer1k.toFixed(2)} s/1k` +
+        (r.cpu.pgPer1k === null ? '' : `, pg CPU ${r.cpu.pgPer1k.toFixed(2)} s/1k`) +
+        `, peak RSS ${r.memory.peakRssMB.toFixed(0)} MB, other processes ${r.cpu.otherCores.toFixed(2)} cores` +
+        (n
+          ? `; notifications: ${n.delivered}/${n.expected} delivered (${n.deliveredPerSec.toFixed(0)}/s), lag p50 ${n.lagMs.p50.toFixed(0)} ms ` +
+            `p99 ${n.lagMs.p99.toFixed(0)} ms, lost ${n.lost}, duplicates ${n.duplicates}, out of order ${n.outOfOrder}`
+          : '') +
+        (r.flood ? `; flood answers ${JSON.stringify(Object.fromEntries(Object.entries(r.flood).map(([k, v]) => [k, v.statuses])))}` : ''),
+    );
+  }
+
+  async function measured(name: Name, run: number, items: Item[], o: MeasureOptions): Promise<ScenarioResult> {
+    const { connections, paced = false } = o;
+    const overallRate = o.rate ?? null;
+    const label = paced && name.startsWith('half-') && name !== 'half-realistic' ? `${name}-paced` : name;
+    // Before signing: the signed corpus must be sent within the 300 s timestamp window.
+    if (opts.quietWait > 0) await waitQuiet(label);
+    log(`${label}: signing ${items.length} requests`);
+    const s = await pool!.sign(items);
+    log(
+      `${label} (run ${run}): signed in ${s.seconds.toFixed(1)} s; sending ` +
+        (paced
+          ? `open-loop at ${overallRate}/s (up to ${connections} sockets)`
+          : `with ${connections} connections${overallRate ? ` at ${overallRate}/s` : ''}`),
+    );
+    replayFirst.clear();
+    replayMismatches = 0;
+    expecting = o.notifications ? new Set() : null;
+    const fromMs = Date.now();
+    const end = await startMeter();
+    o.before?.();
+    const lo = { url: svc.baseUrl, items, connections, deadlineMs: deadlineOf(s.minTs), onAnswer };
     const r =
       paced && overallRate
-        ? await runPaced({ url: svc.baseUrl, items, rate: overallRate, maxSockets: connections, deadlineMs: deadlineOf(s.minTs), onAnswer })
-        : await (overallRate ? runLoad : sendClosedLoop)({
-            url: svc.baseUrl,
-            items,
-            connections,
-            overallRate: overallRate ?? undefined,
-            deadlineMs: deadlineOf(s.minTs),
-            onAnswer,
-          });
-    const m = mem.stop();
-    const b1 = selfCpu();
-    const pgc1 = svc.pgSnapshot();
-    const cpu1 = cpuOf(svc.pid)!;
-    const sys1 = systemCpuSeconds();
-    const main1 = schedOf(svc.pid);
-    const walBytes = await svc.walBytesSince(lsn0).catch(() => null);
-    const pg1: PgStats | null = await svc.pgStats();
-    const memAfter: MemoryBreakdown | null = await svc.memory();
-    loadedSeconds += r.seconds;
-
-    const n = r.completed;
-    const per1k = (sec: number) => (n > 0 ? (sec / n) * 1000 : 0);
-    const serverSec = cpu1.user + cpu1.sys - (cpu0.user + cpu0.sys);
-    const pgSec = pgc0 && pgc1 ? groupDelta(pgc0, pgc1) : null;
-    const pgByKind = pgc0 && pgc1 ? groupDeltaByKind(pgc0, pgc1) : null;
-    const benchSec = b1.user + b1.sys + b1.children - (b0.user + b0.sys + b0.children);
-    const otherCores = Math.max(0, (sys1.busy - sys0.busy - serverSec - (pgSec ?? 0) - benchSec) / r.seconds);
-    // The service's main thread over the phase: on a core, runnable but waiting for one, or asleep
-    // (waiting for PostgreSQL, the pool or the network).
-    const mainThread = main0 && main1 ? schedShares(main0, main1, r.seconds) : null;
-    const idleCores = (sys1.idle - sys0.idle) / r.seconds;
-    let statementsPerReq: number | null = null;
-    let commitsPerReq: number | null = null;
-    let topSql: ScenarioResult['db']['topSql'] = [];
-    if (pg0 && pg1 && n > 0) {
-      statementsPerReq = (pg1.statements - pg0.statements) / n;
-      commitsPerReq = (pg1.durableCommits - pg0.durableCommits) / n;
-      const before = new Map(pg0.bySql.map((x) => [x.sql, x]));
-      topSql = pg1.bySql
-        .map((x) => ({
-          sql: x.sql,
-          perReq: (x.count - (before.get(x.sql)?.count ?? 0)) / n,
-          msPerReq: (x.ms - (before.get(x.sql)?.ms ?? 0)) / n,
-        }))
-        .filter((x) => x.perReq >= 0.01)
-        .sort((p, q) => q.perReq - p.perReq || q.msPerReq - p.msPerReq);
-    }
-    const non2xx = Object.fromEntries(Object.entries(r.statuses).filter(([st]) => !st.startsWith('2')));
+        ? await runPaced({ ...lo, rate: overallRate, maxSockets: connections })
+        : await (overallRate ? runLoad : sendClosedLoop)({ ...lo, overallRate: overallRate ?? undefined });
+    const measuredPart = await end(r);
     const isReplay = name === 'replay';
     const res: ScenarioResult = {
       name: label,
+      run,
       description: paced
         ? `${DESCRIPTIONS[name].replace(' (autocannon overallRate)', '')}, open-loop: evenly spaced, latency from each request's due time`
         : DESCRIPTIONS[name],
       mode: paced ? 'open-loop' : overallRate ? 'autocannon overallRate' : `${closedLoop(items) ? 'wrk' : 'autocannon'} closed-loop`,
       connections: Math.min(connections, items.length),
       overallRate,
-      requests: r.sent,
-      completed: n,
-      seconds: r.seconds,
-      rps: r.rps,
-      latencyMs: r.latencyMs,
-      statuses: r.statuses,
-      non2xx,
-      socketErrors: r.socketErrors,
-      timeouts: r.timeouts,
-      unexpected: r.unexpected,
-      unsigned2xx: r.unsigned2xx,
+      ...measuredPart,
       replayMismatches: isReplay ? replayMismatches : null,
       replayGroups: isReplay ? new Set(items.map((i) => i.group)).size : null,
-      errorFree:
-        Object.keys(non2xx).length === 0 &&
-        Object.keys(r.socketErrors).length === 0 &&
-        r.timeouts === 0 &&
-        Object.keys(r.unexpected).length === 0 &&
-        r.unsigned2xx === 0 &&
-        (!isReplay || replayMismatches === 0) &&
-        n === items.length,
-      truncated: r.truncated,
-      cpu: {
-        serverSec,
-        serverUserSec: cpu1.user - cpu0.user,
-        serverSysSec: cpu1.sys - cpu0.sys,
-        serverPer1k: per1k(serverSec),
-        pgSec,
-        pgPer1k: pgSec === null ? null : per1k(pgSec),
-        pgPer1kByKind: pgByKind === null ? null : Object.fromEntries(Object.entries(pgByKind).map(([k, v]) => [k, per1k(v)])),
-        capacityEstimate: pgSec === null ? null : n / ((serverSec + pgSec) / os.availableParallelism()),
-        benchSec,
-        benchPer1k: per1k(benchSec),
-        otherCores,
-        mainThread,
-        idleCores,
-      },
-      memory: { ...m, after: memAfter },
-      db: { statementsPerReq, commitsPerReq, walBytesPerReq: walBytes === null || n === 0 ? null : walBytes / n, topSql },
-      ceilingFraction: { ofMachine: r.rps / ceiling.pairsPerSecThreadpool, ofOneCore: r.rps / ceiling.pairsPerSecPerCore },
+      errorFree: false,
       signing: { requests: items.length, seconds: s.seconds },
     };
-    log(
-      `${label}: ${n} answers in ${r.seconds.toFixed(1)} s = ${r.rps.toFixed(0)}/s, p50 ${r.latencyMs.p50.toFixed(1)} ms, ` +
-        `p99 ${r.latencyMs.p99.toFixed(1)} ms, statuses ${JSON.stringify(r.statuses)}, server CPU ${res.cpu.serverPer1k.toFixed(2)} s/1k` +
-        (pgSec === null ? '' : `, pg CPU ${res.cpu.pgPer1k!.toFixed(2)} s/1k`) +
-        `, peak RSS ${m.peakRssMB.toFixed(0)} MB` +
-        (memAfter ? ` (after: heap ${memAfter.heapUsedMB}/${memAfter.heapTotalMB} MB, external ${memAfter.externalMB} MB)` : '') +
-        `, other processes ${otherCores.toFixed(2)} cores`,
-    );
+    await o.after?.(res);
+    if (expecting) {
+      const want = expecting;
+      expecting = null;
+      res.notifications = await drainNotifications(want, fromMs);
+    }
+    res.errorFree =
+      Object.keys(res.non2xx).length === 0 &&
+      Object.keys(r.socketErrors).length === 0 &&
+      r.timeouts === 0 &&
+      Object.keys(r.unexpected).length === 0 &&
+      r.unsigned2xx === 0 &&
+      (!isReplay || replayMismatches === 0) &&
+      r.completed === items.length &&
+      notificationsOk(res.notifications);
+    logResult(res);
     return res;
   }
 
-  async function profiled(name: Name, res: ScenarioResult, build: (n: number) => Item[]): Promise<void> {
+  async function profiled(name: Name, res: ScenarioResult, build: (n: number) => Item[] | Promise<Item[]>): Promise<void> {
     const secs = Math.min(opts.duration, 10);
-    const items = build(Math.max(opts.connections * 4, Math.ceil(res.rps * secs)));
+    const items = await build(Math.max(opts.connections * 4, Math.ceil(res.rps * secs)));
     const s = await pool!.sign(items);
-    const file = path.join(opts.outDir, `${stamp}-${name}.cpuprofile`);
+    const file = path.join(opts.outDir, `${stamp}-${name}-run${res.run}.cpuprofile`);
     await svc.profileStart();
     const r = await sendClosedLoop({ url: svc.baseUrl, items, connections: opts.connections, deadlineMs: deadlineOf(s.minTs), onAnswer });
     await svc.profileStop(file);
@@ -485,75 +629,192 @@ async function main(): Promise<boolean> {
     log(`${name}: profiled ${r.completed} requests at ${r.rps.toFixed(0)}/s -> ${path.relative(REPO_ROOT, file)}`);
   }
 
-  /** Warm-up, then a measured phase sized to --duration at the warm-up's rate. */
-  async function peak(name: Name, build: (n: number) => Item[], guessRps: number): Promise<ScenarioResult> {
-    let rate = guessRps;
-    if (opts.warmup > 0) {
-      const w = await unmeasured(`${name} warm-up`, build(Math.max(opts.connections * 4, Math.ceil(opts.warmup * guessRps))));
+  const rateOf = (n: string, run: number) => results.find((r) => r.name === n && r.run === run)?.rps;
+  const lastRateOf = (n: string) => results.findLast((r) => r.name === n)?.rps;
+
+  /** Warm-up (first run only), then a measured phase sized to --duration at the last known rate. */
+  async function peak(
+    name: Name,
+    run: number,
+    build: (n: number) => Item[] | Promise<Item[]>,
+    guessRps: number,
+    o: Partial<MeasureOptions> = {},
+  ): Promise<ScenarioResult> {
+    let rate = lastRateOf(name) ?? guessRps;
+    if (opts.warmup > 0 && lastRateOf(name) === undefined) {
+      const w = await unmeasured(`${name} warm-up`, await build(Math.max(opts.connections * 4, Math.ceil(opts.warmup * guessRps))));
       rate = w.rps;
     }
-    const res = await measured(name, build(Math.max(opts.connections * 4, Math.ceil(opts.duration * rate))), opts.connections);
+    const items = await build(Math.max(opts.connections * 4, Math.ceil(opts.duration * rate)));
+    const res = await measured(name, run, items, { connections: opts.connections, ...o });
     if (opts.profile) await profiled(name, res, build);
     return res;
   }
 
   const seedCount = quick ? 200 : 1000;
-  const rateOf = (n: Name) => results.find((r) => r.name === n)?.rps;
 
-  for (const name of scenarios) {
-    let res: ScenarioResult;
-    switch (name) {
-      case 'create':
-        res = await peak(name, createItems, 200);
-        break;
-      case 'query':
-        await ensureOrders(seedCount);
-        res = await peak(name, (n) => queryItems(n, orders), 500);
-        break;
-      case 'mixed': {
-        const guess = rateOf('query') ?? 400;
-        const maxN = Math.ceil((opts.duration + opts.warmup) * guess * 1.5 + opts.connections * 8);
-        await ensureOrders(seedCount, Math.ceil(maxN * 0.05) + 10);
-        res = await peak(
-          name,
-          (n) => {
-            const closable = orders.filter((o) => !closed.has(o) && !reservedForClose.has(o));
-            const it = mixedItems(n, orders, closable);
-            for (const x of it) if (x.kind === 'close') reservedForClose.add(x.tradeNo!);
-            return it;
-          },
-          guess,
-        );
-        break;
-      }
-      case 'replay':
-        res = await peak(name, (n) => replayItems(n, opts.repeats), 500);
-        break;
-      case 'half-query':
-      case 'half-create': {
-        const base = name === 'half-query' ? 'query' : 'create';
-        if (base === 'query') await ensureOrders(seedCount);
-        const build = base === 'query' ? (n: number) => queryItems(n, orders) : createItems;
-        let peakRps = rateOf(base);
-        if (peakRps === undefined) {
-          log(`${name}: no ${base} peak in this run; measuring one`);
-          peakRps = (await unmeasured(`${base} peak estimate`, build(Math.ceil(Math.max(opts.duration / 2, 3) * 300)))).rps;
-        }
-        const rate = Math.max(1, Math.floor(peakRps / 2));
-        results.push(await measured(name, build(Math.ceil(rate * opts.duration)), halfConnections, rate));
-        await sleep(1000);
-        res = await measured(name, build(Math.ceil(rate * opts.duration)), Math.max(64, halfConnections), rate, true);
-        break;
-      }
-    }
-    results.push(res);
-    await sleep(1000); // let background work of the phase settle
+  /** The realistic mix of n requests, after seeding what it acts on. */
+  async function realistic(n: number): Promise<Item[]> {
+    await ensureOrders(seedCount, Math.ceil(n * 0.05) + 10, Math.ceil(n * 0.1) + 10, Math.ceil(n * 0.05) + 10);
+    return realisticItems(n, book, ADMIN_TOKEN);
   }
 
-  const statement = statementPayments > 0 ? await statementScenario(svc, mch, statementPayments, log) : null;
+  /**
+   * The notification backlog of one app: its notifyUrl unset, n orders created, paid and fully
+   * refunded (the sandbox settles refunds by itself), then the URL set; measured: from setting it
+   * to the receiver's acknowledgement of every event.
+   */
+  async function notifyBacklog(run: number): Promise<ScenarioResult> {
+    const nb = books.get(notifyApp.appId)!;
+    const n = opts.notifyOrders;
+    const countEvents = async () =>
+      (await svc.sql<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE app_id = $1', [notifyApp.appId]))[0]!.n;
+    await svc.patchApp(notifyApp.appId, { notifyUrl: null });
+    const before = await countEvents();
+    log(`notify (run ${run}): building a backlog of ${2 * n} notifications`);
+    await unmeasured('notify: creating', forApp(notifyApp, createItems(n)), true);
+    expecting = new Set();
+    await unmeasured(
+      'notify: paying',
+      forApp(
+        notifyApp,
+        nb.takePayable(n).map((p) => payItem(p.tradeNo, p.openOrderId, ADMIN_TOKEN)),
+      ),
+    );
+    await unmeasured(
+      'notify: refunding',
+      forApp(
+        notifyApp,
+        nb.takePaid(n).map((p) => refundItem(p.tradeNo, p.amountFen)),
+      ),
+    );
+    const want = expecting;
+    expecting = null;
+    // The sandbox settles each refund about a second after it was accepted.
+    for (let t0 = performance.now(); (await countEvents()) - before < want.size && performance.now() - t0 < 30_000;) await sleep(250);
+    if (opts.quietWait > 0) await waitQuiet('notify');
+    const fromMs = Date.now();
+    const end = await startMeter();
+    const profile = opts.profile ? path.join(opts.outDir, `${stamp}-notify-run${run}.cpuprofile`) : null;
+    if (profile) await svc.profileStart();
+    await svc.patchApp(notifyApp.appId, { notifyUrl: receiver!.url });
+    const stats = await drainNotifications(want, fromMs, 60_000);
+    if (profile) await svc.profileStop(profile);
+    const seconds = stats.spanMs / 1000;
+    const sent: LoadResult = {
+      sent: stats.expected,
+      completed: stats.delivered,
+      seconds,
+      rps: stats.deliveredPerSec,
+      latencyMs: stats.lagMs,
+      statuses: {},
+      socketErrors: {},
+      timeouts: 0,
+      unexpected: {},
+      unsigned2xx: 0,
+      truncated: false,
+    };
+    const res: ScenarioResult = {
+      name: 'notify',
+      run,
+      description: DESCRIPTIONS.notify,
+      mode: 'notification backlog',
+      connections: 0,
+      overallRate: null,
+      ...(await end(sent)),
+      replayMismatches: null,
+      replayGroups: null,
+      errorFree: notificationsOk(stats),
+      signing: { requests: 0, seconds: 0 },
+      notifications: stats,
+      // the profile covers the drain (a sampled phase of its own would need another backlog)
+      ...(profile ? { profile: summarizeProfile(profile, stats.delivered) } : {}),
+    };
+    logResult(res);
+    return res;
+  }
+
+  async function scenario(name: Name, run: number): Promise<ScenarioResult[]> {
+    switch (name) {
+      case 'create':
+        return [await peak(name, run, createItems, 200)];
+      case 'create-no-ceiling':
+        return [await peak(name, run, (n) => forApp(freeApp, createItems(n)), 200)];
+      case 'query':
+        await ensureOrders(seedCount);
+        return [await peak(name, run, (n) => queryItems(n, book.orders), 500)];
+      case 'mixed': {
+        const guess = lastRateOf('mixed') ?? lastRateOf('query') ?? 400;
+        const maxN = Math.ceil((opts.duration + opts.warmup) * guess * 1.5 + opts.connections * 8);
+        await ensureOrders(seedCount, Math.ceil(maxN * 0.05) + 10);
+        return [await peak(name, run, (n) => mixedItems(n, book.orders, book.takeClosable(Math.round(n * 0.05))), guess)];
+      }
+      case 'replay':
+        return [await peak(name, run, (n) => replayItems(n, opts.repeats), 500)];
+      case 'realistic':
+        return [await peak(name, run, realistic, 300, { notifications: true })];
+      case 'notify':
+        return [await notifyBacklog(run)];
+      case 'flood': {
+        await ensureOrders(seedCount);
+        let flood: ReturnType<typeof startFlood> | null = null;
+        // At least 15 s, so that slow senders meet the server's 10 s header deadline within the phase.
+        const items = queryItems(Math.ceil(opts.floodRate * (quick ? opts.duration : Math.max(opts.duration, 15))), book.orders);
+        return [
+          await measured(name, run, items, {
+            connections: 64,
+            rate: opts.floodRate,
+            paced: true,
+            before: () => (flood = startFlood(svc.baseUrl)),
+            after: async (res) => {
+              res.flood = await flood!.stop();
+            },
+          }),
+        ];
+      }
+      case 'half-query':
+      case 'half-create':
+      case 'half-realistic': {
+        const base = name.slice('half-'.length) as 'query' | 'create' | 'realistic';
+        if (base === 'query') await ensureOrders(seedCount);
+        const build = base === 'query' ? (n: number) => queryItems(n, book.orders) : base === 'create' ? createItems : realistic;
+        let peakRps = rateOf(base, run) ?? lastRateOf(base);
+        if (peakRps === undefined) {
+          log(`${name}: no ${base} peak in this run; measuring one`);
+          peakRps = (await unmeasured(`${base} peak estimate`, await build(Math.ceil(Math.max(opts.duration / 2, 3) * 300)))).rps;
+        }
+        const rate = Math.max(1, Math.floor(peakRps / 2));
+        const out: ScenarioResult[] = [];
+        const notifications = base === 'realistic';
+        if (base !== 'realistic') {
+          // autocannon overallRate: bursts once a second (the open-loop phase below spreads them)
+          out.push(await measured(name, run, await build(Math.ceil(rate * opts.duration)), { connections: halfConnections, rate }));
+          await sleep(1000);
+        }
+        const items = await build(Math.ceil(rate * opts.duration));
+        out.push(await measured(name, run, items, { connections: Math.max(64, halfConnections), rate, paced: true, notifications }));
+        return out;
+      }
+    }
+  }
+
+  for (let run = 1; run <= opts.runs; run++) {
+    // with and without a ceiling side by side, in alternating order (the machine's speed drifts)
+    const order =
+      run % 2 === 0 ? scenarios.map((s) => (s === 'create' ? 'create-no-ceiling' : s === 'create-no-ceiling' ? 'create' : s)) : scenarios;
+    for (const name of order) {
+      results.push(...(await scenario(name, run)));
+      await sleep(1000); // let background work of the phase settle
+    }
+  }
+
+  const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
 
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
+  const pgPssMB = svc.postmasterPid !== null && svc.embedded ? clusterPssMB(svc.postmasterPid) : null;
+  const benchHwm = memoryOf(process.pid)?.hwmMB ?? null;
   const liveAfterGc = await svc.memory(true);
+  const receiverDump = await receiver!.dump();
   // The machine's speed drifts (a shared VM): the ceiling again at the end, the service stopped.
   await svc.stop();
   if (opts.quietWait > 0) await waitQuiet('crypto ceiling (end)');
@@ -570,6 +831,7 @@ async function main(): Promise<boolean> {
       `service memory after a full GC at the end: RSS ${liveAfterGc.rssMB} MB, heap used ${liveAfterGc.heapUsedMB} of ${liveAfterGc.heapTotalMB} MB, external ${liveAfterGc.externalMB} MB`,
     );
   }
+  const memory = { servicePeakRssMB: hwm, postgresPssMB: pgPssMB, benchPeakRssMB: benchHwm };
   const targets = checkTargets(results, hwm, loadedSeconds);
   const git = (args: string[]) => {
     try {
@@ -578,8 +840,9 @@ async function main(): Promise<boolean> {
       return '?';
     }
   };
+  const cpuModel = /^model name\s*:\s*(.+)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? os.cpus()[0]?.model ?? '?';
   const machine = {
-    cpu: os.cpus()[0]?.model ?? '?',
+    cpu: cpuModel,
     cores: os.availableParallelism(),
     memoryGB: Math.round(os.totalmem() / 2 ** 30),
     node: process.version,
@@ -601,7 +864,9 @@ async function main(): Promise<boolean> {
     results,
     statement,
     serverPeakRssMB: hwm,
+    memory,
     serverMemoryAfterFullGc: liveAfterGc,
+    receiver: { requests: receiverDump.requests, rejected: receiverDump.rejected, events: receiverDump.arrivals.length },
     loadedSeconds,
     targets,
   };
@@ -610,65 +875,24 @@ async function main(): Promise<boolean> {
 
   const lines = [
     '',
-    `## Benchmark ${out.startedAt} — ${machine.database}, PostgreSQL ${machine.postgres}, Node ${machine.node}, ${machine.cores} × ${machine.cpu}`,
+    `## Benchmark ${out.startedAt}: ${opts.runs} run(s), ${machine.database}, PostgreSQL ${machine.postgres}, Node ${machine.node}`,
     '',
+    `machine: ${machine.cores} cores of ${machine.cpu} (/proc/cpuinfo), ${machine.memoryGB} GB; git ${machine.gitCommit}`,
     `start: ${ceilingLine(ceiling)}`,
     `end: ${ceilingLine(ceilingEnd)}`,
     `fractions below are of the better of the two: ${refMachine.toFixed(0)} requests/s (2 cores), ${refCore.toFixed(0)} requests/s (1 core)`,
+    `memory: service peak RSS ${hwm.toFixed(0)} MB; PostgreSQL ${pgPssMB === null ? 'n/a' : `${pgPssMB.toFixed(0)} MB (PSS of its processes at the end)`}; ` +
+      `benchmark process (load generator, signing pool, receiver) peak RSS ${benchHwm === null ? 'n/a' : benchHwm.toFixed(0)} MB`,
+    `receiver: ${receiverDump.requests} notifications received, ${receiverDump.arrivals.length} distinct events, refused ${JSON.stringify(receiverDump.rejected)}`,
     '',
-    resultsTable(results),
+    summaryTables(results),
     '',
     targetsTable(targets),
     '',
+    detailTables(results),
+    `results: ${path.relative(process.cwd(), file)}`,
+    '',
   ];
-  lines.push('### CPU seconds per 1,000 requests, by process', '');
-  lines.push(
-    markdown(
-      ['scenario', 'service (user + sys)', 'PostgreSQL by process', 'load generator (this process)'],
-      results.map((r) => [
-        r.name,
-        `${r.cpu.serverPer1k.toFixed(2)} (${((r.cpu.serverUserSec / Math.max(r.cpu.serverSec, 1e-9)) * 100).toFixed(0)}% user)`,
-        r.cpu.pgPer1kByKind
-          ? Object.entries(r.cpu.pgPer1kByKind)
-              .filter(([, v]) => v >= 0.005)
-              .sort((x, y) => y[1] - x[1])
-              .map(([k, v]) => `${k} ${v.toFixed(2)}`)
-              .join(', ')
-          : 'n/a',
-        r.cpu.benchPer1k.toFixed(2),
-      ]),
-    ),
-    '',
-  );
-  lines.push('### Where the time went: the service main thread, and idle cores', '');
-  lines.push(
-    markdown(
-      [
-        'scenario',
-        'main thread on a core',
-        'main thread waiting for a core',
-        'main thread asleep',
-        'idle cores (of ' + os.availableParallelism() + ')',
-      ],
-      results.map((r) => {
-        const t = r.cpu.mainThread;
-        const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
-        return [r.name, t ? pct(t.onCpu) : 'n/a', t ? pct(t.runQueue) : 'n/a', t ? pct(t.asleep) : 'n/a', r.cpu.idleCores.toFixed(2)];
-      }),
-    ),
-    '',
-  );
-  for (const r of results) {
-    if (r.db.topSql.length) {
-      lines.push(
-        `### ${r.name}: SQL statements per request (${r.db.statementsPerReq?.toFixed(1)} in all, ${r.db.commitsPerReq?.toFixed(2)} write transactions, ${r.db.walBytesPerReq === null ? '?' : (r.db.walBytesPerReq / 1024).toFixed(1)} KB WAL)`,
-      );
-      lines.push('');
-      lines.push(resultsTableSql(r.db.topSql.slice(0, 14)), '');
-    }
-    if (r.profile)
-      lines.push(`### ${r.name}: CPU profile of the service's main thread (${r.profile.file})`, '', profileTable(r.profile), '');
-  }
   if (statement) {
     lines.push(
       `### Statement of a day of ${statement.payments} payments (${statement.day}; written in ${statement.seedSeconds.toFixed(0)} s)`,
@@ -698,18 +922,11 @@ async function main(): Promise<boolean> {
       '',
     );
   }
-  lines.push(`results: ${path.relative(process.cwd(), file)}`, '');
   process.stdout.write(lines.join('\n'));
-  return results.every((r) => r.errorFree);
+  return results.every((r) => r.errorFree) && Object.keys(receiverDump.rejected).length === 0;
 }
 
-function resultsTableSql(rows: { sql: string; perReq: number; msPerReq: number }[]): string {
-  const w = Math.max(...rows.map((r) => Math.min(r.sql.length, 110)), 3);
-  const head = `| ${'per req'.padEnd(7)} | ${'ms/req'.padEnd(6)} | ${'SQL'.padEnd(w)} |`;
-  const sep = `|${'-'.repeat(9)}|${'-'.repeat(8)}|${'-'.repeat(w + 2)}|`;
-  const body = rows.map(
-    (r) =>
-      `| ${r.perReq.toFixed(2).padEnd(7)} | ${r.msPerReq.toFixed(2).padEnd(6)} | ${r.sql.slice(0, 110).replace(/\|/g, '\\|').padEnd(w)} |`,
-  );
-  return [head, sep, ...body].join('\n');
+/** A phase's notifications are as they must be: none lost, none refused by the receiver's verification. */
+function notificationsOk(n: NotificationStats | undefined): boolean {
+  return n === undefined || (n.lost === 0 && Object.keys(n.rejected ?? {}).length === 0);
 }

@@ -5,7 +5,7 @@
  * responses over the time from the start to the last response.
  */
 import autocannon from 'autocannon';
-import type { Item } from './corpus.ts';
+import { type Item, isOpenApi } from './corpus.ts';
 
 export interface LoadOptions {
   url: string;
@@ -19,6 +19,8 @@ export interface LoadOptions {
 }
 
 export interface LatencyStats {
+  /** answers slower than 1 s (not known with wrk) */
+  over1s?: number;
   mean: number;
   p50: number;
   p90: number;
@@ -50,7 +52,10 @@ export function latencyStats(values: Float64Array): LatencyStats {
   const q = (p: number) => (a.length === 0 ? 0 : a[Math.min(a.length - 1, Math.ceil(p * a.length) - 1)]!);
   let sum = 0;
   for (const v of a) sum += v;
+  let over1s = 0;
+  for (let i = a.length - 1; i >= 0 && a[i]! > 1000; i--) over1s++;
   return {
+    over1s,
     mean: a.length ? sum / a.length : 0,
     p50: q(0.5),
     p90: q(0.9),
@@ -102,7 +107,7 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
                 unexpected[k] = (unexpected[k] ?? 0) + 1;
               }
               const signed = headers['X-SVC-Response-Sign'] !== undefined || headers['x-svc-response-sign'] !== undefined;
-              if (status >= 200 && status < 300 && !signed) unsigned2xx++;
+              if (status >= 200 && status < 300 && !signed && isOpenApi(it.kind)) unsigned2xx++;
               o.onAnswer?.(it, status, body, signed);
             },
           },

@@ -14,7 +14,7 @@
  */
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
-import type { Item } from './corpus.ts';
+import { type Item, isOpenApi } from './corpus.ts';
 import { type LoadResult, latencyStats } from './load.ts';
 import { rawRequest } from './wrk.ts';
 
@@ -212,7 +212,7 @@ export function pacedLoop(
       latencies[nLat++] = now - dueAt[i]!;
       statuses[p.status] = (statuses[p.status] ?? 0) + 1;
       if (p.status !== job.expect[i]) unexpected[`${job.kinds[i]} ${p.status}`] = (unexpected[`${job.kinds[i]} ${p.status}`] ?? 0) + 1;
-      if (p.status >= 200 && p.status < 300 && !p.signed) unsigned2xx++;
+      if (p.status >= 200 && p.status < 300 && !p.signed && isOpenApi(job.kinds[i]!)) unsigned2xx++;
       onAnswer?.(i, p.status, p.body, p.signed);
       finish();
     };

@@ -231,3 +231,31 @@ export function schedShares(a: SchedTimes, b: SchedTimes, seconds: number): { on
   const runQueue = (b.runQueueSec - a.runQueueSec) / seconds;
   return { onCpu, runQueue, asleep: Math.max(0, 1 - onCpu - runQueue) };
 }
+
+/**
+ * Proportional set size of a process in MB (/proc/PID/smaps_rollup): its private memory plus its
+ * share of memory it shares (PostgreSQL's shared buffers are counted once across its processes).
+ */
+export function pssMB(pid: number): number | null {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const kb = Number(/^Pss:\s+(\d+) kB/m.exec(s)?.[1] ?? NaN);
+    return Number.isFinite(kb) ? kb / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The PSS of a PostgreSQL cluster (the postmaster and its children), in MB. */
+export function clusterPssMB(postmaster: number): number | null {
+  let sum = 0;
+  let any = false;
+  for (const pid of clusterPids(postmaster)) {
+    const p = pssMB(pid);
+    if (p !== null) {
+      sum += p;
+      any = true;
+    }
+  }
+  return any ? sum : null;
+}

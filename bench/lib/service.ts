@@ -267,14 +267,18 @@ export class Service {
     return { status: r.status, body: (await r.json()) as T };
   }
 
-  /** A CORPORATE merchant, an app allowed 100,000 requests/s, and an RSA-2048 key. */
-  async provision(): Promise<Provisioned> {
+  /**
+   * A CORPORATE merchant, an app allowed 100,000 requests/s with `app`'s settings (a daily amount
+   * ceiling, a notifyUrl), and an RSA-2048 key.
+   */
+  async provision(app: { dailyAmountCeilingFen?: number | null; notifyUrl?: string | null } = {}): Promise<Provisioned> {
     const m = await this.admin<{ merchantId: string }>('POST', '/merchants', { name: 'Bench Shop', entityType: 'CORPORATE' });
     if (m.status !== 201) throw new Error(`provisioning the merchant: HTTP ${m.status} ${JSON.stringify(m.body)}`);
     const a = await this.admin<{ appId: string }>('POST', `/merchants/${m.body.merchantId}/apps`, {
       rateLimitPerSecond: 100_000,
       // The longest window: no order of the run expires (and gets closed by the expiry worker) meanwhile.
       paymentWindowSeconds: 7200,
+      ...app,
     });
     if (a.status !== 201) throw new Error(`provisioning the app: HTTP ${a.status} ${JSON.stringify(a.body)}`);
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -290,6 +294,19 @@ export class Service {
       keyId,
       privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
     };
+  }
+
+  /** PATCH /api/admin/v1/apps/{appId}. */
+  async patchApp(appId: string, body: Record<string, unknown>): Promise<void> {
+    const r = await this.admin('PATCH', `/apps/${appId}`, body);
+    if (r.status !== 200) throw new Error(`PATCH app ${appId}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+  }
+
+  /** The platform's public keys by key id (what a merchant verifies notifications with). */
+  async platformKeys(): Promise<Record<string, string>> {
+    const r = await this.admin<{ keys: { keyId: string; publicKeyPem: string }[] }>('GET', '/platform-keys');
+    if (r.status !== 200) throw new Error(`GET platform-keys: HTTP ${r.status}`);
+    return Object.fromEntries(r.body.keys.map((k) => [k.keyId, k.publicKeyPem]));
   }
 
   /** SIGTERM (graceful: the service stops its embedded PostgreSQL), SIGKILL after 30 s; then cleanup. */

@@ -1,19 +1,20 @@
 /**
  * Worker thread of the signing pool: signs batches of requests (decisions.md section 1) with the
- * merchant's key, each with its own timestamp, nonce and signature.
+ * key of each request's app, each with its own timestamp, nonce and signature.
  */
 import { createPrivateKey, randomBytes, sign } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
 import { requestSigningString } from '@mps/sdk/signing';
-import type { SignBatch, SignedBatch } from './corpus.ts';
+import type { Credentials, SignBatch, SignedBatch } from './corpus.ts';
 
-const { privateKeyPem, appId, keyId } = workerData as { privateKeyPem: string; appId: string; keyId: string };
-const key = createPrivateKey(privateKeyPem);
+const creds = (workerData as Credentials[]).map((c) => ({ ...c, key: createPrivateKey(c.privateKeyPem) }));
+const byApp = new Map(creds.map((c) => [c.appId, c]));
 
 parentPort!.on('message', (batch: SignBatch) => {
   const headers: Record<string, string>[] = [];
   let minTs = Infinity;
   for (const s of batch.specs) {
+    const { appId, keyId, key } = (s.appId === undefined ? undefined : byApp.get(s.appId)) ?? creds[0]!;
     const timestamp = Math.floor(Date.now() / 1000);
     if (timestamp < minTs) minTs = timestamp;
     const nonce = randomBytes(16).toString('hex');

@@ -1,0 +1,11 @@
+/** Worker thread of the flood (bench/lib/flood.ts): floods until the parent says 'stop', then posts the counts. */
+import { parentPort, workerData } from 'node:worker_threads';
+import { floodLoop } from './flood.ts';
+
+const { hostname, port } = workerData as { hostname: string; port: number };
+const flood = floodLoop(hostname, port);
+parentPort!.on('message', (m: string) => {
+  if (m === 'stop') flood.stop();
+});
+parentPort!.postMessage(await flood.done);
+process.exit(0);
