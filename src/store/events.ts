@@ -26,7 +26,7 @@ export async function insertEvent(
 const DUE_SAMPLE = 256;
 
 /**
- * One claim: $1 now, $2 per-app limit (the default), $3 events at most, $4 ids in flight here, $5
+ * One claim (run as the function mps_claim_events, migrations/0012, whose body is this text): $1 now, $2 per-app limit (the default), $3 events at most, $4 ids in flight here, $5
  * lease token, $6 lease end, $7/$8 apps with a limit of their own and those limits, $9 the largest
  * limit (what is read per app: a LIMIT the planner knows keeps each app's read an index probe). Not proportional to the backlog (migrations/0006): the apps with a due event come
  * from the due events when there are fewer than DUE_SAMPLE of them, else from one index probe per
@@ -111,17 +111,21 @@ export async function claimDueEvents(
   },
 ): Promise<ClaimedEvent[]> {
   const apps = [...(o.appLimits ?? new Map<string, number>())];
-  const r = await db.query<ClaimedEvent>(CLAIM_SQL, [
-    o.now,
-    o.perApp,
-    o.limit,
-    o.inFlight,
-    o.token,
-    o.leaseUntil,
-    apps.map(([a]) => a),
-    apps.map(([, n]) => n),
-    Math.max(o.perApp, ...apps.map(([, n]) => n)),
-  ]);
+  const r = await db.query<ClaimedEvent>({
+    name: 'claim_events',
+    text: 'SELECT * FROM mps_claim_events($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+    values: [
+      o.now,
+      o.perApp,
+      o.limit,
+      o.inFlight,
+      o.token,
+      o.leaseUntil,
+      apps.map(([a]) => a),
+      apps.map(([, n]) => n),
+      Math.max(o.perApp, ...apps.map(([, n]) => n)),
+    ],
+  });
   return r.rows;
 }
 

@@ -113,7 +113,9 @@ export async function closeOrderById(
     }
     return out;
   });
-  if (values.includes('PAID')) d.wakeWorkers();
+  // The order's event (closed, or paid after all) is delivered now rather than at the next worker
+  // pass; a payment may also have left follow-ups.
+  if (values.includes('PAID') || r.closeState === 'CLOSE_REQUESTED') d.wakeWorkers();
   if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return r as { closeState: CloseState; order: OrderRow };
 }

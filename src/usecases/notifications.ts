@@ -113,8 +113,9 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
         else await setOrderStatus(tx, flow, o, 'CLOSED', { closedReason: 'PROVIDER_CLOSED' }, now);
       }
     });
-    // A payment may have left follow-ups (closing the order's other attempts, refunding a duplicate).
-    if (n.state === 'PAID') d.wakeWorkers();
+    // Its event is delivered now rather than at the next worker pass; a payment may also have left
+    // follow-ups (closing the order's other attempts, refunding a duplicate).
+    d.wakeWorkers();
     return 'APPLIED';
   }
   const r0 = await refunds.getRefund(d.db, n.refundId);
@@ -155,5 +156,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       now,
     );
   });
+  // Its event is delivered now rather than at the next worker pass.
+  d.wakeWorkers();
   return 'APPLIED';
 }

@@ -141,6 +141,8 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       now,
     );
   });
+  // A final outcome wrote its event: delivered now rather than at the next worker pass.
+  if (refund.state === 'SUCCEEDED' || refund.state === 'FAILED') d.wakeWorkers();
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return { kind: 'refund', refund, order, replayed: false };
 }

@@ -247,6 +247,43 @@ describe('delivery and payload', () => {
   });
 });
 
+describe('delivered without waiting for the next worker pass', () => {
+  test('every change that writes an event wakes the workers: a payment, a close, a refund settled by its notice, a refund refused', async () => {
+    const s = await shop();
+    const wakes: string[] = [];
+    const wakeWorkers = t.svc.wakeWorkers;
+    let step = '';
+    t.svc.wakeWorkers = () => wakes.push(step);
+    try {
+      step = 'pay';
+      const { body } = await paidOrder(s.m);
+      step = 'close';
+      const open = await createOrder(s.m);
+      assert.equal((await api(s.m, 'POST', `/api/open/v1/payments/${String(open.body.outTradeNo)}/close`)).statusCode, 200);
+      step = 'refund settled';
+      const rf = await api(s.m, 'POST', '/api/open/v1/refunds', {
+        outTradeNo: body.outTradeNo,
+        outRefundNo: 'RF_wake_1',
+        refundAmountFen: 1,
+      });
+      assert.equal(rf.statusCode, 201, rf.body);
+      await settleRefunds();
+      step = 'refund refused';
+      assert.equal((await t.sandbox('POST', '/faults', { operation: 'REFUND', outcome: 'REJECT', times: 1 })).statusCode, 201);
+      const no = await api(s.m, 'POST', '/api/open/v1/refunds', {
+        outTradeNo: body.outTradeNo,
+        outRefundNo: 'RF_wake_2',
+        refundAmountFen: 1,
+      });
+      assert.equal(no.statusCode, 502, no.body);
+      for (const x of ['pay', 'close', 'refund settled', 'refund refused'])
+        assert.ok(wakes.includes(x), `${x} woke the workers (${wakes.join(', ')})`);
+    } finally {
+      t.svc.wakeWorkers = wakeWorkers;
+    }
+  });
+});
+
 describe('payloads of the other event types', () => {
   test('PAYMENT_FAILED: status FAILED, the failure reason, no fee projection', async () => {
     const s = await shop();

@@ -151,4 +151,13 @@ describe('event claim cost', () => {
       c.release();
     }
   });
+
+  test('the claim the dispatcher runs (the function mps_claim_events) is this text, planned with sequential scans off', async () => {
+    const r = await db.query<{ src: string; config: string[] | null }>(
+      `SELECT prosrc AS src, proconfig AS config FROM pg_proc WHERE proname = 'mps_claim_events'`,
+    );
+    assert.equal(r.rows.length, 1);
+    assert.equal(r.rows[0]!.src.trim(), CLAIM_SQL.trim(), 'migrations/0012 and src/store/events.ts agree');
+    assert.deepEqual(r.rows[0]!.config, ['enable_seqscan=off']);
+  });
 });
