@@ -9,6 +9,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import { type Config, redisDatabase } from './config/config.ts';
 import { type Clock, systemClock } from './domain/clock.ts';
+import { shanghaiDay } from './domain/money.ts';
 import type { NotifyUrlPolicy } from './events/notify-url.ts';
 import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
@@ -24,7 +25,7 @@ import { setUpProviders } from './providers/setup.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
-import { AttemptAcceptor, OrderInserter, OrderReader } from './store/orders.ts';
+import { AttemptAcceptor, OrderInserter, OrderReader, purgeDailyAmounts } from './store/orders.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
 import { purgeOperatorRows } from './usecases/operators.ts';
@@ -179,7 +180,12 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       return svc;
     },
     // Expired nonces and request-id answers; ended console sessions and failed sign-ins out of the throttle's window.
-    purge: async () => (await nonces.purge()) + (await units.purge()) + (await purgeOperatorRows(svc)),
+    purge: async () =>
+      (await nonces.purge()) +
+      (await units.purge()) +
+      (await purgeOperatorRows(svc)) +
+      // Daily amount counters of the days before yesterday (Asia/Shanghai).
+      (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))),
     // Replaced by the worker runner's wake-up once the workers exist (app.ts).
     wakeWorkers: () => {},
   };

@@ -9,7 +9,7 @@ import { orderEventType } from '../domain/events.ts';
 import type { AttemptState, ClosedReason, OrderStatus, Transition } from '../domain/states.ts';
 import type { FeeProjection } from '../domain/money.ts';
 import { TurnBatcher } from './batcher.ts';
-import { type Db, type Queryable, type Tx, withTx } from './db.ts';
+import type { Db, Queryable, Tx } from './db.ts';
 
 export interface OrderRow {
   id: string;
@@ -308,7 +308,106 @@ export interface OrderInsertResult {
    * the scopes it exceeded. Null otherwise.
    */
   refused?: QuotaScope[] | null;
+  /** Under a ceiling whose counter for the day does not exist yet: nothing written (insertOrders starts it and writes the item again). */
+  missingCounter?: boolean;
 }
+
+/** The extra result columns of the insert within ceilings. */
+interface QuotaCols {
+  /** Its (app, day) has no counter yet: nothing of the item was written. */
+  q_missing?: boolean;
+  /** Refused by the ceiling (its claim was written, its order not). */
+  q_refused?: boolean;
+  q_single?: boolean | null;
+  q_over?: boolean | null;
+}
+
+/**
+ * The insert of a batch of new orders with their first attempts (and request-id claims), one
+ * statement; `withinCeilings`: with the daily ceilings of the items that have a quota, judged in the
+ * same statement. Then the counters of the batch's (app, day) pairs are locked first, in key order,
+ * before anything is written (the `locked` count gates every insert), the items walked in batch
+ * order per counter, each kept if it fits what is left (a larger one that does not fit never blocks
+ * a smaller one behind it), and the counters advanced by the orders actually written. An item whose
+ * counter does not exist yet writes nothing (not even its claim) and is reported missing.
+ */
+function insertSql(withinCeilings: boolean): string {
+  const gate = withinCeilings ? '(SELECT n FROM locked) >= 0 AND ' : '';
+  return `WITH ${withinCeilings ? 'RECURSIVE ' : ''}i AS (
+        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
+          channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
+          return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
+          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text, created_by text,
+          r_app text, r_req text, r_method text, r_target text, r_sha text, r_holder text, r_instance text, r_lease timestamptz${
+            withinCeilings ? ', q_day date, q_ceiling bigint, q_single boolean' : ''
+          })),${
+            withinCeilings
+              ? `
+      c AS (
+        SELECT a.app_id, a.day, a.amount_fen FROM app_daily_amounts a
+         WHERE (a.app_id, a.day) IN (SELECT app_id, q_day FROM i WHERE q_day IS NOT NULL)
+         ORDER BY a.app_id, a.day FOR UPDATE),
+      locked AS (SELECT count(*) AS n FROM c),
+      q AS (
+        SELECT idx, app_id, q_day, amount_fen, q_ceiling, q_single,
+               row_number() OVER (PARTITION BY app_id, q_day ORDER BY idx) AS k
+          FROM i WHERE q_day IS NOT NULL),
+      w AS (
+        SELECT q.idx, q.app_id, q.q_day, q.k,
+               NOT q.q_single AND c.amount_fen + q.amount_fen <= q.q_ceiling AS fits,
+               c.amount_fen + q.amount_fen > q.q_ceiling AS over,
+               c.amount_fen + CASE WHEN NOT q.q_single AND c.amount_fen + q.amount_fen <= q.q_ceiling THEN q.amount_fen ELSE 0 END AS used
+          FROM q JOIN c ON c.app_id = q.app_id AND c.day = q.q_day
+         WHERE q.k = 1
+        UNION ALL
+        SELECT q.idx, q.app_id, q.q_day, q.k,
+               NOT q.q_single AND w.used + q.amount_fen <= q.q_ceiling,
+               w.used + q.amount_fen > q.q_ceiling,
+               w.used + CASE WHEN NOT q.q_single AND w.used + q.amount_fen <= q.q_ceiling THEN q.amount_fen ELSE 0 END
+          FROM w JOIN q ON q.app_id = w.app_id AND q.q_day = w.q_day AND q.k = w.k + 1),`
+              : ''
+          }
+      r AS (
+        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
+        SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', r_lease, r_holder, r_instance, created_at FROM i
+         WHERE ${gate}r_req IS NOT NULL${withinCeilings ? ' AND (q_day IS NULL OR EXISTS (SELECT 1 FROM w WHERE w.idx = i.idx))' : ''}
+        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING app_id, request_id),
+      o AS (
+        INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
+        SELECT id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
+               attach, return_url, payer_client_ip, digest, ARRAY(SELECT json_array_elements_text(links)), 'CREATED',
+               expire_at, fee_projection::json, created_at, created_at
+          FROM i
+         WHERE ${gate}(r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req))${
+           withinCeilings ? '\n           AND (q_day IS NULL OR EXISTS (SELECT 1 FROM w WHERE w.idx = i.idx AND w.fits))' : ''
+         }
+        ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
+      la AS (
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
+        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, i.created_by, o.expire_at, i.next_check_at, i.created_at, i.created_at
+          FROM o JOIN i ON i.id = o.id RETURNING *)${
+            withinCeilings
+              ? `,
+      u AS (
+        UPDATE app_daily_amounts a SET amount_fen = a.amount_fen + s.add
+          FROM (SELECT i.app_id, i.q_day, sum(o.amount_fen) AS add FROM o JOIN i ON i.id = o.id
+                 WHERE i.q_day IS NOT NULL GROUP BY i.app_id, i.q_day) s
+         WHERE a.app_id = s.app_id AND a.day = s.q_day)`
+              : ''
+          }
+      SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}${
+        withinCeilings
+          ? `,
+             (i.q_day IS NOT NULL AND w.idx IS NULL) AS q_missing, (w.idx IS NOT NULL AND NOT w.fits) AS q_refused,
+             i.q_single, w.over AS q_over`
+          : ''
+      }
+        FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req${withinCeilings ? '\n        LEFT JOIN w ON w.idx = i.idx' : ''}
+        LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON o2.id = i.id`;
+}
+const INSERT_SQL = insertSql(false);
+const INSERT_WITHIN_CEILINGS_SQL = insertSql(true);
 
 /**
  * New CREATED orders with their first PENDING attempt, several in one statement, item by item as
@@ -319,7 +418,8 @@ export interface OrderInsertResult {
  */
 export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderInsert[]): Promise<OrderInsertResult[]> {
   // The batch travels as one JSON text (serialized natively; cheaper than escaping 28 arrays).
-  const rows = items.map(({ order: o, attempt: a, claim: c }, n) => ({
+  const quotas = items.some((it) => it.quota);
+  const rows = items.map(({ order: o, attempt: a, claim: c, quota: q }, n) => ({
     idx: n,
     id: o.id,
     app_id: o.appId,
@@ -353,42 +453,24 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
     r_holder: c?.holder ?? null,
     r_instance: c?.holderInstance ?? null,
     r_lease: c?.leaseUntil ?? null,
+    q_day: q?.day ?? null,
+    q_ceiling: q?.ceilingFen ?? null,
+    q_single: q?.singleExceeded ?? null,
   }));
-  const r = await db.query<(OrderRow & LatestCols) & { idx: number; claimed: boolean }>({
-    name: 'order_insert_with_attempt_batch',
-    text: `WITH i AS (
-        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
-          channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
-          return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
-          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text, created_by text,
-          r_app text, r_req text, r_method text, r_target text, r_sha text, r_holder text, r_instance text, r_lease timestamptz)),
-      r AS (
-        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
-        SELECT r_app, r_req, r_method, r_target, r_sha, 'IN_PROGRESS', r_lease, r_holder, r_instance, created_at FROM i
-         WHERE r_req IS NOT NULL
-        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING app_id, request_id),
-      o AS (
-        INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
-                           attach, return_url, payer_client_ip, digest, links, status, expire_at, fee_projection, created_at, updated_at)
-        SELECT id, app_id, merchant_id, out_trade_no, channel, trade_scope, amount_fen, currency, subject, description,
-               attach, return_url, payer_client_ip, digest, ARRAY(SELECT json_array_elements_text(links)), 'CREATED',
-               expire_at, fee_projection::json, created_at, created_at
-          FROM i
-         WHERE r_req IS NULL OR EXISTS (SELECT 1 FROM r WHERE r.app_id = i.r_app AND r.request_id = i.r_req)
-        ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
-      la AS (
-        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
-        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, i.created_by, o.expire_at, i.next_check_at, i.created_at, i.created_at
-          FROM o JOIN i ON i.id = o.id RETURNING *)
-      SELECT i.idx, (i.r_req IS NULL OR r.request_id IS NOT NULL) AS claimed, o2.*, ${LATEST_COLS}
-        FROM i LEFT JOIN r ON r.app_id = i.r_app AND r.request_id = i.r_req
-        LEFT JOIN ((SELECT ${ORDER_COLS} FROM o) o2 JOIN la ON la.order_id = o2.id) ON o2.id = i.id`,
+  const r = await db.query<(OrderRow & LatestCols) & QuotaCols & { idx: number; claimed: boolean }>({
+    name: quotas ? 'order_insert_with_attempt_batch_quota' : 'order_insert_with_attempt_batch',
+    text: quotas ? INSERT_WITHIN_CEILINGS_SQL : INSERT_SQL,
     values: [JSON.stringify(rows)],
   });
   const out: OrderInsertResult[] = new Array(items.length);
   for (const row of r.rows) {
-    const { idx, claimed, ...rest } = row;
-    if (rest.id === null) {
+    const { idx, claimed, q_missing, q_refused, q_single, q_over, ...rest } = row;
+    if (q_missing) {
+      out[idx] = { claimed: false, created: null, missingCounter: true };
+    } else if (q_refused) {
+      const refused: QuotaScope[] = [...(q_single ? ['SINGLE_AMOUNT' as const] : []), ...(q_over ? ['DAILY_AMOUNT' as const] : [])];
+      out[idx] = { claimed, created: null, refused };
+    } else if (rest.id === null) {
       out[idx] = { claimed, created: null };
     } else {
       const { order, attempt } = splitLatest(rest);
@@ -399,96 +481,33 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
 }
 
 /**
- * New orders, kept within their apps' daily amount ceilings. Items without a quota are the single
- * statement above. With quotas, one transaction: the orders are written first, then the counters
- * of the (app, day) pairs they fall on are locked (in key order) and the inserted items are walked
- * in the batch's order, each kept if its amount fits what is left of its ceiling; the others are
- * deleted (order and attempt; the request-id claim stands, to carry the refusal's answer) and the
- * counters advanced, as the last statement before COMMIT. A counter row is locked once per batch,
- * for two round trips and the commit: creates of one app are not serialised one by one on it.
+ * New orders, kept within their apps' daily amount ceilings: one statement either way
+ * (insertOrdersWithFirstAttempts). A counter missing for a day (the day's first order under a
+ * ceiling, or the ceiling just changed) is started from the day's orders on its own, then the items
+ * that met it are written again. A counter row is locked once per batch, for one statement: creates
+ * of one app are not serialised one by one on it.
  */
 export async function insertOrders(db: Db, items: OrderInsert[]): Promise<OrderInsertResult[]> {
-  if (!items.some((it) => it.quota)) return insertOrdersWithFirstAttempts(db, items);
-  for (;;) {
-    try {
-      return await withTx(db, (tx) => insertWithinCeilings(tx, items));
-    } catch (err) {
-      if (!(err instanceof MissingCounters)) throw err;
-      // A day's first order under a ceiling (or the ceiling just changed): the counter is started
-      // from the day's orders on its own, then the batch is written afresh. Counters are only ever
-      // locked in key order, so two batches never wait on each other's.
-      await startDailyCounters(db, err.keys);
+  const out = await insertOrdersWithFirstAttempts(db, items);
+  for (let tries = 0; ; tries++) {
+    const again = out.flatMap((r, n) => (r.missingCounter ? [n] : []));
+    if (again.length === 0) return out;
+    if (tries === 5) throw new Error('daily amount counters keep disappearing (the ceiling changing again and again?)');
+    const keys = new Map<string, DayKey>();
+    for (const n of again) {
+      const it = items[n]!;
+      keys.set(`${it.order.appId} ${it.quota!.day}`, { appId: it.order.appId, day: it.quota!.day });
     }
+    await startDailyCounters(db, [...keys.values()]);
+    const redone = await insertOrdersWithFirstAttempts(
+      db,
+      again.map((n) => items[n]!),
+    );
+    again.forEach((n, k) => (out[n] = redone[k]!));
   }
 }
 
 type DayKey = { appId: string; day: string };
-
-class MissingCounters extends Error {
-  readonly keys: DayKey[];
-  constructor(keys: DayKey[]) {
-    super('daily counters missing');
-    this.keys = keys;
-  }
-}
-
-async function insertWithinCeilings(tx: Tx, items: OrderInsert[]): Promise<OrderInsertResult[]> {
-  const out = await insertOrdersWithFirstAttempts(tx, items);
-  const keyOf = (it: OrderInsert): string => `${it.order.appId} ${it.quota!.day}`;
-  const keys = new Map<string, DayKey>();
-  for (let n = 0; n < items.length; n++) {
-    const it = items[n]!;
-    if (it.quota && out[n]!.created) keys.set(keyOf(it), { appId: it.order.appId, day: it.quota.day });
-  }
-  if (keys.size === 0) return out;
-  const ks = [...keys.values()];
-  const locked = await tx.query<{ app_id: string; day: string; amount_fen: string | number }>({
-    name: 'daily_amounts_lock',
-    text: `SELECT app_id, to_char(day, 'YYYY-MM-DD') AS day, amount_fen FROM app_daily_amounts
-            WHERE (app_id, day) IN (SELECT * FROM unnest($1::text[], $2::date[]))
-            ORDER BY app_id, day FOR UPDATE`,
-    values: [ks.map((k) => k.appId), ks.map((k) => k.day)],
-  });
-  const counters = new Map<string, number>();
-  for (const r of locked.rows) counters.set(`${r.app_id} ${r.day}`, Number(r.amount_fen));
-  const missing = ks.filter((k) => !counters.has(`${k.appId} ${k.day}`));
-  if (missing.length > 0) throw new MissingCounters(missing);
-
-  const added = new Map<string, number>();
-  const refusedOrders: string[] = [];
-  const refusedAttempts: string[] = [];
-  for (let n = 0; n < items.length; n++) {
-    const it = items[n]!;
-    const r = out[n]!;
-    if (!it.quota || !r.created) continue;
-    const key = keyOf(it);
-    const used = counters.get(key)! + (added.get(key) ?? 0);
-    const dailyExceeded = used + it.order.amountFen > it.quota.ceilingFen;
-    if (it.quota.singleExceeded || dailyExceeded) {
-      r.refused = [...(it.quota.singleExceeded ? ['SINGLE_AMOUNT' as const] : []), ...(dailyExceeded ? ['DAILY_AMOUNT' as const] : [])];
-      refusedOrders.push(r.created.order.id);
-      refusedAttempts.push(r.created.attempt.id);
-      r.created = null;
-    } else {
-      added.set(key, (added.get(key) ?? 0) + it.order.amountFen);
-    }
-  }
-  if (refusedOrders.length > 0) {
-    await tx.query('DELETE FROM attempts WHERE id = ANY($1::text[])', [refusedAttempts]);
-    await tx.query('DELETE FROM orders WHERE id = ANY($1::text[])', [refusedOrders]);
-  }
-  if (added.size > 0) {
-    const adds = [...added].map(([k, v]) => ({ ...keys.get(k)!, add: v }));
-    await tx.query({
-      name: 'daily_amounts_add',
-      text: `UPDATE app_daily_amounts a SET amount_fen = a.amount_fen + k.add
-               FROM unnest($1::text[], $2::date[], $3::bigint[]) AS k(app_id, day, add)
-              WHERE a.app_id = k.app_id AND a.day = k.day`,
-      values: [adds.map((a) => a.appId), adds.map((a) => a.day), adds.map((a) => a.add)],
-    });
-  }
-  return out;
-}
 
 /**
  * Starts the daily counters of `keys` that are missing from the orders of each day (committed on
@@ -856,6 +875,15 @@ export async function purgeRecreateRequests(db: Queryable, before: Date, limit: 
 }
 
 // --- daily created amount per app (Asia/Shanghai day) -------------------------------------------
+
+/**
+ * Counters of days before `before` (a date, YYYY-MM-DD): no order is created on them any more, and
+ * the insert's lock finds today's counters by primary key among few rows.
+ */
+export async function purgeDailyAmounts(db: Queryable, before: string): Promise<number> {
+  const r = await db.query('DELETE FROM app_daily_amounts WHERE day < $1::date', [before]);
+  return r.rowCount ?? 0;
+}
 
 /** The counters are kept only while a ceiling is set: recounted from the orders when it changes. */
 export async function forgetDailyAmounts(db: Queryable, appId: string): Promise<void> {

@@ -18,6 +18,7 @@ import {
   OrderReader,
   getAttempt,
   getOrder,
+  purgeDailyAmounts,
 } from '../../src/store/orders.ts';
 import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
@@ -267,6 +268,65 @@ describe('batched create-order writes on PostgreSQL', () => {
     }
     const claims = await db.query(`SELECT count(*)::int AS n FROM request_replays WHERE request_id LIKE 'req-batch-%'`);
     assert.equal(claims.rows[0].n, 10);
+  });
+
+  test('under a daily ceiling: one statement per batch, each order kept if it fits what is left (in batch order), the counter advanced by what was kept; a missing counter is started first; old counters purged', async () => {
+    const ins = new OrderInserter(db);
+    // A day without orders of this app (the counter is started from that day's orders).
+    const day = '2020-01-06';
+    const quota = { day, ceilingFen: 5000, singleExceeded: false };
+    const q = (no: string, amountFen: number, rid: string | null = null, single = false) => ({
+      ...item(no, rid, { amountFen }),
+      quota: { ...quota, singleExceeded: single },
+    });
+    // No counter yet: it is started from the day's orders (none here), then the batch is written.
+    const first = await Promise.all(
+      [q('CEIL_A', 3000), q('CEIL_B', 2500, 'req-ceil-b'), q('CEIL_C', 1500), q('CEIL_D', 400, null, true)].map((it) => ins.insert(it)),
+    );
+    assert.deepEqual(
+      first.map((r) => [r.created !== null, r.refused ?? null, r.claimed]),
+      [
+        [true, null, true],
+        [false, ['DAILY_AMOUNT'], true], // 3000 + 2500 > 5000: refused; its claim stands
+        [true, null, true], // 3000 + 1500 fits: a larger one before it does not block it
+        [false, ['SINGLE_AMOUNT'], true], // above the single-order ceiling (it would fit the day)
+      ],
+    );
+    const counter = async () =>
+      (await db.query<{ n: string }>(`SELECT amount_fen::text AS n FROM app_daily_amounts WHERE app_id = $1 AND day = $2`, [appId, day]))
+        .rows[0]?.n;
+    assert.equal(await counter(), '4500');
+    const kept = await db.query(`SELECT out_trade_no FROM orders WHERE out_trade_no LIKE 'CEIL_%' ORDER BY 1`);
+    assert.deepEqual(
+      kept.rows.map((r) => r.out_trade_no),
+      ['CEIL_A', 'CEIL_C'],
+    );
+    const claim = await db.query(`SELECT 1 FROM request_replays WHERE request_id = 'req-ceil-b'`);
+    assert.equal(claim.rowCount, 1);
+
+    // With the counter there: one statement for the batch.
+    const c = counting(db);
+    let second;
+    try {
+      second = await Promise.all([q('CEIL_E', 400), q('CEIL_F', 200), q('CEIL_B', 100)].map((it) => ins.insert(it)));
+    } finally {
+      c.restore();
+    }
+    assert.deepEqual(c.names, ['order_insert_with_attempt_batch_quota']);
+    assert.deepEqual(
+      second.map((r) => [r.created !== null, r.refused ?? null]),
+      [
+        [true, null],
+        [false, ['DAILY_AMOUNT']],
+        [true, null],
+      ],
+      'sorted by order number: CEIL_B 100 and CEIL_E 400 fit (5000 exactly), CEIL_F does not',
+    );
+    assert.equal(await counter(), '5000');
+
+    assert.equal(await purgeDailyAmounts(db, '2020-01-06'), 0);
+    assert.equal(await purgeDailyAmounts(db, '2020-01-07'), 1);
+    assert.equal(await counter(), undefined);
   });
 
   test('one order number twice in one turn: one order; a request id twice in one turn: claimed once', async () => {
