@@ -26,7 +26,7 @@ export async function insertEvent(
 const DUE_SAMPLE = 256;
 
 /**
- * One claim (run as the function mps_claim_events, migrations/0012, whose body is this text): $1 now, $2 per-app limit (the default), $3 events at most, $4 ids in flight here, $5
+ * One claim (run as the function mps_claim_events, migrations/0012 and 0015, whose body is this text): $1 now, $2 per-app limit (the default), $3 events at most, $4 ids in flight here, $5
  * lease token, $6 lease end, $7/$8 apps with a limit of their own and those limits, $9 the largest
  * limit (what is read per app: a LIMIT the planner knows keeps each app's read an index probe). Not proportional to the backlog (migrations/0006): the apps with a due event come
  * from the due events when there are fewer than DUE_SAMPLE of them, else from one index probe per
@@ -67,8 +67,11 @@ export const CLAIM_SQL = `WITH RECURSIVE due_sample AS (
        WHERE e.app_id = d.app_id AND e.status = 'PENDING' AND e.next_attempt_at <= $1
          AND (e.locked_until IS NULL OR e.locked_until <= $1)
          AND e.id <> ALL($4::text[])
+         -- The order's earlier events through events_order alone: a status test the partial
+         -- indexes cannot answer (|| ''), else a young table's plan ANDs in all of the app's
+         -- PENDING events (events_app_due) for every event read.
          AND NOT EXISTS (SELECT 1 FROM events p
-                          WHERE p.order_id = e.order_id AND p.status = 'PENDING' AND p.state_version < e.state_version)
+                          WHERE p.order_id = e.order_id AND p.state_version < e.state_version AND (p.status || '') = 'PENDING')
        ORDER BY e.next_attempt_at, e.id
        LIMIT $9) c
    WHERE coalesce(b.n, 0) < lim.n  -- an app at its limit reads nothing
