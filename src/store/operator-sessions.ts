@@ -79,11 +79,24 @@ export async function purgeSessions(db: Queryable, before: Date): Promise<number
 
 // --- the sign-in throttle ------------------------------------------------------------------------
 
-export async function recordSignInFailure(db: Queryable, name: string, sourceIp: string, now: Date): Promise<void> {
-  await db.query(`INSERT INTO sign_in_failures(name, source_ip, at) VALUES ($1, $2, $3)`, [name, sourceIp, now]);
+/**
+ * Counts a sign-in attempt before its password is checked: a row of sign_in_failures, kept when the
+ * attempt fails, dropped (dropSignInAttempt) when it is refused unjudged. Its id.
+ */
+export async function recordSignInAttempt(db: Queryable, name: string, sourceIp: string, now: Date): Promise<string> {
+  const r = await db.query<{ id: string }>(`INSERT INTO sign_in_failures(name, source_ip, at) VALUES ($1, $2, $3) RETURNING id`, [
+    name,
+    sourceIp,
+    now,
+  ]);
+  return r.rows[0]!.id;
 }
 
-/** Failures since `since` for this name and from this address, and the oldest of each (when the window frees a place). */
+export async function dropSignInAttempt(db: Queryable, id: string): Promise<void> {
+  await db.query(`DELETE FROM sign_in_failures WHERE id = $1`, [id]);
+}
+
+/** Failures (and attempts being judged) since `since` for this name and from this address, and the oldest of each (when the window frees a place). */
 export async function signInFailures(
   db: Queryable,
   name: string,

@@ -248,9 +248,12 @@ export interface NewSession {
 /**
  * Signs an operator in. Throttled before the password is checked: more than
  * SIGN_IN_MAX_FAILURES_PER_NAME failures of the name, or SIGN_IN_MAX_FAILURES_PER_ADDRESS from the
- * address, within SIGN_IN_WINDOW_SECONDS refuse every attempt until the window frees a place. An
- * unknown name costs a hash like a wrong password, and both get the same answer. A session id is
- * always new (never one the browser offered: no session fixation).
+ * address, within SIGN_IN_WINDOW_SECONDS refuse every attempt until the window frees a place. The
+ * attempt is written first and the counts read after it, in a statement of their own: of attempts
+ * racing on any number of instances, the k-th written sees at least k, so no more than the limit
+ * have a password checked in a window. An unknown name costs a hash like a wrong password, and
+ * both get the same answer. A session id is always new (never one the browser offered: no session
+ * fixation).
  */
 export async function signIn(
   d: Deps,
@@ -258,12 +261,15 @@ export async function signIn(
 ): Promise<NewSession> {
   const now = nowOf(d);
   const name = c.name.toLowerCase();
+  const key = name.slice(0, 128); // what the throttle counts the name by
   const since = new Date(now.getTime() - SIGN_IN_WINDOW_SECONDS * 1000);
-  const f = await sessions.signInFailures(d.db, name, c.sourceIp, since);
-  if (f.byName >= SIGN_IN_MAX_FAILURES_PER_NAME || f.byAddress >= SIGN_IN_MAX_FAILURES_PER_ADDRESS) {
+  const attemptId = await sessions.recordSignInAttempt(d.db, key, c.sourceIp, now);
+  const f = await sessions.signInFailures(d.db, key, c.sourceIp, since); // this attempt included
+  if (f.byName > SIGN_IN_MAX_FAILURES_PER_NAME || f.byAddress > SIGN_IN_MAX_FAILURES_PER_ADDRESS) {
+    await sessions.dropSignInAttempt(d.db, attemptId); // refused unjudged: not a failure
     const oldest = [
-      f.byName >= SIGN_IN_MAX_FAILURES_PER_NAME ? f.oldestByName : null,
-      f.byAddress >= SIGN_IN_MAX_FAILURES_PER_ADDRESS ? f.oldestByAddress : null,
+      f.byName > SIGN_IN_MAX_FAILURES_PER_NAME ? f.oldestByName : null,
+      f.byAddress > SIGN_IN_MAX_FAILURES_PER_ADDRESS ? f.oldestByAddress : null,
     ]
       .filter((x): x is Date => x !== null)
       .map((x) => x.getTime() + SIGN_IN_WINDOW_SECONDS * 1000 - now.getTime());
@@ -271,10 +277,7 @@ export async function signIn(
   }
   const row = OPERATOR_NAME_RE.test(name) ? await operators.operatorForSignIn(d.db, name) : null;
   const ok = await verifyPassword(c.password, row?.passwordHash ?? (await dummyHash()));
-  if (!row || !ok || row.status !== 'ACTIVE') {
-    await sessions.recordSignInFailure(d.db, name.slice(0, 128), c.sourceIp, now);
-    throw new SignInRefused('INVALID');
-  }
+  if (!row || !ok || row.status !== 'ACTIVE') throw new SignInRefused('INVALID'); // its attempt stays counted
   const { passwordHash: _h, ...operator } = row;
   const sessionId = randomBytes(32).toString('base64url');
   const csrfToken = randomBytes(32).toString('base64url');
@@ -302,7 +305,7 @@ export async function signIn(
       },
       now,
     );
-    await sessions.clearSignInFailures(tx, name);
+    await sessions.clearSignInFailures(tx, key); // this attempt's row too
     await record({ action: 'session.signIn', entityType: 'operator', entityId: operator.id, before: null, after: { expiresAt } });
   });
   return { sessionId, csrfToken, operator, expiresAt };

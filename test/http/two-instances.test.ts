@@ -2,13 +2,14 @@
  * Two service instances on one database, requests raced across both: every decision that must
  * hold across instances is made from the database, never from one process's memory. One order per
  * number, one attempt per burst of re-creates, one execution per request id, refunds never above
- * the amount paid.
+ * the amount paid, no more passwords judged than the sign-in throttle allows.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Merchant, type TestApp, orderBody, provision, requestId, signedHeaders, startTestApp } from '../helpers/app.ts';
+import { PASSWORD, createOperator } from '../helpers/operators.ts';
 
 let a: TestApp;
 let b: BuiltApp;
@@ -112,5 +113,22 @@ describe('two instances on one database', () => {
     );
     assert.equal(rs.filter((r) => r.statusCode === 201).length, 3, rs.map((r) => r.statusCode).join(','));
     assert.ok(rs.every((r) => r.statusCode === 201 || r.json().code === 'OPEN_API_LIMIT_EXCEEDED'));
+  });
+
+  test("wrong passwords raced on both instances: no more than the throttle's five are judged", async () => {
+    await createOperator(a, 'raced', 'support');
+    const attempt = (i: number, password: string) =>
+      (i % 2 === 0 ? a.server : b.server).inject({
+        method: 'POST',
+        url: '/console/api/session',
+        remoteAddress: `203.0.113.${i + 1}`, // one address each: only the name's limit applies
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({ name: 'raced', password }),
+      });
+    const rs = await Promise.all(Array.from({ length: 30 }, (_, i) => attempt(i, 'wrong password!')));
+    for (const r of rs) assert.ok(r.statusCode === 401 || r.statusCode === 429, `${r.statusCode} ${r.body}`);
+    const judged = rs.filter((r) => r.statusCode === 401).length;
+    assert.ok(judged <= 5, `${judged} passwords checked in one window`);
+    if (judged === 5) assert.equal((await attempt(30, PASSWORD)).statusCode, 429, 'the right password waits for the window');
   });
 });
