@@ -60,6 +60,15 @@ async function shop(): Promise<Shop> {
   return { m: await provision(t, { app: { notifyUrl: rx.url(path) } }), path };
 }
 
+/** Events of an app leased to a delivery now (on the fake clock). */
+async function leased(appId: string): Promise<number> {
+  const r = await t.svc.db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM events WHERE app_id = $1 AND status = 'PENDING' AND locked_until > $2`,
+    [appId, new Date(clock.now())],
+  );
+  return r.rows[0]!.n;
+}
+
 /** The sandbox's time passes its refunds' settlement; it sends their settlement notices. */
 async function settleRefunds(): Promise<void> {
   clock.advance(REFUND_SETTLE_MS);
@@ -619,13 +628,13 @@ describe('safety and isolation', () => {
     assert.ok(Date.now() - t0 < 2000, 'the run did not wait for the slow receiver');
     await waitFor('the fast app', async () => rx.at(fast.path).length === 2);
     await waitFor('4 slow requests', async () => rx.heldCount === 4);
+    // A run claims before it returns: what it did not lease, it will not send.
     await d.run();
-    await new Promise((r) => setTimeout(r, 200));
-    assert.equal(rx.at(slow.path).length, 4, 'no fifth request while 4 are in flight');
+    assert.equal(await leased(slow.m.appId), 4, 'no fifth event leased while 4 are in flight');
     // A second instance respects the same per-app limit (leases are in the database).
     const other = createDispatcher(t.svc, { timeoutMs: 10_000, maxWaitMs: 300 });
     await other.run();
-    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(await leased(slow.m.appId), 4);
     assert.equal(rx.at(slow.path).length, 4);
 
     rx.on(slow.path, (res) => res.writeHead(200).end());
