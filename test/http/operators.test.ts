@@ -231,7 +231,7 @@ describe('console sessions', () => {
     assert.equal((await t.server.inject({ method: 'GET', url: '/api/admin/v1/merchants', headers: { cookie: planted } })).statusCode, 401);
     const again = await signIn(t, 'support-1', PASSWORD, { cookie: s.cookie });
     assert.notEqual(again.cookie, s.cookie, 'a new id at every sign-in');
-    assert.equal((await asSession(t, s, 'GET', '/merchants')).statusCode, 401, 'the previous session ended');
+    assert.equal((await asSession(t, s, 'GET', '/merchants')).statusCode, 401, 'signing in again ended the session the browser held');
     assert.equal((await asSession(t, again, 'GET', '/merchants')).statusCode, 200);
   });
 
