@@ -40,6 +40,28 @@ function rowsRead(node: PlanNode, table: string, indexes = false): number {
   return n;
 }
 
+/** Runs `fn` on one connection in a transaction that is then rolled back, planned as the function runs. */
+async function undone<T>(db: Db, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const c = await (db as pg.Pool).connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(SEQSCAN_OFF);
+    return await fn(c);
+  } finally {
+    await c.query('ROLLBACK');
+    c.release();
+  }
+}
+
+/** The claim's plan with what it read (EXPLAIN ANALYZE claims too: run it where that is undone). */
+async function explainClaim(c: pg.PoolClient, params: unknown[]): Promise<PlanNode> {
+  const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
+  return plan.rows[0]!['QUERY PLAN'][0]!.Plan;
+}
+
+const claimedIds = async (c: pg.PoolClient, params: unknown[]) =>
+  (await c.query<{ id: string }>(CLAIM_SQL, params)).rows.map((r) => r.id).sort();
+
 describe('event claim cost', () => {
   let tdb: TestDatabase;
   let db: Db;
@@ -86,42 +108,25 @@ describe('event claim cost', () => {
   });
 
   test('a poll over a backlog of 6,001 PENDING events and 2,000 idle apps reads a few hundred rows and takes the oldest due of each app', async () => {
-    const c = await (db as pg.Pool).connect();
-    try {
-      await c.query('BEGIN');
-      await c.query(SEQSCAN_OFF);
-      const now = new Date();
-      const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4];
-      const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
-      const root = plan.rows[0]!['QUERY PLAN'][0]!.Plan;
-      await c.query('ROLLBACK');
-      const events = rowsRead(root, 'events');
-      const apps = rowsRead(root, 'apps');
-      // The due sample (256 events, full here: a backlog), then a few per app.
-      assert.ok(events < 300, `event rows read: ${events}`);
-      assert.ok(apps < 20, `app rows read: ${apps} (of 2,002 apps)`);
-
-      await c.query('BEGIN');
-      await c.query(SEQSCAN_OFF);
-      const claimed = await c.query<{ id: string; appId: string }>(CLAIM_SQL, params);
-      await c.query('ROLLBACK');
-      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), [
-        'evt_due_00001',
-        'evt_due_00002',
-        'evt_due_00003',
-        'evt_due_00004',
-        'evt_quiet',
-      ]);
-    } finally {
-      c.release();
-    }
+    const now = new Date();
+    const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4];
+    const root = await undone(db, (c) => explainClaim(c, params));
+    const events = rowsRead(root, 'events');
+    const apps = rowsRead(root, 'apps');
+    // The due sample (256 events, full here: a backlog), then a few per app.
+    assert.ok(events < 300, `event rows read: ${events}`);
+    assert.ok(apps < 20, `app rows read: ${apps} (of 2,002 apps)`);
+    assert.deepEqual(await undone(db, (c) => claimedIds(c, params)), [
+      'evt_due_00001',
+      'evt_due_00002',
+      'evt_due_00003',
+      'evt_due_00004',
+      'evt_quiet',
+    ]);
   });
 
   test('1,500 apps with only events not yet due, and two due: the poll reads the due ones, not one row per app', async () => {
-    const c = await (db as pg.Pool).connect();
-    try {
-      await c.query('BEGIN');
-      await c.query(SEQSCAN_OFF);
+    const { root, claimed } = await undone(db, async (c) => {
       await c.query(`DELETE FROM events WHERE id LIKE 'evt_due_%' AND id <> 'evt_due_00001'`);
       await c.query(
         `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, next_attempt_at)
@@ -131,35 +136,25 @@ describe('event claim cost', () => {
       const now = new Date();
       const params = [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4];
       await c.query('SAVEPOINT explained'); // EXPLAIN ANALYZE claims too: undone before the real claim
-      const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
+      const plan = await explainClaim(c, params);
       await c.query('ROLLBACK TO SAVEPOINT explained');
-      const root = plan.rows[0]!['QUERY PLAN'][0]!.Plan;
-      const events = rowsRead(root, 'events');
-      const claimed = await c.query<{ id: string }>(CLAIM_SQL, params);
-      await c.query('ROLLBACK');
-      assert.ok(events < 100, `event rows read: ${events}`);
-      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), ['evt_due_00001', 'evt_quiet']);
-    } finally {
-      c.release();
-    }
+      return { root: plan, claimed: await claimedIds(c, params) };
+    });
+    const events = rowsRead(root, 'events');
+    assert.ok(events < 100, `event rows read: ${events}`);
+    assert.deepEqual(claimed, ['evt_due_00001', 'evt_quiet']);
   });
 
   test('leases held count against the per-app limit', async () => {
-    const c = await (db as pg.Pool).connect();
-    try {
-      await c.query('BEGIN');
-      await c.query(SEQSCAN_OFF);
-      const now = new Date();
+    const now = new Date();
+    const claimed = await undone(db, async (c) => {
       await c.query(
         `UPDATE events SET locked_by = 'other', locked_until = $1 WHERE id IN ('evt_due_00001', 'evt_due_00002', 'evt_due_00003')`,
         [new Date(now.getTime() + 60_000)],
       );
-      const claimed = await c.query<{ id: string }>(CLAIM_SQL, [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4]);
-      await c.query('ROLLBACK');
-      assert.deepEqual(claimed.rows.map((r) => r.id).sort(), ['evt_due_00004', 'evt_quiet']);
-    } finally {
-      c.release();
-    }
+      return claimedIds(c, [now, 4, 16, [], 'tok_test', new Date(now.getTime() + 60_000), [], [], 4]);
+    });
+    assert.deepEqual(claimed, ['evt_due_00004', 'evt_quiet']);
   });
 
   test('the claim the dispatcher runs (the function mps_claim_events) is this text, planned with sequential scans off', async () => {
@@ -207,29 +202,17 @@ describe('event claim on a young table (never analyzed)', () => {
   });
 
   test("an order's earlier events are probed through events_order alone, not ANDed with every PENDING event of the app", async () => {
-    const c = await (db as pg.Pool).connect();
-    try {
-      await c.query('BEGIN');
-      await c.query(SEQSCAN_OFF);
-      const now = new Date();
-      const params = [now, 4, 32, [], 'tok_test', new Date(now.getTime() + 60_000), ['app_young'], [64], 64];
-      const plan = await c.query<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${CLAIM_SQL}`, params);
-      await c.query('ROLLBACK');
-      const touched = rowsRead(plan.rows[0]!['QUERY PLAN'][0]!.Plan, 'events', true);
-      // The due sample, the app's first ready events and their orders' probes: a few thousand rows
-      // at most (the whole partial index per probe was ~245,000).
-      assert.ok(touched < 15_000, `event rows and index entries read: ${touched}`);
-
-      await c.query('BEGIN');
-      const claimed = await c.query<{ id: string }>(CLAIM_SQL, params);
-      await c.query('ROLLBACK');
-      assert.equal(claimed.rows.length, 32);
-      assert.ok(
-        claimed.rows.every((r) => r.id.startsWith('evt_PAYMENT_SUCCEEDED_')),
-        'no refund event ahead of its payment',
-      );
-    } finally {
-      c.release();
-    }
+    const now = new Date();
+    const params = [now, 4, 32, [], 'tok_test', new Date(now.getTime() + 60_000), ['app_young'], [64], 64];
+    const touched = rowsRead(await undone(db, (c) => explainClaim(c, params)), 'events', true);
+    // The due sample, the app's first ready events and their orders' probes: a few thousand rows
+    // at most (the whole partial index per probe was ~245,000).
+    assert.ok(touched < 15_000, `event rows and index entries read: ${touched}`);
+    const claimed = await undone(db, (c) => claimedIds(c, params));
+    assert.equal(claimed.length, 32);
+    assert.ok(
+      claimed.every((id) => id.startsWith('evt_PAYMENT_SUCCEEDED_')),
+      'no refund event ahead of its payment',
+    );
   });
 });
