@@ -253,17 +253,10 @@ export async function claimDueRefundNotices(
 }
 
 /**
- * The buyer pays (or fails) an OPEN payment within its expiry; the notice it owes is due from
- * `noticeDueAt` (recorded in the same statement; null: no notice is owed, a programmed fault).
- * Answers whether it changed.
+ * The buyer pays (or fails) an OPEN payment within its expiry; the notice it owes is due again
+ * from `noticeDueAt` unless acknowledged (recorded in the same statement). Answers whether it changed.
  */
-export async function buyerActs(
-  db: Queryable,
-  attemptId: string,
-  to: 'PAID' | 'FAILED',
-  noticeDueAt: Date | null,
-  now: Date,
-): Promise<boolean> {
+export async function buyerActs(db: Queryable, attemptId: string, to: 'PAID' | 'FAILED', noticeDueAt: Date, now: Date): Promise<boolean> {
   const r = await db.query(
     `UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3,
             paid_at = CASE WHEN $2 = 'PAID' THEN $4::timestamptz END

@@ -283,17 +283,18 @@ export class SandboxProvider implements PaymentProvider {
   async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN' | 'EXPIRED'> {
     const now = this.#now();
     const to = action === 'PAY' ? 'PAID' : 'FAILED';
-    const standing = await books.paymentStanding(this.#db, attemptId, now);
-    // A payment whose notice is lost (PAY / NOTICE_LOST): taken, and nothing owed or sent.
-    const lost = action === 'PAY' && standing?.state === 'OPEN' && !standing.expired && (await this.#fault('PAY')) === 'NOTICE_LOST';
-    const noticeDueAt = lost ? null : new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000);
+    const noticeDueAt = new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000);
     if (!(await books.buyerActs(this.#db, attemptId, to, noticeDueAt, now))) {
       const e = await books.paymentStanding(this.#db, attemptId, now);
       if (!e) return 'NOT_FOUND';
       // Paying an already-paid payment again re-sends the notice (idempotent for the service).
       if (!(action === 'PAY' && e.state === 'PAID')) return e.state === 'OPEN' && e.expired ? 'EXPIRED' : 'NOT_OPEN';
+    } else if (action === 'PAY' && (await this.#fault('PAY')) === 'NOTICE_LOST') {
+      // A payment whose notice is lost (PAY / NOTICE_LOST), taken only by a payment that took
+      // place: nothing owed (its first retry is seconds away) and nothing sent.
+      await books.noticeAcknowledged(this.#db, attemptId);
+      return 'OK';
     }
-    if (lost) return 'OK';
     try {
       await this.#sendPaymentNotice(attemptId, to);
     } catch (err) {
