@@ -50,35 +50,24 @@ export class Workers {
     this.#svc = svc;
     this.#tasks = [
       { name: 'follow-ups', run: () => runFollowUps(svc, BATCH) },
-      { name: 'recover work of gone instances', run: () => this.#everySecond('recover', () => recoverWorkOfGoneInstances(svc)) },
+      { name: 'recover work of gone instances', run: () => this.#atMostEvery(1000, 'recover', () => recoverWorkOfGoneInstances(svc)) },
       { name: 'expiry', run: () => expireDueOrders(svc, BATCH) },
       { name: 'reconcile attempts', run: () => reconcileAttempts(svc, BATCH) },
       { name: 'reconcile refunds', run: () => reconcileRefunds(svc, BATCH) },
       { name: 'reconcile closes', run: () => reconcileCloses(svc, BATCH) },
       { name: 'reconcile duplicates', run: () => reconcileDuplicates(svc, BATCH) },
       ...extra,
-      { name: 'purge', run: () => this.#purge() },
+      // What has expired (WorkerDeps.purge), at most once a minute.
+      { name: 'purge', run: () => this.#atMostEvery(60_000, 'purge', () => svc.purge()) },
     ];
   }
 
   readonly #lastRun = new Map<string, number>();
-  /** Runs `fn` at most once a second (a pass may run ten times a second when woken). */
-  async #everySecond(name: string, fn: () => Promise<number>): Promise<number> {
-    if (Date.now() - (this.#lastRun.get(name) ?? 0) < 1000) return 0;
+  /** Runs `fn` at most once per `ms` (a pass may run ten times a second when woken). */
+  async #atMostEvery(ms: number, name: string, fn: () => Promise<number>): Promise<number> {
+    if (Date.now() - (this.#lastRun.get(name) ?? 0) < ms) return 0;
     this.#lastRun.set(name, Date.now());
     return fn();
-  }
-
-  #lastPurge = 0;
-  /** Expired nonces and request-id answers, at most once a minute. */
-  async #purge(): Promise<number> {
-    if (Date.now() - this.#lastPurge < 60_000) return 0;
-    this.#lastPurge = Date.now();
-    return this.#svc.purge();
-  }
-
-  add(task: WorkerTask): void {
-    this.#tasks.splice(this.#tasks.length - 1, 0, task);
   }
 
   start(): void {

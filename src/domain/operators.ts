@@ -48,10 +48,6 @@ export function can(role: Role, permission: Permission): boolean {
   return ROLE_PERMISSIONS[role].includes(permission);
 }
 
-export function isRole(v: unknown): v is Role {
-  return typeof v === 'string' && (ROLES as readonly string[]).includes(v);
-}
-
 /** Who makes a back-office request. */
 export type ActorKind = 'SESSION' | 'TOKEN' | 'ADMIN_TOKEN';
 /** Where it came through: the console (a session), the admin API, or the operator CLI (over the admin API). */

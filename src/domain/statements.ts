@@ -38,6 +38,12 @@ export interface StatementDay {
   availableAt: Date;
 }
 
+/** The first instant of an Asia/Shanghai day written YYYY-MM-DD, or null when the text is no real date. */
+export function shanghaiDayStart(text: string): number | null {
+  const start = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00+08:00`) : NaN;
+  return Number.isNaN(start) || new Date(start + SHANGHAI_OFFSET_MS).toISOString().slice(0, 10) !== text ? null : start;
+}
+
 /**
  * The day named in a path. A malformed or impossible date names no statement: the neutral 404, as
  * for any malformed reference (seed "Query order"). A day too old is no longer kept: 404 too. A
@@ -45,11 +51,8 @@ export interface StatementDay {
  * saying from when the statement is available (docs/decisions.md, "Statements").
  */
 export function statementDay(text: string, nowMs: number): StatementDay {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
-  const start = m ? Date.parse(`${text}T00:00:00+08:00`) : NaN;
-  if (!m || Number.isNaN(start) || new Date(start + SHANGHAI_OFFSET_MS).toISOString().slice(0, 10) !== text) {
-    throw new DomainError('NOT_FOUND');
-  }
+  const start = shanghaiDayStart(text);
+  if (start === null) throw new DomainError('NOT_FOUND');
   const end = start + DAY_MS;
   const availableAt = end + STATEMENT_CLOSE_DELAY_MS;
   const today = Date.parse(`${new Date(nowMs + SHANGHAI_OFFSET_MS).toISOString().slice(0, 10)}T00:00:00+08:00`);

@@ -65,7 +65,7 @@ export function canTransition<K extends keyof Tables>(entity: K, from: Tables[K]
   return (TABLES[entity] as Record<string, readonly string[]>)[from]?.includes(to) ?? false;
 }
 
-export function assertTransition<K extends keyof Tables>(entity: K, flow: string, from: Tables[K][0], to: Tables[K][0]): void {
+function assertTransition<K extends keyof Tables>(entity: K, flow: string, from: Tables[K][0], to: Tables[K][0]): void {
   if (!canTransition(entity, from, to)) {
     const allowed = (TABLES[entity] as Record<string, readonly string[]>)[from] ?? [];
     throw new TransitionError(

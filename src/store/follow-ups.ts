@@ -49,9 +49,3 @@ export async function retryFollowUp(db: Queryable, id: string, token: string, du
     [id, token, dueAt, error],
   );
 }
-
-/** When the next follow-up comes due after `now`, or null. */
-export async function nextFollowUpAt(db: Queryable, now: Date): Promise<Date | null> {
-  const r = await db.query<{ at: Date | null }>('SELECT min(due_at) AS at FROM follow_ups WHERE due_at > $1', [now]);
-  return r.rows[0]?.at ?? null;
-}

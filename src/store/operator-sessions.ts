@@ -62,15 +62,6 @@ export async function revokeOperatorSessions(db: Queryable, operatorId: string, 
   return r.rowCount ?? 0;
 }
 
-export async function countLiveSessions(db: Queryable, operatorId: string, now: Date, idleSeconds: number): Promise<number> {
-  const r = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM operator_sessions
-      WHERE operator_id = $1 AND revoked_at IS NULL AND expires_at > $2 AND last_seen_at > $2 - make_interval(secs => $3)`,
-    [operatorId, now, idleSeconds],
-  );
-  return r.rows[0]!.n;
-}
-
 /** Drops sessions that ended (revoked or expired) before `before`. */
 export async function purgeSessions(db: Queryable, before: Date): Promise<number> {
   const r = await db.query(`DELETE FROM operator_sessions WHERE expires_at < $1 OR revoked_at < $1`, [before]);

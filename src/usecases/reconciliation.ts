@@ -28,6 +28,8 @@ import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
 import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts';
+import { shanghaiDay } from '../domain/money.ts';
+import { shanghaiDayStart } from '../domain/statements.ts';
 import * as refunds from '../store/refunds.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { audited } from './audit.ts';
@@ -49,10 +51,7 @@ export const MAX_PROVIDER_CHECKS = 1000;
 const H = 3600_000;
 const DAY_MS = 24 * H;
 
-/** The Asia/Shanghai day of an instant. */
-function shanghaiDayOf(ms: number): string {
-  return new Date(ms + 8 * H).toISOString().slice(0, 10);
-}
+const shanghaiDayOf = (ms: number) => shanghaiDay(new Date(ms));
 
 /** The providers that can give a statement. */
 export function reconcilableProviders(d: UseCaseDeps): PaymentProvider[] {
@@ -64,8 +63,7 @@ export function reconcilableProviders(d: UseCaseDeps): PaymentProvider[] {
  * provider that has statements: one queued run each, due now, each with its audit entry.
  */
 export async function requestReconciliation(d: UseCaseDeps, actor: Actor, day: string, provider: string | null): Promise<RunRow[]> {
-  const start = /^\d{4}-\d{2}-\d{2}$/.test(day) ? Date.parse(`${day}T00:00:00+08:00`) : NaN;
-  if (Number.isNaN(start) || shanghaiDayOf(start) !== day) throw new DomainError('VALIDATION_FAILED', 'day must be a date YYYY-MM-DD');
+  if (shanghaiDayStart(day) === null) throw new DomainError('VALIDATION_FAILED', 'day must be a date YYYY-MM-DD');
   if (day > shanghaiDayOf(d.clock.now())) throw new DomainError('VALIDATION_FAILED', 'day must not be later than today (Asia/Shanghai)');
   const all = reconcilableProviders(d);
   let targets = all;
