@@ -731,14 +731,14 @@ export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>,
   return fresh;
 }
 
-/** Bumps the order's shared state counter (orders and their refunds) and returns the new value. */
-export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Promise<number> {
-  const r = await tx.query<{ v: number }>({
-    name: 'order_bump_version',
-    text: 'UPDATE orders SET state_version = state_version + 1, updated_at = $2 WHERE id = $1 RETURNING state_version AS v',
+/** Bumps the order's shared state counter (orders and their refunds); returns the fresh row. */
+export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Promise<OrderRow> {
+  const r = await tx.query<OrderRow>({
+    name: 'order_bump_version_row',
+    text: `UPDATE orders SET state_version = state_version + 1, updated_at = $2 WHERE id = $1 RETURNING ${ORDER_COLS}`,
     values: [orderId, now],
   });
-  return r.rows[0]!.v;
+  return r.rows[0]!;
 }
 
 // --- closes ------------------------------------------------------------------------------------

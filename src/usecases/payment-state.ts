@@ -4,7 +4,7 @@
  * (src/domain/states.ts), writes it together with its event and any follow-up work it needs, and
  * never calls a provider (a transaction is never held across a provider call).
  */
-import { type EventRefund, eventPayload, orderEventType, refundEventType } from '../domain/events.ts';
+import { type EventRefund, type EventType, eventPayload, orderEventType, refundEventType } from '../domain/events.ts';
 import { newId } from '../domain/ids.ts';
 import {
   type AttemptState,
@@ -46,14 +46,7 @@ export async function setOrderStatus(
   if (o.status === to) return o;
   const fresh = await orders.setOrderStatus(tx, o.id, transition('order', flow, o.status, to), change, now);
   const type = orderEventType(to);
-  if (type) {
-    const id = newId.event();
-    await insertEvent(
-      tx,
-      { id, appId: fresh.appId, orderId: fresh.id, refundId: null, type, payload: eventPayload(id, type, fresh, fresh.stateVersion, now) },
-      now,
-    );
-  }
+  if (type) await writeEvent(tx, type, fresh, now);
   return fresh;
 }
 
@@ -68,19 +61,17 @@ export async function setRefundState(
 ): Promise<RefundRow> {
   if (r.state === to) return r;
   const fresh = await refunds.setRefundState(tx, r.id, transition('refund', flow, r.state, to), change, now);
-  const version = await orders.bumpStateVersion(tx, r.orderId, now);
+  const order = await orders.bumpStateVersion(tx, r.orderId, now);
   const type = refundEventType(to);
-  if (type) {
-    const order = (await orders.getOrder(tx, r.orderId))!;
-    const id = newId.event();
-    const ev: EventRefund = fresh;
-    await insertEvent(
-      tx,
-      { id, appId: order.appId, orderId: order.id, refundId: fresh.id, type, payload: eventPayload(id, type, order, version, now, ev) },
-      now,
-    );
-  }
+  if (type) await writeEvent(tx, type, order, now, fresh);
   return fresh;
+}
+
+/** The event of a change of `order` (or of its `refund`), at the order's fresh stateVersion. */
+async function writeEvent(tx: Tx, type: EventType, order: OrderRow, now: Date, refund?: EventRefund): Promise<void> {
+  const id = newId.event();
+  const payload = eventPayload(id, type, order, order.stateVersion, now, refund);
+  await insertEvent(tx, { id, appId: order.appId, orderId: order.id, refundId: refund?.id ?? null, type, payload }, now);
 }
 
 /** The refunds of an order that hold refundable amount (decisions.md section 6), in fen. */
