@@ -26,15 +26,16 @@ export type CloseRecorder = (
   c: { closeState: 'CLOSE_REQUESTED' | 'UNKNOWN_KEPT'; before: OrderRow; after: OrderRow },
 ) => Promise<void>;
 
+/** Closes an order, given by id or as the row its caller has just read (not read again). */
 export async function closeOrderById(
   d: UseCaseDeps,
-  orderId: string,
+  order: string | OrderRow,
   reason: ClosedReason,
   opts: CallOptions = {},
   onChanged?: CloseRecorder,
 ): Promise<{ closeState: CloseState; order: OrderRow }> {
   const flow = `close order (${reason})`;
-  const o = await orders.getOrder(d.db, orderId);
+  const o = typeof order === 'string' ? await orders.getOrder(d.db, order) : order;
   if (!o) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
@@ -124,7 +125,7 @@ export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: str
   if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
   const o = await orders.findOrder(d.db, caller.app.id, outTradeNo);
   if (!o) throw new DomainError('NOT_FOUND');
-  const r = await closeOrderById(d, o.id, 'CLOSE_REQUESTED');
+  const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
   // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
   const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await orders.latestAttempt(d.db, r.order.id) : null;

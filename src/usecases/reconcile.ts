@@ -37,7 +37,7 @@ export async function reconcileCloses(d: UseCaseDeps, limit: number): Promise<nu
     const o = await orders.getOrder(d.db, id);
     if (!o?.closePending) continue;
     try {
-      await closeOrderById(d, id, o.closePending, { background: true });
+      await closeOrderById(d, o, o.closePending, { background: true });
     } catch (err) {
       d.log.warn({ err, orderId: id }, 'pending close not converged yet');
     }
