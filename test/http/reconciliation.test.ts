@@ -2,7 +2,8 @@
  * Reconciliation with the sandbox's statement (docs/reconciliation.md): each planted discrepancy is
  * found (a payment whose notice was lost, converged through the notice path so that the order
  * succeeds and the merchant is notified; a payment of another amount; a refund the provider lost;
- * a payment and a refund the ledger never recorded); results per run and per line through the
+ * a payment the provider lost; a refund failed here and settled there; a payment and a refund the
+ * ledger never recorded); results per run and per line through the
  * admin API; a rerun is idempotent; the daily run is created and claimed by the workers; metrics.
  */
 import assert from 'node:assert/strict';
@@ -116,6 +117,26 @@ before(async () => {
      VALUES ('sbx_rf_stranger', 'rf_strangerrefund000000', 'sbx_pay_stranger', 21, 'SUCCEEDED', $1, $1)`,
     [at],
   );
+  // Paid here, then lost by the provider: absent from its statement, unknown to its payment query.
+  const missing = await paidOrder('missing', { amountFen: 4321 });
+  await db.query(`DELETE FROM sandbox_payments WHERE attempt_id = $1`, [missing.attemptId]);
+  // A refund the provider refused (FAILED in the ledger, final) that its books then hold as settled.
+  const contradicted = await paidOrder('contradicted', { amountFen: 6000 });
+  await fault('REFUND', 'REJECT');
+  const rejected = await api('POST', '/api/open/v1/refunds', {
+    outTradeNo: contradicted.outTradeNo,
+    outRefundNo: 'RF_RECON_STATE',
+    refundAmountFen: 600,
+  });
+  assert.equal(rejected.statusCode, 502, rejected.body);
+  const failedRefund = await db.query(`SELECT id, state FROM refunds WHERE app_id = $1 AND out_refund_no = 'RF_RECON_STATE'`, [shop.appId]);
+  assert.equal(failedRefund.rows[0].state, 'FAILED');
+  planted.contradicted!.refundId = failedRefund.rows[0].id as string;
+  await db.query(
+    `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at)
+     SELECT 'sbx_rf_contradicted', $1, provider_ref, 600, 'SUCCEEDED', $3, $3 FROM sandbox_payments WHERE attempt_id = $2`,
+    [planted.contradicted!.refundId, contradicted.attemptId, new Date(clock.now())],
+  );
 });
 after(async () => {
   await db.end();
@@ -137,18 +158,22 @@ describe('the planted discrepancies', () => {
   test('the run completes and counts its lines', async () => {
     assert.equal(run.status, 'COMPLETED', JSON.stringify(run));
     assert.equal(run.trigger, 'ON_DEMAND');
-    // The provider's lines: 5 payments (fine, untold, amount, lostRefund, stranger) and 2 refunds (fine, stranger).
-    assert.equal(run.providerLines, 7);
-    assert.equal(run.ledgerLines, 1, 'the lost refund: in the ledger, not in the statement');
+    // The provider's lines: 6 payments (fine, untold, amount, lostRefund, stranger, contradicted) and
+    // 3 refunds (fine, stranger, contradicted).
+    assert.equal(run.providerLines, 9);
+    assert.equal(run.ledgerLines, 2, 'the lost refund and the lost payment: in the ledger, not in the statement');
+    assert.equal(run.matched, 4);
     assert.equal(run.converged, 1);
-    assert.equal(run.discrepancies, 4);
+    assert.equal(run.discrepancies, 6);
     assert.deepEqual(run.outcomes, {
-      MATCHED: 3,
+      MATCHED: 4,
       CONVERGED: 1,
       AMOUNT_MISMATCH: 1,
       PAYMENT_NOT_RECORDED: 1,
       REFUND_NOT_RECORDED: 1,
       REFUND_MISSING_AT_PROVIDER: 1,
+      MISSING_AT_PROVIDER: 1,
+      STATE_MISMATCH: 1,
     });
   });
 
@@ -212,17 +237,75 @@ describe('the planted discrepancies', () => {
     assert.equal((await api('GET', `/api/open/v1/payments/${planted.amount!.outTradeNo}`)).json().amountFen, 7000);
   });
 
+  test('paid here but lost by the provider, and a refund failed here but settled there: kept open for the operator', async () => {
+    const ds = await statementDiscrepancies();
+    const of = (kind: string) => ds.filter((x) => x.kind === kind);
+    const missing = of('MISSING_AT_PROVIDER');
+    assert.deepEqual(
+      missing.map((x) => [x.subjectId, x.status, x.expected, x.reported]),
+      [
+        [
+          planted.missing!.attemptId,
+          'OPEN',
+          { amountFen: 4321, attemptState: 'PAID', provider: 'sandbox' },
+          { inStatement: false, day: DAY, runId: run.runId },
+        ],
+      ],
+    );
+    const state = of('STATE_MISMATCH');
+    assert.equal(state.length, 1);
+    assert.equal(state[0]!.subjectId, planted.contradicted!.refundId);
+    assert.equal(state[0]!.status, 'OPEN');
+    assert.deepEqual(state[0]!.expected, { amountFen: 600, refundState: 'FAILED', provider: 'sandbox' });
+    assert.deepEqual(
+      { ...state[0]!.reported, at: undefined },
+      {
+        inStatement: true,
+        day: DAY,
+        runId: run.runId,
+        amountFen: 600,
+        state: 'SUCCEEDED',
+        providerRef: 'sbx_rf_contradicted',
+        at: undefined,
+      },
+    );
+    // The ledger kept what it had: the order is still paid, the failed refund stays failed, and the
+    // merchant was told nothing new about it.
+    assert.equal((await api('GET', `/api/open/v1/payments/${planted.missing!.outTradeNo}`)).json().status, 'SUCCEEDED');
+    const r = await db.query(`SELECT state FROM refunds WHERE id = $1`, [planted.contradicted!.refundId]);
+    assert.equal(r.rows[0].state, 'FAILED');
+    const settled = await db.query(`SELECT count(*)::int AS n FROM events WHERE refund_id = $1 AND event_type = 'REFUND_SUCCEEDED'`, [
+      planted.contradicted!.refundId,
+    ]);
+    assert.equal(settled.rows[0].n, 0);
+  });
+
   test('per line: every line with its outcome and its discrepancy', async () => {
     const r = await t.admin('GET', `/reconciliation/runs/${run.runId}/lines?limit=100`);
     assert.equal(r.statusCode, 200, r.body);
-    const lines = r.json().lines as { origin: string; subjectId: string; outcome: string; discrepancyId: string | null }[];
-    assert.equal(lines.length, 8);
+    const lines = r.json().lines as {
+      origin: string;
+      kind: string;
+      subjectId: string;
+      state: string;
+      outcome: string;
+      discrepancyId: string | null;
+    }[];
+    assert.equal(lines.length, 11);
     const byOutcome = (o: string) => lines.filter((l) => l.outcome === o);
     assert.ok(byOutcome('MATCHED').every((l) => l.discrepancyId === null));
     assert.ok(lines.filter((l) => l.outcome !== 'MATCHED').every((l) => l.discrepancyId !== null));
     assert.deepEqual(
       byOutcome('REFUND_MISSING_AT_PROVIDER').map((l) => l.origin),
       ['LEDGER'],
+    );
+    assert.deepEqual(
+      byOutcome('MISSING_AT_PROVIDER').map((l) => [l.origin, l.kind, l.subjectId]),
+      [['LEDGER', 'PAYMENT', planted.missing!.attemptId]],
+    );
+    assert.deepEqual(
+      byOutcome('STATE_MISMATCH').map((l) => [l.origin, l.kind, l.subjectId, l.state]),
+      [['PROVIDER', 'REFUND', planted.contradicted!.refundId, 'SUCCEEDED']],
     );
     const flagged = await t.admin('GET', `/reconciliation/runs/${run.runId}/lines?outcome=AMOUNT_MISMATCH`);
     assert.deepEqual(
@@ -240,15 +323,23 @@ describe('the planted discrepancies', () => {
     assert.equal(again.status, 'COMPLETED');
     assert.deepEqual(
       again.outcomes,
-      { MATCHED: 4, AMOUNT_MISMATCH: 1, PAYMENT_NOT_RECORDED: 1, REFUND_NOT_RECORDED: 1, REFUND_MISSING_AT_PROVIDER: 1 },
-      'the converged payment now matches',
+      {
+        MATCHED: 5,
+        AMOUNT_MISMATCH: 1,
+        PAYMENT_NOT_RECORDED: 1,
+        REFUND_NOT_RECORDED: 1,
+        REFUND_MISSING_AT_PROVIDER: 1,
+        MISSING_AT_PROVIDER: 1,
+        STATE_MISMATCH: 1,
+      },
+      'the converged payment now matches; the rest is found again',
     );
     const after = await statementDiscrepancies();
     assert.deepEqual(after.map((x) => [x.id, x.kind, x.status]).sort(), before.map((x) => [x.id, x.kind, x.status]).sort());
     assert.equal(await events(), eventsBefore, 'no second event');
     const old = await t.admin('GET', `/reconciliation/runs/${run.runId}/lines`);
     assert.deepEqual(old.json().lines, [], "the earlier run's lines are dropped; its counts stay");
-    assert.equal((await t.admin('GET', `/reconciliation/runs/${run.runId}`)).json().providerLines, 7);
+    assert.equal((await t.admin('GET', `/reconciliation/runs/${run.runId}`)).json().providerLines, 9);
   });
 
   test('a finding the provider then corrects is resolved by the next run', async () => {
@@ -271,8 +362,14 @@ describe('the planted discrepancies', () => {
       /mps_provider_discrepancies\{provider="sandbox",source="STATEMENT",kind="REFUND_MISSING_AT_PROVIDER",status="OPEN"\} 1/,
     );
     assert.match(m.body, /mps_provider_discrepancies\{provider="sandbox",source="STATEMENT",kind="AMOUNT_MISMATCH",status="RESOLVED"\} 1/);
+    assert.match(m.body, /mps_provider_discrepancies\{provider="sandbox",source="STATEMENT",kind="MISSING_AT_PROVIDER",status="OPEN"\} 1/);
+    assert.match(m.body, /mps_provider_discrepancies\{provider="sandbox",source="STATEMENT",kind="STATE_MISMATCH",status="OPEN"\} 1/);
+    assert.match(m.body, /mps_provider_discrepancies_open\{provider="sandbox",kind="MISSING_AT_PROVIDER"\} 1/);
+    assert.match(m.body, /mps_provider_discrepancies_open\{provider="sandbox",kind="STATE_MISMATCH"\} 1/);
     assert.match(m.body, /mps_reconciliation_last_completed_seconds\{provider="sandbox"\} \d+/);
-    assert.match(m.body, /mps_reconciliation_last_discrepancies\{provider="sandbox"\} 3/);
+    // The third run's findings: the payment and refund never recorded, the lost refund, the lost
+    // payment and the contradicted refund (the amount was corrected).
+    assert.match(m.body, /mps_reconciliation_last_discrepancies\{provider="sandbox"\} 5/);
   });
 });
 

@@ -3,7 +3,8 @@
  * (succeeded, closed, failed) and refunds (succeeded, failed) matches the ledger to the fen, rows
  * and totals; the summary's SHA-256 and size are the file's, and the file's answer is signed over
  * them; gzip is the same CSV; the day must be closed and not too old; another app sees none of
- * it; the gate answers the new paths in its order.
+ * it; a payment of the last instant of the day before and one of the first instant of the day after
+ * are in their own days' statements, not in this one; the gate answers the new paths in its order.
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -30,6 +31,15 @@ const dayStartMs = (() => {
   return Date.parse(`${tomorrow}T00:00:00+08:00`);
 })();
 const DAY = new Date(dayStartMs + 8 * H).toISOString().slice(0, 10);
+const PREVIOUS_DAY = new Date(dayStartMs - 24 * H + 8 * H).toISOString().slice(0, 10);
+const NEXT_DAY = new Date(dayStartMs + 24 * H + 8 * H).toISOString().slice(0, 10);
+/** The shop's payments of the neighbouring days: 23:59:59.999 of the day before, 00:00:00.000 of the day after. */
+const EVE_MS = dayStartMs - 1;
+const MORROW_MS = dayStartMs + 24 * H;
+let eve: { outTradeNo: string; openOrderId: string };
+let morrow: { outTradeNo: string; openOrderId: string };
+/** The SHA-256 of the day's file when first asked for. */
+let daySha256: string;
 
 const api = (mch: Merchant, method: string, url: string, body?: unknown, requestId?: string) =>
   call(t, mch, method, url, body, { timestamp: String(Math.floor(clock.now() / 1000)), ...(requestId ? { requestId } : {}) });
@@ -45,7 +55,7 @@ interface LedgerRow {
 }
 
 before(async () => {
-  clock.advanceTo(dayStartMs + 12 * H);
+  clock.advanceTo(EVE_MS - 60_000);
   t = await startTestApp({}, { clock });
   m = await provision(t, { name: 'Statement Shop' });
   other = await provision(t, { name: 'Other Shop' });
@@ -67,8 +77,45 @@ async function create(mch: Merchant, o: Record<string, unknown> = {}) {
   return { outTradeNo: body.outTradeNo as string, openOrderId: r.json().openOrderId as string };
 }
 
-/** The day's ledger of the shop: paid, closed, failed, refunded (settled and failed), and orders still open. */
+/**
+ * Runs `fn` with the clock stopped at `atMs` (what it stamps is stamped at exactly that instant),
+ * then lets the clock run on from there.
+ */
+async function stoppedAt<T>(atMs: number, fn: () => Promise<T>): Promise<T> {
+  assert.ok(clock.now() <= atMs, 'the clock never goes back');
+  clock.advanceTo(atMs);
+  const running = clock.now;
+  clock.now = () => atMs;
+  try {
+    return await fn();
+  } finally {
+    clock.now = running;
+  }
+}
+
+/** The buyer pays the order at exactly `atMs`; answers once the ledger has it SUCCEEDED. */
+async function paidAt(o: { openOrderId: string }, atMs: number): Promise<void> {
+  await stoppedAt(atMs, async () => {
+    assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/pay`)).statusCode, 200);
+    await waitFor('the payment to be applied', async () => {
+      const r = await db.query(`SELECT status FROM orders WHERE id = $1`, [o.openOrderId]);
+      return r.rows[0].status === 'SUCCEEDED';
+    });
+  });
+  const e = await db.query(`SELECT created_at FROM events WHERE order_id = $1 AND event_type = 'PAYMENT_SUCCEEDED'`, [o.openOrderId]);
+  assert.equal((e.rows[0].created_at as Date).getTime(), atMs, 'the payment is stamped at the instant asked');
+}
+
+/**
+ * The day's ledger of the shop: paid, closed, failed, refunded (settled and failed), and orders
+ * still open; and a payment at each edge of the day, in the neighbouring days.
+ */
 async function makeLedger(): Promise<void> {
+  // The last instant of the day before.
+  eve = await create(m, { amountFen: 31 });
+  await paidAt(eve, EVE_MS);
+
+  clock.advanceTo(dayStartMs + 12 * H);
   const paid = [];
   for (const amountFen of [1, 999, 12_345, 10_000_000, 77]) {
     const o = await create(m, { amountFen, channel: amountFen % 2 ? 'ALIPAY_H5' : 'WECHAT_H5' });
@@ -96,18 +143,37 @@ async function makeLedger(): Promise<void> {
   // The other shop's day: one paid order.
   const o = await create(other, { amountFen: 4242 });
   assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/pay`)).statusCode, 200);
+
+  // The first instant of the day after (the order made half a minute before).
+  clock.advanceTo(MORROW_MS - 30_000);
+  morrow = await create(m, { amountFen: 53 });
+  await paidAt(morrow, MORROW_MS);
 }
 
-/** The ledger's view of the day, from the orders and refunds themselves (not from the events the statement reads). */
-async function ledger(appId: string): Promise<LedgerRow[]> {
+/** The Asia/Shanghai day [start, end) of `day`. */
+const period = (day: string) => {
+  const start = new Date(`${day}T00:00:00+08:00`);
+  return { start, end: new Date(start.getTime() + 24 * H) };
+};
+
+/**
+ * The ledger's view of the day, from the orders and refunds themselves (not from the events the
+ * statement reads): those whose final state was reached in the day (a paid order's `paid_at`, the
+ * last change of a closed or failed order and of a refund).
+ */
+async function ledger(appId: string, day: string): Promise<LedgerRow[]> {
+  const { start, end } = period(day);
   const r = await db.query<LedgerRow>(
     `SELECT 'PAYMENT' AS type, id AS "openOrderId", out_trade_no AS "outTradeNo", '' AS "refundAttemptId", '' AS "outRefundNo",
             status AS state, amount_fen AS "amountFen"
        FROM orders WHERE app_id = $1 AND status IN ('SUCCEEDED', 'CLOSED', 'FAILED')
+        AND CASE WHEN status = 'SUCCEEDED' THEN paid_at ELSE updated_at END >= $2
+        AND CASE WHEN status = 'SUCCEEDED' THEN paid_at ELSE updated_at END < $3
      UNION ALL
      SELECT 'REFUND', o.id, o.out_trade_no, r.id, r.out_refund_no, r.state, r.amount_fen
-       FROM refunds r JOIN orders o ON o.id = r.order_id WHERE r.app_id = $1 AND r.state IN ('SUCCEEDED', 'FAILED')`,
-    [appId],
+       FROM refunds r JOIN orders o ON o.id = r.order_id WHERE r.app_id = $1 AND r.state IN ('SUCCEEDED', 'FAILED')
+        AND r.updated_at >= $2 AND r.updated_at < $3`,
+    [appId, start, end],
   );
   return r.rows.map((x) => ({ ...x, amountFen: Number(x.amountFen) }));
 }
@@ -147,6 +213,7 @@ describe('a closed day', () => {
     assert.equal(summary.settlementDate, DAY);
     assert.equal(summary.timeZone, 'Asia/Shanghai');
     assert.equal(summary.periodStart, new Date(dayStartMs).toISOString());
+    assert.equal(summary.periodEnd, new Date(MORROW_MS).toISOString());
     assert.equal(summary.compression, 'NONE');
     assert.equal(summary.filePath, `/api/open/v1/statements/${DAY}/file`);
 
@@ -158,10 +225,12 @@ describe('a closed day', () => {
     verified(f);
     assert.equal(f.rawPayload.length, summary.sizeBytes);
     assert.equal(sha256(f.rawPayload), summary.sha256);
+    daySha256 = summary.sha256;
 
     const rows = parseCsv(f.rawPayload.toString('utf8'));
     assert.equal(rows.length, summary.rowCount);
-    const want = await ledger(m.appId);
+    const want = await ledger(m.appId, DAY);
+    assert.equal(want.length, 10, 'the day: 7 payments and 3 refunds, none of the neighbouring days');
     const key = (r: { type: string; openOrderId: string; refundAttemptId: string }) => `${r.type}:${r.openOrderId}:${r.refundAttemptId}`;
     assert.deepEqual(
       rows.map((r) => [key(r), r.outTradeNo, r.outRefundNo, r.state, Number(r.amountFen)]).sort(),
@@ -205,8 +274,8 @@ describe('a closed day', () => {
     assert.equal(totals.netAmountFen, totals.paymentsSucceeded.amountFen - totals.refundsSucceeded.amountFen);
     const fees = await db.query(
       `SELECT sum((fee_projection->>'companyServiceFeeFen')::bigint)::bigint AS fee, sum((fee_projection->>'merchantSettlementFen')::bigint)::bigint AS net
-         FROM orders WHERE app_id = $1 AND status = 'SUCCEEDED'`,
-      [m.appId],
+         FROM orders WHERE app_id = $1 AND status = 'SUCCEEDED' AND paid_at >= $2 AND paid_at < $3`,
+      [m.appId, period(DAY).start, period(DAY).end],
     );
     assert.equal(totals.companyServiceFeeFen, Number(fees.rows[0].fee));
     assert.equal(totals.merchantSettlementFen, Number(fees.rows[0].net));
@@ -243,7 +312,21 @@ describe('a closed day', () => {
     assert.equal(s.json().totals.paymentsSucceeded.amountFen, 4242);
     const f = await api(other, 'GET', `/api/open/v1/statements/${DAY}/file`);
     const text = f.rawPayload.toString('utf8');
-    for (const r of await ledger(m.appId)) assert.ok(!text.includes(r.openOrderId), 'no row of the other app');
+    for (const r of await ledger(m.appId, DAY)) assert.ok(!text.includes(r.openOrderId), 'no row of the other app');
+  });
+
+  test('a payment at 23:59:59.999 of the day before and one at 00:00:00.000 of the day after: in neither rows nor totals', async () => {
+    const s = (await api(m, 'GET', `/api/open/v1/statements/${DAY}`)).json();
+    const text = (await api(m, 'GET', s.filePath)).rawPayload.toString('utf8');
+    const rows = parseCsv(text);
+    for (const o of [eve, morrow]) {
+      assert.ok(!text.includes(o.openOrderId), `${o.outTradeNo}: not in the day's file`);
+      assert.ok(!text.includes(o.outTradeNo));
+    }
+    assert.ok(rows.every((r) => r.occurredAt >= s.periodStart && r.occurredAt < s.periodEnd));
+    assert.deepEqual(s.totals.paymentsSucceeded, { count: 5, amountFen: 1 + 999 + 12_345 + 10_000_000 + 77 }, 'neither 31 nor 53 fen');
+    assert.equal(s.totals.rowCount, 10);
+    assert.equal(s.totals.netAmountFen, 1 + 999 + 12_345 + 10_000_000 + 77 - 10_000_345);
   });
 
   test('a day with nothing has the header only', async () => {
@@ -253,6 +336,38 @@ describe('a closed day', () => {
     assert.equal(s.sizeBytes, Buffer.byteLength(STATEMENT_HEADER));
     const f = await api(shop, 'GET', s.filePath);
     assert.equal(f.rawPayload.toString(), STATEMENT_HEADER);
+  });
+});
+
+describe('the neighbouring days', () => {
+  before(() => clock.advanceTo(MORROW_MS + 24 * H + 10 * 60_000 + 1000));
+
+  test('each edge payment is in the statement of its own day, at its instant', async () => {
+    for (const [day, o, atMs, amountFen] of [
+      [PREVIOUS_DAY, eve, EVE_MS, 31],
+      [NEXT_DAY, morrow, MORROW_MS, 53],
+    ] as const) {
+      const s = await api(m, 'GET', `/api/open/v1/statements/${day}`);
+      assert.equal(s.statusCode, 200, s.body);
+      const summary = s.json();
+      assert.equal(summary.rowCount, 1, day);
+      assert.deepEqual(summary.totals.paymentsSucceeded, { count: 1, amountFen });
+      const rows = parseCsv((await api(m, 'GET', summary.filePath)).rawPayload.toString('utf8'));
+      assert.deepEqual(
+        rows.map((r) => [r.type, r.openOrderId, r.outTradeNo, r.state, Number(r.amountFen), r.occurredAt]),
+        [['PAYMENT', o.openOrderId, o.outTradeNo, 'SUCCEEDED', amountFen, new Date(atMs).toISOString()]],
+      );
+      assert.deepEqual(
+        (await ledger(m.appId, day)).map((r) => r.openOrderId),
+        [o.openOrderId],
+      );
+    }
+    // The next day's first instant is its periodStart, the day's periodEnd.
+    assert.equal((await api(m, 'GET', `/api/open/v1/statements/${NEXT_DAY}`)).json().periodStart, new Date(MORROW_MS).toISOString());
+  });
+
+  test("the day's file is still the same bytes", async () => {
+    assert.equal((await api(m, 'GET', `/api/open/v1/statements/${DAY}`)).json().sha256, daySha256);
   });
 });
 
