@@ -6,27 +6,50 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { Clock } from '../../src/domain/clock.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
-import { RequestDecided, RequestUnits, type RequestUnit } from '../../src/usecases/request-units.ts';
-import { FakeClock } from '../helpers/events.ts';
+import { INSTANCE_GONE_AFTER_MS, RequestDecided, RequestUnits, type RequestUnit } from '../../src/usecases/request-units.ts';
+import { FakeClock, waitFor } from '../helpers/events.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 
-function counting(db: Db): { db: Db; count: () => number } {
+/**
+ * Counts the statements issued on `db` (`count`) and those answered (`answered`). The instance's
+ * heartbeat is not counted: it beats on a timer, not for a request.
+ */
+function counting(db: Db): { db: Db; count: () => number; answered: () => number } {
   let n = 0;
+  let answered = 0;
   const wrapped = new Proxy(db, {
     get(target, prop, receiver) {
       if (prop === 'query') {
         return (...a: unknown[]) => {
+          if ((a[0] as { name?: string } | undefined)?.name === 'instance_beat') {
+            return (target.query as (...x: unknown[]) => unknown).apply(target, a);
+          }
           n++;
-          return (target.query as (...x: unknown[]) => unknown).apply(target, a);
+          const r = (target.query as (...x: unknown[]) => unknown).apply(target, a);
+          if (r instanceof Promise) {
+            r.then(
+              () => answered++,
+              () => answered++,
+            );
+          }
+          return r;
         };
       }
       return Reflect.get(target, prop, receiver);
     },
   });
-  return { db: wrapped, count: () => n };
+  return { db: wrapped, count: () => n, answered: () => answered };
+}
+
+/** Whether `p` is still unsettled once everything already queued (its pending continuations) has run. */
+async function pending(p: Promise<unknown>): Promise<boolean> {
+  const sentinel = Symbol('pending');
+  const first = await Promise.race([p, new Promise((res) => setImmediate(() => res(sentinel)))]);
+  return first === sentinel;
 }
 
 /** What a unit's claim decides: executes (the unit holds the id now) or the other request's outcome. */
@@ -47,8 +70,8 @@ describe('request-id units', () => {
   let db: Db;
   const clock = new FakeClock();
   const started: RequestUnits[] = [];
-  async function instance(on: Db = db): Promise<RequestUnits> {
-    const u = new RequestUnits(on, clock, quiet);
+  async function instance(on: Db = db, at: Clock = clock): Promise<RequestUnits> {
+    const u = new RequestUnits(on, at, quiet);
     await u.start({ alone: false });
     started.push(u);
     return u;
@@ -98,14 +121,29 @@ describe('request-id units', () => {
   });
 
   test('a holder whose instance stopped beating (a crash) is taken over as soon as it is judged gone, not after its lease', async () => {
-    const crashed = await instance();
+    // The crashed instance is never stopped (as after kill -9: its row stays, nothing is released).
+    // Its clock is frozen, so every beat it still makes records the same instant: its heartbeat
+    // stops moving. Its lease (LEASE_SECONDS) outlives the whole test: only the heartbeat decides.
+    const crashedAt = Date.now();
+    const frozen: Clock = { now: () => crashedAt };
+    const crashed = await instance(db, frozen);
     const k = key('req_crashed_holder');
     assert.deepEqual(await begin(crashed.open(k, render)), { kind: 'execute' });
-    // The process dies: no more beats, nothing released.
-    await crashed.stop();
-    const survivor = await instance();
+
+    const liveClock = new FakeClock();
+    const c = counting(db);
+    const survivor = await instance(c.db, liveClock);
+    const before = c.count();
+    const retry = begin(survivor.open(k, render));
+    // While the crashed instance's last beat is fresh, the retry polls (two rounds at least) and does not take over.
+    await waitFor('the retry polling the held id', async () => c.count() - before >= 4 && c.answered() === c.count(), 2000);
+    assert.ok(await pending(retry), 'not taken over while the heartbeat of the holder is fresh');
+    assert.ok(liveClock.now() - crashedAt < INSTANCE_GONE_AFTER_MS, 'still within INSTANCE_GONE_AFTER_MS of the last beat');
+
+    // Time passes for the live instance: the holder has not beaten for longer than INSTANCE_GONE_AFTER_MS.
+    liveClock.advance(INSTANCE_GONE_AFTER_MS + 1000);
     const t0 = Date.now();
-    assert.deepEqual(await begin(survivor.open(k, render)), { kind: 'execute' });
+    assert.deepEqual(await retry, { kind: 'execute' });
     assert.ok(Date.now() - t0 < 1000, `taken over in ${Date.now() - t0} ms`);
   });
 
@@ -124,26 +162,40 @@ describe('request-id units', () => {
   });
 
   test('an abandoned execution wakes the duplicate, which then executes itself', async () => {
-    const units = await instance();
+    const c = counting(db);
+    const units = await instance(c.db);
     const k = key('req_waiter_abandon');
     const first = units.open(k, render);
     assert.deepEqual(await begin(first), { kind: 'execute' });
+    const before = c.count();
     const dup = begin(units.open(k, render));
-    await new Promise((r) => setTimeout(r, 100));
+    // Its insert and read answered (the id is held here): the duplicate is waiting, not done.
+    await waitFor('the duplicate waiting', async () => c.count() - before === 2 && c.answered() === c.count(), 2000);
+    assert.ok(await pending(dup), 'the duplicate waits for the holder');
+    assert.equal(c.count() - before, 2, 'no statement while it waits');
     await first.abandon();
     assert.deepEqual(await dup, { kind: 'execute' });
+    // insert + read before waiting, the abandon, then the insert that claims the id.
+    assert.equal(c.count() - before, 4);
   });
 
   test('held by another instance: polled until that instance records the answer', async () => {
-    const here = await instance();
+    const c = counting(db);
+    const here = await instance(c.db);
     const there = await instance();
     const k = key('req_waiter_remote');
     const first = there.open(k, render);
     assert.deepEqual(await begin(first), { kind: 'execute' });
+    const before = c.count();
     const dup = begin(here.open(k, render));
-    await new Promise((r) => setTimeout(r, 150));
+    // Two rounds (insert + read) issued and answered: it has polled once already, and is still waiting.
+    await waitFor('the duplicate polling', async () => c.count() - before >= 4 && c.answered() === c.count(), 2000);
+    assert.ok(await pending(dup), 'the duplicate waits for the other instance');
     await first.finish({ status: 200, body: '{"r":1}' });
     assert.deepEqual(await dup, { kind: 'replay', status: 200, body: '{"r":1}' });
+    // At least two rounds that found the id held, then the one that read the answer.
+    const rounds = (c.count() - before) / 2;
+    assert.ok(Number.isInteger(rounds) && rounds >= 3, `polled in ${rounds} rounds`);
   });
 
   test('a different body under the same id is a conflict at once, not a wait', async () => {

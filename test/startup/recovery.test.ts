@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { type Merchant, merchantKeyPair, orderBody, requestId, signedHeaders } from '../helpers/app.ts';
+import { waitFor } from '../helpers/events.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'recovery-admin-token-0123456789';
@@ -120,16 +121,6 @@ async function provision(r: Running): Promise<Merchant> {
   return { merchantId: String(mch.body.merchantId), appId, keyId: 'key-1', privateKeyPem: merchantKeyPair().privateKeyPem };
 }
 
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((res) => setTimeout(res, 50));
-  }
-}
-
 test('kill -9 during a create and a refund, restart at once: the lock of the zombie does not refuse it, the retry is answered within 5 s, the unfinished work is settled within seconds', async () => {
   const first = await start({ zombieWhenKilled: true });
   const m = await provision(first);
@@ -155,7 +146,7 @@ test('kill -9 during a create and a refund, restart at once: the lock of the zom
     refundAmountFen: 100,
   }).catch(() => {});
   // Both are recorded (the order with its attempt being made, the refund REQUESTED) before the provider answers.
-  await until(
+  await waitFor(
     'the create and the refund recorded',
     async () => {
       const q = await open(first, m, 'GET', `/api/open/v1/payments/${String(body.outTradeNo)}`);
@@ -183,7 +174,7 @@ test('kill -9 during a create and a refund, restart at once: the lock of the zom
 
     // The attempt the dead create was making is settled at the provider (it never opened the
     // payment: the order is payable again, asking for a new attempt), within seconds.
-    const q = await until(
+    const q = await waitFor(
       'the attempt settled',
       async () => {
         const r = await open(second, m, 'GET', `/api/open/v1/payments/${String(body.outTradeNo)}`);
@@ -196,7 +187,7 @@ test('kill -9 during a create and a refund, restart at once: the lock of the zom
     assert.equal(q.nextAction, 'CREATE_ATTEMPT');
 
     // The refund the provider never saw is decided by asking it, not after 5 minutes: FAILED, its amount released.
-    const rf = await until(
+    const rf = await waitFor(
       'the refund decided',
       async () => {
         const r = await open(second, m, 'GET', `/api/open/v1/refunds/${refundNo}`);
