@@ -103,9 +103,20 @@ describe('roles on the admin API', () => {
     test(`${a.name}: ${a.roles.join(', ')} may; the others are refused 403`, async () => {
       for (const role of ['admin', 'operations', 'finance', 'support']) {
         const [method, url, body] = a.call();
+        const last = method === 'GET' ? 0 : Number((await auditEntries({ limit: '1' }))[0]?.id ?? 0);
         const r = await asOperator(t, ops[role]!, method, url, body);
         if (a.roles.includes(role)) {
           assert.ok(![401, 403].includes(r.statusCode), `${role} may ${a.name}: ${r.statusCode} ${r.body}`);
+          assert.ok(r.statusCode < 500, `${role} may ${a.name}: ${r.statusCode} ${r.body}`);
+          if (method !== 'GET' && r.statusCode < 300) {
+            // A change made is a change audited: one entry each, naming who made it. (A batch
+            // redelivery answers 200 with a result per event: only the events it redelivered changed.)
+            const made =
+              url === '/events/redeliver' ? r.json().results.filter((x: { status?: string }) => x.status === 'PENDING').length : 1;
+            const added = (await auditEntries()).filter((e) => Number(e.id) > last);
+            assert.equal(added.length, made, `${role} ${a.name}: ${r.body} ${JSON.stringify(added)}`);
+            for (const e of added) assert.equal(e.operatorName, ops[role]!.name, `${role} ${a.name}`);
+          }
         } else {
           forbidden(r, `${role} may not ${a.name}`);
         }
