@@ -2,7 +2,7 @@
  * Runs the WeChat Pay simulator on its own, for running the service in live mode against it on one
  * machine:
  *
- *   node simulators/wechatpay/main.ts [--port 8090] [--host 127.0.0.1] [--dir ./data/wechatpay-sim]
+ *   node simulators/wechatpay/main.ts [--port 8091] [--host 127.0.0.1] [--dir ./data/wechatpay-sim]
  *                                     [--mode publicKey|certificate] [--refund-settle-ms 3000]
  *
  * (or WECHATPAY_SIM_PORT, WECHATPAY_SIM_HOST, WECHATPAY_SIM_DIR, WECHATPAY_SIM_MODE,
@@ -34,7 +34,7 @@ if (values.help) {
   process.exit(0);
 }
 const env = process.env;
-const port = Number(values.port ?? env.WECHATPAY_SIM_PORT ?? 8090);
+const port = Number(values.port ?? env.WECHATPAY_SIM_PORT ?? 8091);
 const host = values.host ?? env.WECHATPAY_SIM_HOST ?? '127.0.0.1';
 const dir = path.resolve(values.dir ?? env.WECHATPAY_SIM_DIR ?? './data/wechatpay-sim');
 const mode = (values.mode ?? env.WECHATPAY_SIM_MODE ?? 'publicKey') === 'certificate' ? 'certificate' : 'publicKey';

@@ -41,16 +41,7 @@ import { gzipSync } from 'node:zlib';
 import { type SimCertificate, selfSignedCertificate } from './certificate.ts';
 
 export type Endpoint = 'create' | 'query' | 'close' | 'refund' | 'refundQuery' | 'certificates' | 'tradeBill' | 'billFile';
-export const ENDPOINTS: readonly Endpoint[] = [
-  'create',
-  'query',
-  'close',
-  'refund',
-  'refundQuery',
-  'certificates',
-  'tradeBill',
-  'billFile',
-];
+const ENDPOINTS: readonly Endpoint[] = ['create', 'query', 'close', 'refund', 'refundQuery', 'certificates', 'tradeBill', 'billFile'];
 
 /**
  * A programmed fault of one endpoint:

@@ -39,7 +39,7 @@ export interface ProviderSetupInput {
 }
 
 /** The provider's notification address, as it is given to the provider with every payment. */
-export function notifyUrlOf(publicBaseUrl: string, name: string): string {
+function notifyUrlOf(publicBaseUrl: string, name: string): string {
   return `${publicBaseUrl}/api/provider/v1/notifications/${name}`;
 }
 

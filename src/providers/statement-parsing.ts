@@ -1,10 +1,14 @@
 /**
- * What the two acquirers' bill parsers share (src/providers/alipay/bill.ts,
- * src/providers/wechatpay/bill.ts): a row's columns found by the header's names (the documents
- * warn that the order of columns may change), amounts in yuan read exactly, times in Beijing time.
+ * What the two acquirers' bill readers share (src/providers/alipay/bill.ts,
+ * src/providers/wechatpay/bill.ts, and their adapters' downloadStatement): a row's columns found by
+ * the header's names (the documents warn that the order of columns may change), amounts in yuan
+ * read exactly, times in Beijing time, the statement of a day without a bill.
  */
 import { yuanToFen } from '../domain/money.ts';
-import { ProviderUncertainError } from './provider.ts';
+import { type ProviderStatementLine, ProviderUncertainError } from './provider.ts';
+
+/** The statement of a day the acquirer has no bill for (no trades): no line. */
+export async function* emptyStatement(): AsyncGenerator<ProviderStatementLine> {}
 
 /** A bill that cannot be read as its format says: the reconciliation of that day is tried again later. */
 export function malformed(provider: string, why: string): ProviderUncertainError {

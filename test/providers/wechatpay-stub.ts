@@ -28,8 +28,6 @@ export const KEY_ID = 'PUB_KEY_ID_0112300001092025000000000001';
 
 const merchant = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const platform = generateKeyPairSync('rsa', { modulusLength: 2048 });
-export const PLATFORM_PRIVATE_KEY = platform.privateKey;
-export const PLATFORM_PUBLIC_KEY = platform.publicKey;
 export const APIV3_KEY = 'abcdefghijklmnopqrstuvwxyz012345';
 
 export function stubConfig(): WechatPayConfig {
@@ -57,7 +55,11 @@ export function signedHeaders(body: Buffer, nowMs = Date.now(), serial = KEY_ID)
   };
 }
 
-export function stubProvider(answer: (r: StubRequest) => StubAnswer | Promise<StubAnswer>): {
+/** `timeoutMs`: the adapter's WECHATPAY_TIMEOUT_MS (stubConfig's 1000 ms when absent). */
+export function stubProvider(
+  answer: (r: StubRequest) => StubAnswer | Promise<StubAnswer>,
+  opts: { timeoutMs?: number } = {},
+): {
   provider: WechatPayProvider;
   requests: StubRequest[];
 } {
@@ -90,7 +92,9 @@ export function stubProvider(answer: (r: StubRequest) => StubAnswer | Promise<St
     if (body.length > 0) h['Content-Type'] = 'application/json';
     return new Response(a.status === 204 ? null : body, { status: a.status, headers: h });
   }) as typeof fetch;
-  const provider = new WechatPayProvider(stubConfig(), {
+  const config = stubConfig();
+  if (opts.timeoutMs !== undefined) config.timeoutMs = opts.timeoutMs;
+  const provider = new WechatPayProvider(config, {
     notifyUrl: 'https://shop.example/api/provider/v1/notifications/wechatpay',
     fetch: stubFetch,
   });

@@ -12,6 +12,8 @@ import {
   QUERY_ERRORS,
   REFUND_ERRORS,
   REFUND_QUERY_ERRORS,
+  type ErrorTable,
+  type Outcome,
   classify,
 } from '../../src/providers/wechatpay/mapping.ts';
 import { APP_ID, MCH_ID, type StubAnswer, type StubRequest, stubProvider } from './wechatpay-stub.ts';
@@ -49,6 +51,75 @@ async function rejectedWith(p: Promise<unknown>, reason: string): Promise<void> 
 }
 async function uncertain(p: Promise<unknown>, what = ''): Promise<void> {
   await assert.rejects(p, (e: unknown) => e instanceof ProviderUncertainError, what);
+}
+
+/**
+ * What the safety-critical codes must mean (docs/providers-wechatpay.md), written out here rather
+ * than read from the tables under test, so that a wrong row of mapping.ts fails: [status, code,
+ * outcome]. UNCERTAIN: a code no table lists (5xx, 429), uncertain whatever its status.
+ */
+type Expected = readonly (readonly [number, string, Outcome])[];
+const UNCERTAIN_CODES: Expected = [
+  [500, 'SYSTEM_ERROR', 'UNCERTAIN'],
+  [429, 'FREQUENCY_LIMITED', 'UNCERTAIN'],
+];
+const EXPECTED_CREATE: Expected = [
+  // An order of this number exists (paid, closed, or open with other parameters): only a query tells.
+  [400, 'ORDERPAID', 'CHECK'],
+  [400, 'ORDER_PAID', 'CHECK'],
+  [400, 'ORDER_CLOSED', 'CHECK'],
+  [403, 'OUT_TRADE_NO_USED', 'CHECK'],
+  // The order was not created.
+  [400, 'PARAM_ERROR', 'REJECTED'],
+  [400, 'INVALID_REQUEST', 'REJECTED'],
+  [401, 'SIGN_ERROR', 'REJECTED'],
+  [403, 'NOTENOUGH', 'REJECTED'],
+  [403, 'NOT_ENOUGH', 'REJECTED'],
+  ...UNCERTAIN_CODES,
+];
+const EXPECTED_QUERY: Expected = [
+  [404, 'ORDER_NOT_EXIST', 'NOT_FOUND'],
+  [404, 'ORDERNOTEXIST', 'NOT_FOUND'],
+  [400, 'PARAM_ERROR', 'REJECTED'],
+  [401, 'SIGN_ERROR', 'REJECTED'],
+  ...UNCERTAIN_CODES,
+];
+const EXPECTED_CLOSE: Expected = [
+  [404, 'ORDER_NOT_EXIST', 'CLOSED'],
+  [404, 'ORDERNOTEXIST', 'CLOSED'],
+  [400, 'ORDER_CLOSED', 'CLOSED'],
+  // Paid meanwhile, or any other refusal: the order's state decides, never the code alone.
+  [400, 'ORDERPAID', 'CHECK'],
+  [400, 'ORDER_PAID', 'CHECK'],
+  [400, 'PARAM_ERROR', 'CHECK'],
+  [401, 'SIGN_ERROR', 'CHECK'],
+  ...UNCERTAIN_CODES,
+];
+const EXPECTED_REFUND: Expected = [
+  // No refund was created: the amount stays refundable.
+  [403, 'NOT_ENOUGH', 'REJECTED'],
+  [403, 'NOTENOUGH', 'REJECTED'],
+  [404, 'RESOURCE_NOT_EXISTS', 'REJECTED'],
+  [400, 'PARAM_ERROR', 'REJECTED'],
+  [400, 'INVALID_REQUEST', 'REJECTED'],
+  [401, 'SIGN_ERROR', 'REJECTED'],
+  // "The refund may be being accepted".
+  ...UNCERTAIN_CODES,
+];
+const EXPECTED_REFUND_QUERY: Expected = [
+  [404, 'RESOURCE_NOT_EXISTS', 'NOT_FOUND'],
+  [400, 'PARAM_ERROR', 'REJECTED'],
+  [401, 'SIGN_ERROR', 'REJECTED'],
+  ...UNCERTAIN_CODES,
+];
+
+/** The table gives each documented code its documented outcome; an UNCERTAIN one at any 4xx or 5xx status. */
+function agreesWith(table: ErrorTable, expected: Expected): void {
+  for (const [status, code, outcome] of expected) {
+    assert.equal(classify(table, status, code), outcome, `${status} ${code}`);
+    if (outcome === 'UNCERTAIN')
+      for (const s of [400, 403, 404, 429, 500]) assert.equal(classify(table, s, code), 'UNCERTAIN', `${s} ${code}`);
+  }
 }
 
 /** A stub answering the first call with `first` and any later one (a follow-up query) with `then`. */
@@ -90,11 +161,14 @@ describe('rules common to every call', () => {
   });
 
   test('no answer within the timeout is uncertain', async () => {
-    const { provider } = stubProvider(() => new Promise(() => {}));
+    const { provider } = stubProvider(() => new Promise(() => {}), { timeoutMs: 50 });
     const t0 = Date.now();
-    await uncertain(provider.queryPayment(ATTEMPT));
+    await assert.rejects(
+      provider.queryPayment(ATTEMPT),
+      (e: unknown) => e instanceof ProviderUncertainError && /no answer within 50 ms/.test(e.message),
+    );
     const took = Date.now() - t0;
-    assert.ok(took >= 900 && took < 2000, `ended by the 1000 ms timeout (${took} ms)`);
+    assert.ok(took >= 45, `ended by the 50 ms timeout, not before (${took} ms)`);
   });
 });
 
@@ -153,16 +227,15 @@ describe('createAttempt: POST /v3/pay/transactions/h5', () => {
     await uncertain(stubProvider(() => ({ status: 200, body: {} })).provider.createAttempt(input()));
   });
 
-  for (const [code, outcome] of Object.entries(CREATE_ERRORS)) {
-    const status = code === 'SIGN_ERROR' ? 401 : code.startsWith('NO') || code.includes('LIMIT') || code.includes('ACCOUNT') ? 403 : 400;
+  function answered(status: number, code: string, outcome: Outcome, from: string): void {
     if (outcome === 'REJECTED') {
-      test(`${status} ${code}: rejected, nothing asked again`, async () => {
+      test(`${status} ${code} (${from}): rejected, nothing asked again`, async () => {
         const { provider, requests } = twoStep(err(status, code));
         await rejectedWith(provider.createAttempt(input()), code);
         assert.equal(requests.length, 1);
       });
-    } else {
-      test(`${status} ${code}: the order is queried; PAID when it was paid, else rejected`, async () => {
+    } else if (outcome === 'CHECK') {
+      test(`${status} ${code} (${from}): the order is queried; PAID when it was paid, else rejected`, async () => {
         const paid = twoStep(err(status, code), paidOrder);
         assert.deepEqual(await paid.provider.createAttempt(input()), { outcome: 'PAID', providerRef: '4200000000000000000000000001' });
         assert.match(paid.requests[1]!.path, /^\/v3\/pay\/transactions\/out-trade-no\/att_\w+\?mchid=1230000109$/);
@@ -170,7 +243,20 @@ describe('createAttempt: POST /v3/pay/transactions/h5', () => {
         await rejectedWith(twoStep(err(status, code), order('CLOSED')).provider.createAttempt(input()), code);
         await uncertain(twoStep(err(status, code), err(500, 'SYSTEM_ERROR')).provider.createAttempt(input()));
       });
+    } else if (outcome === 'UNCERTAIN') {
+      test(`${status} ${code} (${from}): uncertain`, async () => {
+        await uncertain(twoStep(err(status, code)).provider.createAttempt(input()));
+      });
+    } else {
+      test(`${status} ${code} (${from}): ${outcome}`, () => assert.fail(`no H5 order answer means ${outcome}`));
     }
+  }
+
+  test('the table gives the documented codes their documented outcomes', () => agreesWith(CREATE_ERRORS, EXPECTED_CREATE));
+  for (const [status, code, outcome] of EXPECTED_CREATE) answered(status, code, outcome, 'documented');
+  for (const [code, outcome] of Object.entries(CREATE_ERRORS)) {
+    const status = code === 'SIGN_ERROR' ? 401 : code.startsWith('NO') || code.includes('LIMIT') || code.includes('ACCOUNT') ? 403 : 400;
+    answered(status, code, outcome === 'REJECTED' ? 'REJECTED' : 'CHECK', 'table row');
   }
 });
 
@@ -199,13 +285,20 @@ describe('queryPayment: GET /v3/pay/transactions/out-trade-no/{out_trade_no}', (
     await uncertain(stubProvider(() => order('NOTPAY', { amount: { total: 1, currency: 'USD' } })).provider.queryPayment(ATTEMPT));
   });
 
-  for (const [code, outcome] of Object.entries(QUERY_ERRORS)) {
-    const status = outcome === 'NOT_FOUND' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
-    test(`${status} ${code}: ${outcome}`, async () => {
+  function answered(status: number, code: string, outcome: Outcome, from: string): void {
+    test(`${status} ${code} (${from}): ${outcome}`, async () => {
       const p = stubProvider(() => err(status, code)).provider.queryPayment(ATTEMPT);
       if (outcome === 'NOT_FOUND') assert.deepEqual(await p, { state: 'NOT_FOUND', providerRef: null, material: null, amountFen: null });
+      else if (outcome === 'UNCERTAIN') await uncertain(p);
       else await rejectedWith(p, code);
     });
+  }
+
+  test('the table gives the documented codes their documented outcomes', () => agreesWith(QUERY_ERRORS, EXPECTED_QUERY));
+  for (const [status, code, outcome] of EXPECTED_QUERY) answered(status, code, outcome, 'documented');
+  for (const [code, outcome] of Object.entries(QUERY_ERRORS)) {
+    const status = outcome === 'NOT_FOUND' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
+    answered(status, code, outcome === 'NOT_FOUND' ? 'NOT_FOUND' : 'REJECTED', 'table row');
   }
 });
 
@@ -217,16 +310,15 @@ describe('closePayment: POST /v3/pay/transactions/out-trade-no/{out_trade_no}/cl
     assert.deepEqual(requests[0]!.body, { mchid: MCH_ID });
   });
 
-  for (const [code, outcome] of Object.entries(CLOSE_ERRORS)) {
-    const status = code.includes('NOT_EXIST') || code === 'ORDERNOTEXIST' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
+  function answered(status: number, code: string, outcome: Outcome, from: string): void {
     if (outcome === 'CLOSED') {
-      test(`${status} ${code}: CLOSED, no query`, async () => {
+      test(`${status} ${code} (${from}): CLOSED, no query`, async () => {
         const { provider, requests } = twoStep(err(status, code));
         assert.deepEqual(await provider.closePayment(ATTEMPT), { outcome: 'CLOSED' });
         assert.equal(requests.length, 1);
       });
-    } else {
-      test(`${status} ${code}: the order is queried; PAID, CLOSED, or the refusal for an open order`, async () => {
+    } else if (outcome === 'CHECK') {
+      test(`${status} ${code} (${from}): the order is queried; PAID, CLOSED, or the refusal for an open order`, async () => {
         assert.deepEqual(await twoStep(err(status, code), paidOrder).provider.closePayment(ATTEMPT), { outcome: 'PAID' });
         assert.deepEqual(await twoStep(err(status, code), order('CLOSED')).provider.closePayment(ATTEMPT), { outcome: 'CLOSED' });
         assert.deepEqual(await twoStep(err(status, code), err(404, 'ORDER_NOT_EXIST')).provider.closePayment(ATTEMPT), {
@@ -235,7 +327,20 @@ describe('closePayment: POST /v3/pay/transactions/out-trade-no/{out_trade_no}/cl
         await rejectedWith(twoStep(err(status, code), order('NOTPAY')).provider.closePayment(ATTEMPT), code);
         await uncertain(twoStep(err(status, code), err(503, 'SYSTEM_ERROR')).provider.closePayment(ATTEMPT));
       });
+    } else if (outcome === 'UNCERTAIN') {
+      test(`${status} ${code} (${from}): uncertain`, async () => {
+        await uncertain(twoStep(err(status, code)).provider.closePayment(ATTEMPT));
+      });
+    } else {
+      test(`${status} ${code} (${from}): ${outcome}`, () => assert.fail(`no close answer means ${outcome}`));
     }
+  }
+
+  test('the table gives the documented codes their documented outcomes', () => agreesWith(CLOSE_ERRORS, EXPECTED_CLOSE));
+  for (const [status, code, outcome] of EXPECTED_CLOSE) answered(status, code, outcome, 'documented');
+  for (const [code, outcome] of Object.entries(CLOSE_ERRORS)) {
+    const status = code.includes('NOT_EXIST') || code === 'ORDERNOTEXIST' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
+    answered(status, code, outcome === 'CLOSED' ? 'CLOSED' : 'CHECK', 'table row');
   }
 });
 
@@ -273,6 +378,15 @@ describe('refund: POST /v3/refund/domestic/refunds', () => {
     await uncertain(stubProvider(() => refund('SUCCESS', 'rf_other')).provider.refund(r));
   });
 
+  test('the table gives the documented codes their documented outcomes', () => agreesWith(REFUND_ERRORS, EXPECTED_REFUND));
+  for (const [status, code, outcome] of EXPECTED_REFUND) {
+    test(`${status} ${code} (documented): ${outcome}`, async () => {
+      const p = stubProvider(() => err(status, code)).provider.refund(r);
+      if (outcome === 'UNCERTAIN') await uncertain(p);
+      else await rejectedWith(p, code);
+    });
+  }
+
   for (const [code, outcome] of Object.entries(REFUND_ERRORS)) {
     const status =
       code === 'RESOURCE_NOT_EXISTS'
@@ -308,13 +422,20 @@ describe('queryRefund: GET /v3/refund/domestic/refunds/{out_refund_no}', () => {
     });
   }
 
-  for (const [code, outcome] of Object.entries(REFUND_QUERY_ERRORS)) {
-    const status = outcome === 'NOT_FOUND' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
-    test(`${status} ${code}: ${outcome}`, async () => {
+  function answered(status: number, code: string, outcome: Outcome, from: string): void {
+    test(`${status} ${code} (${from}): ${outcome}`, async () => {
       const p = stubProvider(() => err(status, code)).provider.queryRefund({ refundId: 'rf_1', paidAttemptId: ATTEMPT });
       if (outcome === 'NOT_FOUND') assert.deepEqual(await p, { state: 'NOT_FOUND', amountFen: null });
+      else if (outcome === 'UNCERTAIN') await uncertain(p);
       else await rejectedWith(p, code);
     });
+  }
+
+  test('the table gives the documented codes their documented outcomes', () => agreesWith(REFUND_QUERY_ERRORS, EXPECTED_REFUND_QUERY));
+  for (const [status, code, outcome] of EXPECTED_REFUND_QUERY) answered(status, code, outcome, 'documented');
+  for (const [code, outcome] of Object.entries(REFUND_QUERY_ERRORS)) {
+    const status = outcome === 'NOT_FOUND' ? 404 : code === 'SIGN_ERROR' ? 401 : 400;
+    answered(status, code, outcome === 'NOT_FOUND' ? 'NOT_FOUND' : 'REJECTED', 'table row');
   }
 });
 

@@ -5,8 +5,7 @@
 import assert from 'node:assert/strict';
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { ProviderNotificationError } from '../../src/providers/provider.ts';
-import { WechatPayRefundAbnormalNotice } from '../../src/providers/wechatpay/notifications.ts';
+import { ProviderNoticeForOperator, ProviderNotificationError } from '../../src/providers/provider.ts';
 import { WechatPayProvider } from '../../src/providers/wechatpay/wechatpay.ts';
 import { APIV3_KEY, APP_ID, MCH_ID, signedHeaders, stubConfig } from './wechatpay-stub.ts';
 
@@ -105,10 +104,15 @@ describe('accepted notifications', () => {
 describe('refused notifications', () => {
   const body = notice('TRANSACTION.SUCCESS', transaction());
 
-  test('REFUND.ABNORMAL: verified, but not a state change: a WechatPayRefundAbnormalNotice naming the refund', async () => {
+  test('REFUND.ABNORMAL: verified, but not a state change: a ProviderNoticeForOperator naming the refund', async () => {
     await assert.rejects(
       parse(notice('REFUND.ABNORMAL', refundResource('ABNORMAL'))),
-      (e: unknown) => e instanceof WechatPayRefundAbnormalNotice && e instanceof ProviderNotificationError && e.refundId === 'rf_1',
+      (e: unknown) =>
+        e instanceof ProviderNoticeForOperator &&
+        e instanceof ProviderNotificationError &&
+        e.kind === 'REFUND_ABNORMAL' &&
+        e.subjectId === 'rf_1' &&
+        e.details.providerRef === '50300000000000000000000001',
     );
   });
 

@@ -6,9 +6,8 @@
 import assert from 'node:assert/strict';
 import { createPublicKey, createSecretKey } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { ProviderNotificationError, ProviderUncertainError } from '../../src/providers/provider.ts';
+import { ProviderNoticeForOperator, ProviderNotificationError, ProviderUncertainError } from '../../src/providers/provider.ts';
 import { whyUnverified } from '../../src/providers/wechatpay/client.ts';
-import { WechatPayRefundAbnormalNotice } from '../../src/providers/wechatpay/notifications.ts';
 import { PublicKeyPlatform } from '../../src/providers/wechatpay/platform-keys.ts';
 import { authorizationHeader, newNonce, requestMessage, signMessage } from '../../src/providers/wechatpay/protocol.ts';
 import { WechatPayProvider } from '../../src/providers/wechatpay/wechatpay.ts';
@@ -218,7 +217,13 @@ describe('the simulator as WeChat Pay', () => {
     await h.sim.controls.pay(i.attemptId);
     h.sim.controls.nextRefundsSettleAs('ABNORMAL');
     const refundId = newId.refund();
-    await h.provider.refund({ refundId, paidAttemptId: i.attemptId, amountFen: 300, paymentAmountFen: 1000, reason: null });
+    const refunded = await h.provider.refund({
+      refundId,
+      paidAttemptId: i.attemptId,
+      amountFen: 300,
+      paymentAmountFen: 1000,
+      reason: null,
+    });
     const abnormal = await waitFor(() =>
       h.sim.controls
         .sentNotifications()
@@ -227,7 +232,11 @@ describe('the simulator as WeChat Pay', () => {
     assert.deepEqual(await h.provider.queryRefund({ refundId, paidAttemptId: i.attemptId }), { state: 'PENDING', amountFen: 300 });
     await assert.rejects(
       h.provider.parseNotification(abnormal.rawBody, abnormal.headers),
-      (e: unknown) => e instanceof WechatPayRefundAbnormalNotice && e.refundId === refundId,
+      (e: unknown) =>
+        e instanceof ProviderNoticeForOperator &&
+        e.kind === 'REFUND_ABNORMAL' &&
+        e.subjectId === refundId &&
+        e.details.providerRef === refunded.providerRef,
     );
     await h.sim.controls.settleRefund(refundId, 'SUCCESS');
     assert.deepEqual(await h.provider.queryRefund({ refundId, paidAttemptId: i.attemptId }), { state: 'SUCCEEDED', amountFen: 300 });

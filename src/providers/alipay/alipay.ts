@@ -31,6 +31,8 @@ import {
   type RefundQueryResult,
   type RefundResult,
 } from '../provider.ts';
+import { BILL_TIMEOUT_MS, readCapped } from '../http-read.ts';
+import { emptyStatement } from '../statement-parsing.ts';
 import { ALIPAY_MAX_TRADE_FEN, fenToYuan, yuanToFen } from './amount.ts';
 import { alipayBillLines, parseAlipayTradeBill } from './bill.ts';
 import type { AlipayConfig } from './config.ts';
@@ -51,10 +53,6 @@ export const MAX_ANSWER_BYTES = 1024 * 1024;
 
 /** A bill archive is read up to this size (it is held whole: a ZIP's directory is at its end). */
 export const MAX_BILL_BYTES = 512 * 1024 * 1024;
-/** How long fetching a bill archive may take. */
-export const BILL_TIMEOUT_MS = 10 * 60_000;
-
-async function* emptyStatement(): AsyncGenerator<ProviderStatementLine> {}
 
 /** Bounds on a notification's form body (Alipay's longest values, fund_bill_list and the like, are far below). */
 export const NOTIFICATION_LIMITS = { maxParams: 100, maxNameChars: 64, maxValueChars: 4096 } as const;
@@ -263,7 +261,7 @@ export class AlipayProvider implements PaymentProvider {
         await res.body?.cancel().catch(() => {});
         throw new ProviderUncertainError(`alipay bill: HTTP ${res.status}`);
       }
-      zip = await readCapped(res, MAX_BILL_BYTES, 'bill');
+      zip = await readCapped(res, MAX_BILL_BYTES, () => tooLarge('bill', MAX_BILL_BYTES));
     } catch (err) {
       if (err instanceof ProviderUncertainError) throw err;
       throw new ProviderUncertainError(
@@ -377,7 +375,7 @@ export class AlipayProvider implements PaymentProvider {
         await res.body?.cancel().catch(() => {});
         throw new ProviderUncertainError(`alipay ${method}: HTTP ${res.status}`);
       }
-      return await readCapped(res, MAX_ANSWER_BYTES, method);
+      return await readCapped(res, MAX_ANSWER_BYTES, () => tooLarge(method, MAX_ANSWER_BYTES));
     } catch (err) {
       if (err instanceof ProviderUncertainError) throw err;
       if (signal.aborted) throw new ProviderUncertainError(`alipay ${method}: no answer within ${timeoutMs} ms`);
@@ -386,21 +384,9 @@ export class AlipayProvider implements PaymentProvider {
   }
 }
 
-async function readCapped(res: Response, max: number, method: string): Promise<Uint8Array> {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  const reader = res.body!.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      throw new ProviderUncertainError(`alipay ${method}: the answer is over ${max} bytes`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
+/** An answer read no further than `max` bytes (src/providers/http-read.ts). */
+function tooLarge(method: string, max: number): ProviderUncertainError {
+  return new ProviderUncertainError(`alipay ${method}: the answer is over ${max} bytes`);
 }
 
 /** `notify_url` -> `notifyUrl`: the SDK takes public parameters in camel case and writes them in snake case. */

@@ -7,26 +7,17 @@
  * the call may or may not have been carried out.
  */
 import type { KeyObject } from 'node:crypto';
+import type { Clock } from '../../domain/clock.ts';
+import { readCapped } from '../http-read.ts';
 import { ProviderUncertainError } from '../provider.ts';
+import type { PlatformKeys } from './platform-keys.ts';
 import { answerMessage, authorizationHeader, newNonce, requestMessage, signMessage, verifyMessage } from './protocol.ts';
 
-/** The platform's verification keys (src/providers/wechatpay/platform-keys.ts: public-key or certificate mode). */
-export interface PlatformKeys {
-  /** The serial to name in a request's `Wechatpay-Serial` (the key we would like answers signed with). */
-  acceptSerial(): string | null;
-  /** The key of this serial, or null when we hold none (after a refresh, in certificate mode). */
-  keyFor(serial: string): Promise<KeyObject | null>;
-}
-
 /** An answer or a notification may be at most this far from our clock (the official SDKs' 5 minutes). */
-export const MAX_CLOCK_SKEW_SECONDS = 300;
+const MAX_CLOCK_SKEW_SECONDS = 300;
 /** The largest answer read; the API's answers are a few kilobytes. */
 export const MAX_ANSWER_BYTES = 1024 * 1024;
 const USER_AGENT = 'merchant-payment-service (node)';
-
-export interface Clock {
-  now(): number;
-}
 
 export interface RawAnswer {
   status: number;
@@ -51,18 +42,6 @@ export interface HttpOptions {
   timeoutMs: number;
   clock: Clock;
   fetch: typeof fetch;
-}
-
-async function readLimited(res: Response, limit: number): Promise<Buffer> {
-  if (!res.body) return Buffer.alloc(0);
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    size += chunk.length;
-    if (size > limit) throw new ProviderUncertainError(`wechatpay: answer larger than ${limit} bytes`);
-    parts.push(Buffer.from(chunk));
-  }
-  return Buffer.concat(parts);
 }
 
 /** The headers of a signed request: its `Authorization` over method, path, time, nonce and body. */
@@ -119,7 +98,8 @@ export async function sendSigned(
     });
     const out: Record<string, string> = {};
     res.headers.forEach((v, k) => (out[k.toLowerCase()] = v));
-    return { status: res.status, headers: out, body: await readLimited(res, MAX_ANSWER_BYTES) };
+    const tooLarge = () => new ProviderUncertainError(`wechatpay: answer larger than ${MAX_ANSWER_BYTES} bytes`);
+    return { status: res.status, headers: out, body: await readCapped(res, MAX_ANSWER_BYTES, tooLarge) };
   } catch (err) {
     if (err instanceof ProviderUncertainError) throw err;
     const what = signal.aborted ? `no answer within ${o.timeoutMs} ms` : `transport failure (${(err as Error).name})`;

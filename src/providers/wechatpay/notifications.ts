@@ -14,22 +14,16 @@ import { decryptAesGcm } from './protocol.ts';
  * A verified REFUND.ABNORMAL notice: the refund could not reach the buyer (a cancelled card) and
  * waits in WeChat Pay's refund account until the merchant redirects it. It is neither settled nor
  * failed (reporting it failed would release the amount for a second refund), so the ledger keeps
- * the refund PENDING; the notice is kept for an operator and acknowledged.
+ * the refund PENDING; the notice is kept for an operator (kind REFUND_ABNORMAL, the refund id as
+ * its subject, WeChat Pay's refund_id as `details.providerRef`) and acknowledged.
  */
-export class WechatPayRefundAbnormalNotice extends ProviderNoticeForOperator {
-  override name = 'WechatPayRefundAbnormalNotice';
-  readonly refundId: string;
-  readonly providerRef: string;
-  constructor(refundId: string, providerRef: string) {
-    super(
-      'REFUND_ABNORMAL',
-      refundId,
-      `REFUND.ABNORMAL for ${refundId}: held by WeChat Pay until the merchant redirects it (merchant platform, abnormal refund)`,
-      { providerRef },
-    );
-    this.refundId = refundId;
-    this.providerRef = providerRef;
-  }
+function refundAbnormal(refundId: string, providerRef: string): ProviderNoticeForOperator {
+  return new ProviderNoticeForOperator(
+    'REFUND_ABNORMAL',
+    refundId,
+    `REFUND.ABNORMAL for ${refundId}: held by WeChat Pay until the merchant redirects it (merchant platform, abnormal refund)`,
+    { providerRef },
+  );
 }
 
 export interface NotificationContext {
@@ -114,7 +108,7 @@ export async function parseWechatPayNotification(
     const refundId = text(plain, 'out_refund_no');
     const providerRef = text(plain, 'refund_id');
     const amountFen = fen(object(plain.amount, 'resource.amount'), 'refund');
-    if (status === 'ABNORMAL') throw new WechatPayRefundAbnormalNotice(refundId, providerRef);
+    if (status === 'ABNORMAL') throw refundAbnormal(refundId, providerRef);
     return status === 'SUCCESS'
       ? { kind: 'REFUND', refundId, state: 'SUCCEEDED', reason: null, amountFen, providerRef }
       : { kind: 'REFUND', refundId, state: 'FAILED', reason: 'REFUND_CLOSED', amountFen, providerRef };

@@ -8,7 +8,7 @@
 import { type KeyObject, createDecipheriv, randomBytes, sign, verify } from 'node:crypto';
 
 /** The only signature scheme of API v3 (the `Authorization` scheme and `Wechatpay-Signature-Type`). */
-export const SIGNATURE_SCHEME = 'WECHATPAY2-SHA256-RSA2048';
+const SIGNATURE_SCHEME = 'WECHATPAY2-SHA256-RSA2048';
 
 /** WeChat Pay sends deliberately wrong signatures with this prefix to probe that merchants verify. */
 const PROBE_PREFIX = 'WECHATPAY/SIGNTEST/';

@@ -30,9 +30,12 @@ import {
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { type Clock, systemClock } from '../../domain/clock.ts';
 import { textLines } from '../../lib/lines.ts';
+import { BILL_TIMEOUT_MS } from '../http-read.ts';
+import { emptyStatement } from '../statement-parsing.ts';
 import { parseWechatTradeBill } from './bill.ts';
-import { type Answer, type Clock, type HttpOptions, openSignedFile, sendSigned, verifiedAnswer } from './client.ts';
+import { type Answer, type HttpOptions, openSignedFile, sendSigned, verifiedAnswer } from './client.ts';
 import type { WechatPayConfig } from './config.ts';
 import {
   BILL_ERRORS,
@@ -62,9 +65,6 @@ export interface WechatPayProviderOptions {
   certificateRefreshMs?: number;
 }
 
-/** How long fetching a bill file may take. */
-export const BILL_TIMEOUT_MS = 10 * 60_000;
-
 /** The bytes as they pass, their SHA-1 checked against the bill's once the last one has. */
 async function* sha1Checked(bytes: AsyncIterable<Buffer>, expected: string): AsyncGenerator<Buffer> {
   const h = createHash('sha1');
@@ -74,8 +74,6 @@ async function* sha1Checked(bytes: AsyncIterable<Buffer>, expected: string): Asy
   }
   if (h.digest('hex') !== expected) throw new ProviderUncertainError('wechatpay: the bill file does not match its SHA-1');
 }
-
-async function* emptyStatement(): AsyncGenerator<ProviderStatementLine> {}
 
 /** WeChat Pay's limits on free text: description 127 characters, refund reason 80. */
 function clip(s: string, max: number): string {
@@ -93,7 +91,7 @@ function fenOrNull(o: unknown, key: string): number | null {
 }
 
 /** The h5_url with the page the buyer returns to, as WeChat Pay's H5 guide describes (`redirect_url`, URL-encoded). */
-export function h5RedirectUrl(h5Url: string, returnUrl: string | null): string {
+function h5RedirectUrl(h5Url: string, returnUrl: string | null): string {
   if (returnUrl === null) return h5Url;
   return `${h5Url}${h5Url.includes('?') ? '&' : '?'}redirect_url=${encodeURIComponent(returnUrl)}`;
 }
@@ -119,7 +117,7 @@ export class WechatPayProvider implements PaymentProvider {
     }
     this.#c = config;
     this.#notifyUrl = opts.notifyUrl;
-    this.#clock = opts.clock ?? { now: () => Date.now() };
+    this.#clock = opts.clock ?? systemClock;
     this.#http = {
       mchId: config.mchId,
       certSerial: config.certSerial,
