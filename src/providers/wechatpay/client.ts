@@ -10,8 +10,15 @@ import type { KeyObject } from 'node:crypto';
 import type { Clock } from '../../domain/clock.ts';
 import { readCapped } from '../http-read.ts';
 import { ProviderUncertainError } from '../provider.ts';
-import type { PlatformKeys } from './platform-keys.ts';
 import { answerMessage, authorizationHeader, newNonce, requestMessage, signMessage, verifyMessage } from './protocol.ts';
+
+/** The platform's verification keys: public-key mode (platform-keys.ts: PublicKeyPlatform) or certificate mode (CertificatePlatform). */
+export interface PlatformKeys {
+  /** The serial to name in a request's `Wechatpay-Serial` (the key we would like answers signed with). */
+  acceptSerial(): string | null;
+  /** The key of this serial, or null when we hold none (after a refresh, in certificate mode). */
+  keyFor(serial: string): Promise<KeyObject | null>;
+}
 
 /** An answer or a notification may be at most this far from our clock (the official SDKs' 5 minutes). */
 const MAX_CLOCK_SKEW_SECONDS = 300;

@@ -13,16 +13,10 @@
 import { type KeyObject, X509Certificate } from 'node:crypto';
 import type { Clock } from '../../domain/clock.ts';
 import { ProviderUncertainError } from '../provider.ts';
-import { type RawAnswer, whyUnverified } from './client.ts';
+import { type PlatformKeys, type RawAnswer, whyUnverified } from './client.ts';
 import { decryptAesGcm } from './protocol.ts';
 
-/** The platform's verification keys: public-key mode (PublicKeyPlatform) or certificate mode (CertificatePlatform). */
-export interface PlatformKeys {
-  /** The serial to name in a request's `Wechatpay-Serial` (the key we would like answers signed with). */
-  acceptSerial(): string | null;
-  /** The key of this serial, or null when we hold none (after a refresh, in certificate mode). */
-  keyFor(serial: string): Promise<KeyObject | null>;
-}
+export type { PlatformKeys };
 
 export class PublicKeyPlatform implements PlatformKeys {
   readonly #id: string;
