@@ -60,21 +60,23 @@ export interface GateDeps {
   rateLimiter: AppRateLimiter;
 }
 
-export interface GateAnswer {
+/** An open-API answer before it is serialized: the gate's refusals, and the results and refusals of step 9. */
+export interface OpenAnswer {
   status: number;
   body: Record<string, unknown>;
   headers?: Record<string, string>;
 }
 
-/** The failure envelope {code, message, requestId[, details]} of a request at the gate. */
-export function failure(req: FastifyRequest, code: OpenApiCode, message?: string, details?: Record<string, unknown>): GateAnswer {
-  const body: Record<string, unknown> = {
-    code,
-    message: message ?? OPEN_API_ERRORS[code].message,
-    requestId: req.gate.headers?.requestId ?? newId.gateway(), // a gw_ id only when no X-SVC-Request-Id was accepted
-  };
+/** The open API's failure envelope {code, message, requestId[, details]} (the one builder of it). */
+export function failureAnswer(code: OpenApiCode, requestId: string, message?: string, details?: Record<string, unknown>): OpenAnswer {
+  const body: Record<string, unknown> = { code, message: message ?? OPEN_API_ERRORS[code].message, requestId };
   if (details !== undefined) body.details = details;
   return { status: OPEN_API_ERRORS[code].status, body };
+}
+
+/** The failure envelope of a request at the gate: a gw_ id only when no X-SVC-Request-Id was accepted. */
+export function failure(req: FastifyRequest, code: OpenApiCode, message?: string, details?: Record<string, unknown>): OpenAnswer {
+  return failureAnswer(code, req.gate.headers?.requestId ?? newId.gateway(), message, details);
 }
 
 /** decisions.md section 3: the answer when the platform signing key is unavailable (sent unsigned). */
@@ -174,7 +176,7 @@ async function identifyAndSign(
   }
 }
 
-export function sendResult(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: GateAnswer): Promise<FastifyReply> {
+export function sendResult(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: OpenAnswer): Promise<FastifyReply> {
   return sendOpen(svc, req, reply, r.status, JSON.stringify(r.body), r.headers);
 }
 
@@ -329,7 +331,7 @@ export function installGate(scope: FastifyInstance, svc: GateDeps): void {
   });
 }
 
-async function runGate(svc: GateDeps, req: FastifyRequest): Promise<GateAnswer | null> {
+async function runGate(svc: GateDeps, req: FastifyRequest): Promise<OpenAnswer | null> {
   const g = req.gate;
   const raw = req.raw.rawHeaders;
 

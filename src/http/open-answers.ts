@@ -2,15 +2,10 @@
  * The open API's one mapper from use-case outcomes to answers: results to status codes and bodies,
  * DomainErrors to the contract's failure envelope (decisions.md section 4) and its headers.
  */
-import { DomainError, type DomainCode, OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import type { DomainCode, DomainError, OpenApiCode } from '../domain/errors.ts';
+import { type OpenAnswer, failureAnswer } from '../gate/gate.ts';
 import type { OpenResult } from '../usecases/results.ts';
 import { eventDetailBody, eventPageBody, orderSnapshot, refundProjection, settlementBody, statementBody } from './open-views.ts';
-
-export interface OpenAnswer {
-  status: number;
-  body: Record<string, unknown>;
-  headers?: Record<string, string>;
-}
 
 /** What the rendering of a result needs from the request and the deployment. */
 export interface RenderContext {
@@ -60,13 +55,6 @@ const CODE_OF: Record<DomainCode, OpenApiCode> = {
   RATE_LIMITED: 'OPEN_API_RATE_LIMITED',
   UNAVAILABLE: 'OPEN_API_GUARD_UNAVAILABLE',
 };
-
-/** The failure envelope {code, message, requestId[, details]}. */
-export function failureAnswer(code: OpenApiCode, requestId: string, message?: string, details?: Record<string, unknown>): OpenAnswer {
-  const body: Record<string, unknown> = { code, message: message ?? OPEN_API_ERRORS[code].message, requestId };
-  if (details !== undefined) body.details = details;
-  return { status: OPEN_API_ERRORS[code].status, body };
-}
 
 /**
  * A refusal of a use case. The neutral not-found never explains itself (existence must not be

@@ -100,6 +100,11 @@ export function statementFilePath(day: string, compression: StatementCompression
   return `/api/open/v1/statements/${day}/file${compression === 'GZIP' ? '?compression=gzip' : ''}`;
 }
 
+/** The Content-Type of a statement file in its compression. */
+export function statementContentType(compression: StatementCompression): string {
+  return compression === 'GZIP' ? 'application/gzip' : 'text/csv; charset=utf-8';
+}
+
 /** A statement's summary: the day, the file's form, digest and size, its rows' totals, and where to fetch it. */
 export function statementBody(s: StatementSummary): Record<string, unknown> {
   return {
@@ -111,7 +116,7 @@ export function statementBody(s: StatementSummary): Record<string, unknown> {
     format: 'CSV',
     formatVersion: s.formatVersion,
     compression: s.compression,
-    contentType: s.compression === 'GZIP' ? 'application/gzip' : 'text/csv; charset=utf-8',
+    contentType: statementContentType(s.compression),
     fileName: statementFileName(s.appId, s.day.day, s.compression),
     rowCount: s.digest.rowCount,
     sizeBytes: s.digest.sizeBytes,

@@ -9,8 +9,8 @@ import { sha256Hex } from '@mps/sdk/signing';
 import { DomainError } from '../domain/errors.ts';
 import { parseCreateOrder, parseCreateRefund } from '../domain/order-input.ts';
 import { parseEventQuery } from '../domain/event-log.ts';
-import { statementCompression } from '../domain/statements.ts';
-import { failure, installGate, requestTarget, sendOpen, sendOpenStream, sendResult } from '../gate/gate.ts';
+import { statementCompression, statementFileName } from '../domain/statements.ts';
+import { type OpenAnswer, failure, installGate, requestTarget, sendOpen, sendOpenStream, sendResult } from '../gate/gate.ts';
 import type { Services } from '../services.ts';
 import { closeOrder } from '../usecases/close-order.ts';
 import { createOrder } from '../usecases/create-order.ts';
@@ -22,8 +22,8 @@ import { createRefund } from '../usecases/refunds.ts';
 import { statementFile, statementSummary } from '../usecases/statements.ts';
 import { type Decided, RequestDecided, type RequestUnit } from '../usecases/request-units.ts';
 import type { OpenResult } from '../usecases/results.ts';
-import { type OpenAnswer, type RenderContext, renderRefusal, renderResult } from './open-answers.ts';
-import { statementBody } from './open-views.ts';
+import { type RenderContext, renderRefusal, renderResult } from './open-answers.ts';
+import { statementContentType } from './open-views.ts';
 
 export const OPEN_ROUTES = [
   { method: 'POST', url: '/payments', operationId: 'createOrder' },
@@ -119,9 +119,20 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
     );
     try {
       if (!o.joined) await unit.claim();
-      const answer = await answerOf(req, () => op(unit));
-      const sent = await unit.finish({ status: answer.status, body: JSON.stringify(answer.body) });
-      return await sendOpen(svc, req, reply, sent.status, sent.body, answer.headers);
+      let result: OpenResult | undefined;
+      let refusal: OpenAnswer | undefined;
+      try {
+        result = await op(unit);
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        refusal = renderRefusal(err, g.headers!.requestId);
+      }
+      // A result the operation recorded with its last write is sent as recorded: rendered only otherwise.
+      const sent = await unit.finish(() => {
+        const a = refusal ?? renderResult(result!, context(req));
+        return { status: a.status, body: JSON.stringify(a.body) };
+      });
+      return await sendOpen(svc, req, reply, sent.status, sent.body, refusal?.headers);
     } catch (err) {
       if (err instanceof RequestDecided) return decided(req, reply, err.outcome);
       await unit.abandon().catch(() => {});
@@ -175,16 +186,16 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
       if (err instanceof DomainError) return sendResult(svc, req, reply, renderRefusal(err, req.gate.headers!.requestId));
       throw err;
     }
-    const view = statementBody(file.summary);
+    const s = file.summary;
     return sendOpenStream(
       svc,
       req,
       reply,
       {
-        contentType: view.contentType as string,
-        sha256: file.summary.digest.sha256,
-        sizeBytes: file.summary.digest.sizeBytes,
-        headers: { 'content-disposition': `attachment; filename="${view.fileName as string}"` },
+        contentType: statementContentType(s.compression),
+        sha256: s.digest.sha256,
+        sizeBytes: s.digest.sizeBytes,
+        headers: { 'content-disposition': `attachment; filename="${statementFileName(s.appId, s.day.day, s.compression)}"` },
       },
       file.body,
     );

@@ -265,21 +265,24 @@ export class RequestUnit {
    * Ends the unit with `answer` (the surface's rendering of the operation's outcome) and answers
    * what to send: the answer recorded by the operation if it did, else `answer`, kept for replay
    * (fenced by the holder) unless it is a 429 or 503. A unit that never held the id claims it now:
-   * the first claim's answer is the one kept (RequestDecided otherwise).
+   * the first claim's answer is the one kept (RequestDecided otherwise). `answer` may be given as a
+   * function: it is then called only when the operation recorded no answer (nothing is rendered
+   * twice), before any claim made here.
    */
-  async finish(answer: Answer): Promise<Answer> {
+  async finish(answer: Answer | (() => Answer)): Promise<Answer> {
     const u = this.#units;
     if (this.#recorded) {
       u.release(this.key);
       return this.#recorded;
     }
+    const a = typeof answer === 'function' ? answer() : answer;
     if (!this.#holder) await this.claim();
     const h = this.#holder!;
     const ids = { appId: this.key.appId, requestId: this.key.requestId };
     try {
-      if (answer.status === 429 || answer.status === 503) {
+      if (a.status === 429 || a.status === 503) {
         await replays.abandonRequestId(u.db, ids.appId, ids.requestId, h.holder);
-      } else if (!(await replays.completeRequestId(u.db, ids.appId, ids.requestId, h.holder, answer.status, answer.body))) {
+      } else if (!(await replays.completeRequestId(u.db, ids.appId, ids.requestId, h.holder, a.status, a.body))) {
         // Taken over meanwhile (this holder was judged gone): the answer is sent, not kept.
         u.log.warn(ids, 'request id taken over before its answer was recorded');
       }
@@ -290,7 +293,7 @@ export class RequestUnit {
     } finally {
       u.release(this.key);
     }
-    return answer;
+    return a;
   }
 
   /** The operation failed unexpectedly: the id is given up (a retry executes afresh). */
