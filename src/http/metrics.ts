@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../store/db.ts';
-import { countDiscrepancies, countOpenDiscrepancies } from '../store/discrepancies.ts';
+import { countDiscrepancies } from '../store/discrepancies.ts';
 import { latestCompletedRuns } from '../store/reconciliation.ts';
 import { countEventsByStatus } from '../store/events.ts';
 import { hasAdminToken } from './common.ts';
@@ -18,7 +18,23 @@ export interface Metrics {
   failures: Counter<'code'>;
 }
 
+/**
+ * One read shared by the gauges that show it: a scrape collects every gauge at once, so the first
+ * gauge's collect starts the query and the others join it (one query per scrape).
+ */
+function shared<T>(read: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | null = null;
+  return () => {
+    pending ??= read().finally(() => {
+      pending = null;
+    });
+    return pending;
+  };
+}
+
 export function createMetrics(svc: { db: Db }): Metrics {
+  const discrepancies = shared(() => countDiscrepancies(svc.db));
+  const latestRuns = shared(() => latestCompletedRuns(svc.db));
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'mps_' });
   const m: Metrics = {
@@ -60,9 +76,10 @@ export function createMetrics(svc: { db: Db }): Metrics {
     labelNames: ['provider', 'kind'],
     registers: [registry],
     async collect() {
-      const rows = await countOpenDiscrepancies(svc.db);
+      const rows = await discrepancies();
       this.reset();
-      for (const row of rows) this.set({ provider: row.provider, kind: row.kind }, row.n);
+      // The open ones of every source, by provider and kind.
+      for (const row of rows) if (row.status === 'OPEN') this.inc({ provider: row.provider, kind: row.kind }, row.n);
     },
   });
   new Gauge({
@@ -71,7 +88,7 @@ export function createMetrics(svc: { db: Db }): Metrics {
     labelNames: ['provider', 'source', 'kind', 'status'],
     registers: [registry],
     async collect() {
-      const rows = await countDiscrepancies(svc.db);
+      const rows = await discrepancies();
       this.reset();
       for (const row of rows) this.set({ provider: row.provider, source: row.source, kind: row.kind, status: row.status }, row.n);
     },
@@ -82,7 +99,7 @@ export function createMetrics(svc: { db: Db }): Metrics {
     labelNames: ['provider'],
     registers: [registry],
     async collect() {
-      const rows = await latestCompletedRuns(svc.db);
+      const rows = await latestRuns();
       this.reset();
       for (const row of rows) this.set({ provider: row.provider }, Math.floor(row.finishedAt.getTime() / 1000));
     },
@@ -93,7 +110,7 @@ export function createMetrics(svc: { db: Db }): Metrics {
     labelNames: ['provider'],
     registers: [registry],
     async collect() {
-      const rows = await latestCompletedRuns(svc.db);
+      const rows = await latestRuns();
       this.reset();
       for (const row of rows) this.set({ provider: row.provider }, row.discrepancies);
     },

@@ -69,10 +69,3 @@ export async function countDiscrepancies(
   );
   return r.rows;
 }
-
-export async function countOpenDiscrepancies(db: Queryable): Promise<{ provider: string; kind: string; n: number }[]> {
-  const r = await db.query<{ provider: string; kind: string; n: number }>(
-    `SELECT provider, kind, count(*)::int AS n FROM provider_discrepancies WHERE status = 'OPEN' GROUP BY provider, kind`,
-  );
-  return r.rows;
-}
