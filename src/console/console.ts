@@ -13,13 +13,21 @@
  *   POST   /console/api/password      {currentPassword, newPassword} (CSRF token); the other sessions end
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError, DomainError } from '../domain/errors.ts';
+import { AdminError } from '../domain/errors.ts';
 import { type Actor, PERMISSIONS, can } from '../domain/operators.ts';
 import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { adminErrorHandler, bodyOf } from '../http/admin-common.ts';
 import { changePasswordSchema, signInSchema } from '../http/admin-schemas.ts';
-import { installRawJsonParser, secretEquals } from '../http/common.ts';
-import { crossSite, requestIdOf, sessionActor, sessionCookieOf, setSessionCookie, sourceIpOf } from '../http/operator-auth.ts';
+import { installRawJsonParser } from '../http/common.ts';
+import {
+  cookieSession,
+  crossSite,
+  requestIdOf,
+  sessionActor,
+  sessionCookieOf,
+  setSessionCookie,
+  sourceIpOf,
+} from '../http/operator-auth.ts';
 import type { Services } from '../services.ts';
 import { SignInRefused, changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
 import { consoleAssets } from './bundle.ts';
@@ -102,16 +110,8 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
 
       /** The request's live session, checked like the admin API checks it (CSRF on a change). */
       const session = async (req: FastifyRequest, change: boolean) => {
-        const id = sessionCookieOf(req, svc);
-        const s = id === null ? null : await sessionOf(svc, id);
-        if (!s || id === null) throw unauthorized();
-        if (change) {
-          sameSiteJson(req, svc);
-          const csrf = req.headers['x-csrf-token'];
-          if (typeof csrf !== 'string' || !secretEquals(csrf, s.csrfToken)) {
-            throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
-          }
-        }
+        // On a change, the console's own checks (this site, JSON) come before the CSRF token's.
+        const { id, s } = await cookieSession(req, svc, { change, unauthorized, beforeCsrf: () => sameSiteJson(req, svc) });
         const actor = sessionActor(s, { sourceIp: sourceIpOf(req, svc), requestId: requestIdOf(req) });
         return { id, s, actor };
       };
@@ -170,12 +170,8 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
       api.post('/password', async (req, reply) => {
         const { id, actor } = await session(req, true);
         const b = bodyOf(req, changePasswordSchema);
-        try {
-          await changeOwnPassword(svc, actor, sessionHash(id), b.currentPassword as string, b.newPassword as string);
-        } catch (err) {
-          if (err instanceof DomainError && err.code === 'VALIDATION_FAILED') throw new AdminError('ADMIN_VALIDATION_FAILED', err.message);
-          throw err;
-        }
+        // A refusal (VALIDATION_FAILED: 400 ADMIN_VALIDATION_FAILED with its explanation) is the error handler's.
+        await changeOwnPassword(svc, actor, sessionHash(id), b.currentPassword as string, b.newPassword as string);
         return reply.code(204).send();
       });
     },

@@ -105,6 +105,33 @@ export function crossSite(req: FastifyRequest, svc: Services): boolean {
   return host !== req.headers.host && host !== new URL(svc.config.publicBaseUrl).host;
 }
 
+/** A live console session, as sessionOf answers it. */
+export type ConsoleSession = NonNullable<Awaited<ReturnType<typeof sessionOf>>>;
+
+/**
+ * The console session a request's cookie names (`unauthorized()` is thrown when there is none or it
+ * is over). On a request that changes something (`change`), `beforeCsrf` runs first (the caller's
+ * own checks), then the session's CSRF token is required in `X-CSRF-Token`, and no foreign `Origin`:
+ * 403 ADMIN_FORBIDDEN otherwise. Used by the admin API and the console's own endpoints.
+ */
+export async function cookieSession(
+  req: FastifyRequest,
+  svc: Services,
+  o: { change: boolean; unauthorized: () => Error; beforeCsrf?: () => void },
+): Promise<{ id: string; s: ConsoleSession }> {
+  const id = sessionCookieOf(req, svc);
+  const s = id === null ? null : await sessionOf(svc, id);
+  if (!s || id === null) throw o.unauthorized();
+  if (o.change) {
+    o.beforeCsrf?.();
+    const csrf = req.headers['x-csrf-token'];
+    if (typeof csrf !== 'string' || !secretEquals(csrf, s.csrfToken) || crossSite(req, svc)) {
+      throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
+    }
+  }
+  return { id, s };
+}
+
 // --- the actor ---------------------------------------------------------------------------------
 
 /** The actor of a console session's request. */
@@ -124,18 +151,12 @@ export function sessionActor(
 }
 
 const actors = new WeakMap<FastifyRequest, Actor>();
-const sessionIds = new WeakMap<FastifyRequest, string>();
 
 /** The actor the authentication hook found (every back-office route runs after it). */
 export function actorOf(req: FastifyRequest): Actor {
   const a = actors.get(req);
   if (!a) throw new Error('actorOf: the request was not authenticated');
   return a;
-}
-
-/** The console session id of a request authenticated by its cookie, else null. */
-export function sessionIdOf(req: FastifyRequest): string | null {
-  return sessionIds.get(req) ?? null;
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -177,16 +198,7 @@ export async function authenticate(req: FastifyRequest, reply: FastifyReply, svc
       };
     }
   } else {
-    const id = sessionCookieOf(req, svc);
-    const s = id === null ? null : await sessionOf(svc, id);
-    if (!s || id === null) throw unauthorized();
-    if (!SAFE_METHODS.has(req.method)) {
-      const csrf = req.headers['x-csrf-token'];
-      if (typeof csrf !== 'string' || !secretEquals(csrf, s.csrfToken) || crossSite(req, svc)) {
-        throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
-      }
-    }
-    sessionIds.set(req, id);
+    const { s } = await cookieSession(req, svc, { change: !SAFE_METHODS.has(req.method), unauthorized });
     actor = sessionActor(s, base);
   }
   actors.set(req, actor);
