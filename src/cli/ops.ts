@@ -361,12 +361,13 @@ async function run(): Promise<unknown> {
     case 'operator disable':
       return operatorCommand(sub!);
     case 'audit': {
-      const q = new URLSearchParams();
-      if (opt.operator) q.set('operator', opt.operator);
-      if (opt.action) q.set('action', opt.action);
-      if (opt['entity-id']) q.set('entityId', opt['entity-id']);
-      if (opt.limit) q.set('limit', opt.limit);
-      return api('GET', `/audit${q.size > 0 ? `?${q}` : ''}`);
+      const q = query({
+        operator: opt.operator || undefined,
+        action: opt.action || undefined,
+        entityId: opt['entity-id'] || undefined,
+        limit: opt.limit || undefined,
+      });
+      return api('GET', `/audit${q}`);
     }
     case 'reconcile':
       return reconcile();
