@@ -14,6 +14,7 @@ import { adminPlugin } from './http/admin.ts';
 import { openMethodNotAllowed, openPlugin } from './http/open.ts';
 import { providerNotifyPlugin } from './http/provider-notify.ts';
 import { docsPlugin } from './http/openapi.ts';
+import { registerFrontPage } from './http/front-page.ts';
 import { createMetrics, installMetrics } from './http/metrics.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
@@ -270,6 +271,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.register(consolePlugin, { prefix: '/console', svc });
     await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
     server.get('/healthz', async () => ({ status: 'ok' }));
+    registerFrontPage(server);
     await server.ready();
 
     const dispatcher = createDispatcher(svc);

@@ -339,7 +339,7 @@ export const statementSchema = {
     formatVersion: {
       type: 'integer',
       minimum: 1,
-      description: 'The columns of the file (docs/statements.md); version 1 is described there.',
+      description: 'The columns of the file; version 1 is described in "The file" of the Statements page.',
     },
     compression: { type: 'string', enum: ['NONE', 'GZIP'] },
     contentType: { type: 'string', enum: ['text/csv; charset=utf-8', 'application/gzip'] },

@@ -39,7 +39,8 @@ import { STATEMENT_CLOSE_DELAY_MS, STATEMENT_MAX_AGE_DAYS } from '../domain/stat
 import { extensionOf } from '../domain/schema.ts';
 import type { NotificationHeaders } from '../events/signer.ts';
 import { SIGNED_HEADERS } from '../gate/headers.ts';
-import { DOC_PAGES, DOC_PAGE_HEADERS, type DocPage, loadDocPages } from './docs-pages.ts';
+import { DOC_PAGES, DOC_PAGE_HEADERS, type DocPage, loadDocFiles, loadDocPages } from './docs-pages.ts';
+import { registerReference } from './docs-reference.ts';
 
 /** The schemas published under components.schemas, by name: the objects the routes and the tests validate with. */
 export const COMPONENT_SCHEMAS: Record<string, object> = {
@@ -309,7 +310,7 @@ const OPS: Op[] = [
       '200': {
         description: 'The file: text/csv; charset=utf-8, or application/gzip with compression=gzip.',
         media: {
-          'text/csv': { schema: { type: 'string', description: 'CSV, format version 1 (docs/statements.md).' } },
+          'text/csv': { schema: { type: 'string', description: 'CSV, format version 1 ("The file" of the Statements page).' } },
           'application/gzip': { schema: { type: 'string', contentEncoding: 'binary', description: 'gzip of the CSV.' } },
         },
       },
@@ -622,12 +623,22 @@ export function openApiDocument(publicBaseUrl: string): Record<string, unknown> 
   };
 }
 
+/**
+ * /docs: the rendered API reference (src/http/docs-reference.ts), the OpenAPI document it renders,
+ * the pages beside it (src/http/docs-pages.ts) and the files they link to (signing vectors, recipes).
+ */
 export async function docsPlugin(scope: FastifyInstance, opts: { publicBaseUrl: string }): Promise<void> {
   const doc = JSON.stringify(openApiDocument(opts.publicBaseUrl));
   scope.get('/openapi.json', async (_req, reply) => reply.type('application/json; charset=utf-8').send(doc));
+  registerReference(scope);
   const pages = loadDocPages();
   for (const p of DOC_PAGES) {
     const html = pages.get(p)!;
     scope.get(`/${p}`, async (_req, reply) => reply.headers(DOC_PAGE_HEADERS).send(html));
+  }
+  for (const [served, file] of loadDocFiles()) {
+    scope.get(`/${served}`, async (_req, reply) =>
+      reply.headers({ 'content-type': file.type, 'x-content-type-options': 'nosniff', 'cache-control': 'no-cache' }).send(file.body),
+    );
   }
 }

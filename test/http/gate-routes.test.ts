@@ -55,7 +55,6 @@ describe('404 ROUTE_NOT_FOUND', () => {
       '/api/open/v2/payments',
       '/api/open/V1/payments',
       '/api/open',
-      '/',
       '/api/open/v1',
     ]) {
       platformEnvelope(await t.server.inject({ method: 'GET', url }), 404, 'ROUTE_NOT_FOUND');

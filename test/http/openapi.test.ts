@@ -332,7 +332,7 @@ test('the docs pages: HTML from docs/*.md, their links answer, and unmounted pat
   }
   const auth = (await t.server.inject({ method: 'GET', url: '/docs/authentication' })).body;
   assert.ok(auth.includes('id="the-gate-in-order"') && auth.includes('id="temporarily_blocked"'));
-  for (const url of ['/docs/nope', '/docs/authentication.md', '/docs/', '/docs', '/nope', '/docs/authentication/x']) {
+  for (const url of ['/docs/nope', '/docs/authentication.md', '/docs/assets/nope.js', '/nope', '/docs/authentication/x']) {
     const r = await t.server.inject({ method: 'GET', url });
     assert.equal(r.statusCode, 404, url);
     assert.deepEqual(r.json(), { status: 404, error: 'ROUTE_NOT_FOUND', message: `No route GET ${url}.` }, url);
