@@ -15,6 +15,7 @@ import { type Browser, type BrowserContext, type Page, devices } from 'playwrigh
 import { type CashierView, renderCashierPage } from '../../src/cashier/page.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
+import { CJK_FONT, skipUnless } from '../helpers/prerequisites.ts';
 
 const RESULTS = path.resolve(import.meta.dirname, '../../test-results/cashier');
 const WAIT_MS = 10_000;
@@ -377,65 +378,69 @@ describe('cashier page in a mobile browser', { skip: browserSkipReason() }, () =
     return marked;
   }
 
-  test('in Chinese and English at 390 px and 1280 px: lang, texts, amounts, no overflow, no wrapped button, CJK glyphs', async () => {
-    const shop = await provision(t, { name: '山城小面（国贸店）' });
-    const order = (o: Record<string, unknown>) => createOrder({ subject: '燕麦拿铁（大杯）', amountFen: 1234, ...o }, shop);
-    const alipay = await order({});
-    const wechat = await order({ channel: 'WECHAT_H5', subject: '地铁单程票' });
-    const paid = await order({ returnUrl: 'https://shop.example/orders/done' });
-    assert.equal((await t.sandbox('POST', `/payments/${paid.openOrderId}/pay`)).statusCode, 200);
-    const closed = await order({});
-    assert.equal((await call(t, shop, 'POST', `/api/open/v1/payments/${closed.outTradeNo}/close`)).statusCode, 200);
-    const expired = await order({ channel: 'WECHAT_H5' });
-    assert.equal((await t.sandbox('POST', `/payments/${expired.openOrderId}/expire`)).statusCode, 200);
-    const cases = [
-      { name: 'alipay-payable', order: alipay, state: 'PAYABLE', channel: 'ALIPAY_H5' },
-      { name: 'wechat-payable', order: wechat, state: 'PAYABLE', channel: 'WECHAT_H5' },
-      { name: 'paid', order: paid, state: 'PAID', channel: 'ALIPAY_H5' },
-      { name: 'closed', order: closed, state: 'CLOSED', channel: 'ALIPAY_H5' },
-      { name: 'expired', order: expired, state: 'EXPIRED', channel: 'WECHAT_H5' },
-    ] as const;
+  test(
+    'in Chinese and English at 390 px and 1280 px: lang, texts, amounts, no overflow, no wrapped button, CJK glyphs',
+    { skip: skipUnless(CJK_FONT) },
+    async () => {
+      const shop = await provision(t, { name: '山城小面（国贸店）' });
+      const order = (o: Record<string, unknown>) => createOrder({ subject: '燕麦拿铁（大杯）', amountFen: 1234, ...o }, shop);
+      const alipay = await order({});
+      const wechat = await order({ channel: 'WECHAT_H5', subject: '地铁单程票' });
+      const paid = await order({ returnUrl: 'https://shop.example/orders/done' });
+      assert.equal((await t.sandbox('POST', `/payments/${paid.openOrderId}/pay`)).statusCode, 200);
+      const closed = await order({});
+      assert.equal((await call(t, shop, 'POST', `/api/open/v1/payments/${closed.outTradeNo}/close`)).statusCode, 200);
+      const expired = await order({ channel: 'WECHAT_H5' });
+      assert.equal((await t.sandbox('POST', `/payments/${expired.openOrderId}/expire`)).statusCode, 200);
+      const cases = [
+        { name: 'alipay-payable', order: alipay, state: 'PAYABLE', channel: 'ALIPAY_H5' },
+        { name: 'wechat-payable', order: wechat, state: 'PAYABLE', channel: 'WECHAT_H5' },
+        { name: 'paid', order: paid, state: 'PAID', channel: 'ALIPAY_H5' },
+        { name: 'closed', order: closed, state: 'CLOSED', channel: 'ALIPAY_H5' },
+        { name: 'expired', order: expired, state: 'EXPIRED', channel: 'WECHAT_H5' },
+      ] as const;
 
-    for (const lang of ['zh-CN', 'en'] as const) {
-      const want = LANGS[lang];
-      for (const width of [390, 1280] as const) {
-        const context = await browser.newContext({ ...WIDTHS[width], locale: want.locale });
-        for (const c of cases) {
-          const where = `${lang} ${width}px ${c.name}`;
-          const w = await watchPage(context, c.order.payUrl);
-          const { page } = w;
-          await stateIs(page, c.state);
-          assert.equal(await page.locator('html').getAttribute('lang'), lang, where);
-          assert.equal(await page.locator('.channel').textContent(), want.channel[c.channel], where);
-          assert.equal(await page.locator('.amount').textContent(), want.amount, where);
-          assert.equal(await page.locator('.merchant').textContent(), '山城小面（国贸店）');
-          if (c.state === 'PAYABLE') {
-            assert.match((await page.locator('[data-countdown]').textContent()) ?? '', want.countdown, where);
-            assert.deepEqual(await page.locator('[data-sandbox-action]').allTextContents(), want.sandbox, where);
-            if (c.channel === 'ALIPAY_H5') {
-              const qr = page.locator('img.qr');
-              await qr.waitFor({ state: 'visible' });
-              assert.equal(
-                await qr.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth),
-                480,
-                `${where}: QR loaded`,
-              );
+      for (const lang of ['zh-CN', 'en'] as const) {
+        const want = LANGS[lang];
+        for (const width of [390, 1280] as const) {
+          const context = await browser.newContext({ ...WIDTHS[width], locale: want.locale });
+          for (const c of cases) {
+            const where = `${lang} ${width}px ${c.name}`;
+            const w = await watchPage(context, c.order.payUrl);
+            const { page } = w;
+            await stateIs(page, c.state);
+            assert.equal(await page.locator('html').getAttribute('lang'), lang, where);
+            assert.equal(await page.locator('.channel').textContent(), want.channel[c.channel], where);
+            assert.equal(await page.locator('.amount').textContent(), want.amount, where);
+            assert.equal(await page.locator('.merchant').textContent(), '山城小面（国贸店）');
+            if (c.state === 'PAYABLE') {
+              assert.match((await page.locator('[data-countdown]').textContent()) ?? '', want.countdown, where);
+              assert.deepEqual(await page.locator('[data-sandbox-action]').allTextContents(), want.sandbox, where);
+              if (c.channel === 'ALIPAY_H5') {
+                const qr = page.locator('img.qr');
+                await qr.waitFor({ state: 'visible' });
+                assert.equal(
+                  await qr.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth),
+                  480,
+                  `${where}: QR loaded`,
+                );
+              }
+            } else {
+              await page.getByRole('heading', { name: want.headings[c.state] }).waitFor();
             }
-          } else {
-            await page.getByRole('heading', { name: want.headings[c.state] }).waitFor();
+            await shot(page, `${lang}-${width}-${c.name}`);
+            await assertLayout(page, where);
+            const han = await assertCjkGlyphs(context, page, where);
+            // The merchant name and the subject are Chinese in every language; the rest only in Chinese.
+            assert.ok(lang === 'zh-CN' ? han >= 5 : han >= 2, `${where}: ${han} elements with Chinese text`);
+            assert.deepEqual(w.problems, [], `${where}: no console errors or CSP violations`);
+            await page.close();
           }
-          await shot(page, `${lang}-${width}-${c.name}`);
-          await assertLayout(page, where);
-          const han = await assertCjkGlyphs(context, page, where);
-          // The merchant name and the subject are Chinese in every language; the rest only in Chinese.
-          assert.ok(lang === 'zh-CN' ? han >= 5 : han >= 2, `${where}: ${han} elements with Chinese text`);
-          assert.deepEqual(w.problems, [], `${where}: no console errors or CSP violations`);
-          await page.close();
+          await context.close();
         }
-        await context.close();
       }
-    }
-  });
+    },
+  );
 
   test('in Chinese: the action errors come from the page, then paid in Chinese without a reload', async () => {
     const order = await createOrder({ subject: '燕麦拿铁' });

@@ -1,13 +1,14 @@
 /**
  * Browser tests use Debian's chromium (`apt-get install chromium fonts-noto-cjk`) through playwright-core;
- * no browser is ever downloaded. Without /usr/bin/chromium the browser suites report themselves skipped;
- * without a CJK font the cashier suite fails where it checks that the Chinese text is drawn.
+ * no browser is ever downloaded. Without /usr/bin/chromium the browser suites report themselves
+ * skipped, and without a CJK font the cashier's test of its Chinese text does (test/helpers/prerequisites.ts;
+ * in CI both are failures).
  */
-import fs from 'node:fs';
 import net from 'node:net';
 import { type Browser, chromium } from 'playwright-core';
+import { CHROMIUM, CHROMIUM_PATH, skipUnless } from '../helpers/prerequisites.ts';
 
-export const CHROMIUM_PATH = '/usr/bin/chromium';
+export { CHROMIUM_PATH };
 
 const ARGS = [
   '--headless',
@@ -22,9 +23,7 @@ const ARGS = [
 
 /** A skip message when the browser is missing, else false (for `describe(name, { skip }, ...)`). */
 export function browserSkipReason(): string | false {
-  return fs.existsSync(CHROMIUM_PATH)
-    ? false
-    : `no browser at ${CHROMIUM_PATH}: install Debian's packages (apt-get install chromium fonts-noto-cjk) to run the browser tests`;
+  return skipUnless(CHROMIUM);
 }
 
 /** launch() gives every run a fresh temporary profile, removed on close. */

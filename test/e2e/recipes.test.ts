@@ -3,10 +3,10 @@
  * they cannot rot: each must reproduce every fixed vector of packages/sdk/test/vectors.json, and
  * against a listening service make a signed create order and query through its own HTTP call,
  * verifying the signed answers, and verify a notification the service delivered to a receiver.
- * A recipe whose toolchain is missing reports itself skipped (CI installs both).
+ * A recipe whose toolchain is missing reports itself skipped with the line that installs it (in CI,
+ * where MPS_TEST_REQUIRE_ALL=1, it fails instead: test/helpers/prerequisites.ts).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { type Merchant, type TestApp, provision, startTestApp } from '../helpers/app.ts';
 import { Receiver, waitFor } from '../helpers/events.ts';
 import { type Finished, runProcess } from '../helpers/processes.ts';
+import { JDK, PYTHON_CRYPTOGRAPHY, pythonWithCryptography, skipUnless } from '../helpers/prerequisites.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -37,13 +38,6 @@ interface Vectors {
 }
 const vectors = JSON.parse(fs.readFileSync(path.join(root, 'packages/sdk/test/vectors.json'), 'utf8')) as Vectors;
 
-const works = (cmd: string, args: string[]): boolean => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
-
-/** Debian's python3 carries python3-cryptography; a python3 earlier on PATH (pyenv) may not. */
-const PYTHON = [process.env.RECIPE_PYTHON, '/usr/bin/python3', 'python3'].find(
-  (p): p is string => !!p && works(p, ['-c', 'import cryptography']),
-);
-
 interface Recipe {
   name: string;
   skip: string | false;
@@ -54,7 +48,7 @@ interface Recipe {
 const RECIPES: Recipe[] = [
   {
     name: 'Java (recipes/java/MpsSigning.java)',
-    skip: works('javac', ['-version']) && works('java', ['-version']) ? false : 'no JDK (javac, java) on PATH: the Java recipe is not run',
+    skip: skipUnless(JDK),
     async prepare(dir) {
       const classes = path.join(dir, 'classes');
       const r = await runProcess('javac', ['-d', classes, path.join(root, 'recipes/java/MpsSigning.java')]);
@@ -64,11 +58,9 @@ const RECIPES: Recipe[] = [
   },
   {
     name: 'Python (recipes/python/mps_signing.py)',
-    skip: PYTHON
-      ? false
-      : 'no python3 with the cryptography package (Debian: apt-get install python3-cryptography): the Python recipe is not run',
+    skip: skipUnless(PYTHON_CRYPTOGRAPHY),
     async prepare() {
-      return [PYTHON as string, path.join(root, 'recipes/python/mps_signing.py')];
+      return [pythonWithCryptography()!, path.join(root, 'recipes/python/mps_signing.py')];
     },
   },
 ];

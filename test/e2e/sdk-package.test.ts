@@ -17,14 +17,10 @@ import { after, before, describe, test } from 'node:test';
 import { ADMIN_TOKEN, type Merchant, type TestApp, provision, startTestApp } from '../helpers/app.ts';
 import { Receiver, waitFor } from '../helpers/events.ts';
 import { runProcess } from '../helpers/processes.ts';
+import { SYSTEM_NODE as SYSTEM_NODE_PREREQUISITE, SYSTEM_NODE_PATH, skipUnless } from '../helpers/prerequisites.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
-const SYSTEM_NODE = process.env.SYSTEM_NODE || '/usr/bin/node';
-
-function skipReason(): string | false {
-  if (!fs.existsSync(SYSTEM_NODE)) return `no system Node at ${SYSTEM_NODE} (set SYSTEM_NODE): the packed SDK is not tried on another Node`;
-  return false;
-}
+const SYSTEM_NODE = SYSTEM_NODE_PATH;
 
 /** A plain ESM program: signed create order and query through the packed client. */
 const ORDER_PROGRAM = `
@@ -94,175 +90,182 @@ export const verify: typeof sdk.verifyNotification = sdk.verifyNotification;
 export const bits: number = sdk.DEFAULT_RSA_BITS;
 `;
 
-describe('the packed @mps/sdk, installed from its tarball, on the system Node', { skip: skipReason(), timeout: 180_000 }, () => {
-  let tmp: string;
-  let project: string;
-  let tarball: string;
-  let t: TestApp;
-  let rx: Receiver;
-  let m: Merchant;
-  let env: NodeJS.ProcessEnv;
-  const systemPath = `${path.dirname(SYSTEM_NODE)}:/usr/bin:/bin`;
-  let systemVersion: string;
+describe(
+  'the packed @mps/sdk, installed from its tarball, on the system Node',
+  { skip: skipUnless(SYSTEM_NODE_PREREQUISITE), timeout: 180_000 },
+  () => {
+    let tmp: string;
+    let project: string;
+    let tarball: string;
+    let t: TestApp;
+    let rx: Receiver;
+    let m: Merchant;
+    let env: NodeJS.ProcessEnv;
+    const systemPath = `${path.dirname(SYSTEM_NODE)}:/usr/bin:/bin`;
+    let systemVersion: string;
 
-  before(async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-sdk-package-'));
-    systemVersion = (await runProcess(SYSTEM_NODE, ['--version'])).stdout.trim();
+    before(async () => {
+      tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-sdk-package-'));
+      systemVersion = (await runProcess(SYSTEM_NODE, ['--version'])).stdout.trim();
 
-    // npm pack on a copy of the package; node_modules beside it gives its prepack tsc and @types/node.
-    const copy = path.join(tmp, 'pack', 'sdk');
-    fs.cpSync(path.join(root, 'packages/sdk'), copy, {
-      recursive: true,
-      filter: (src) => !/[/\\](dist|\.package\.workspace\.json|[^/\\]+\.tgz)$/.test(src),
+      // npm pack on a copy of the package; node_modules beside it gives its prepack tsc and @types/node.
+      const copy = path.join(tmp, 'pack', 'sdk');
+      fs.cpSync(path.join(root, 'packages/sdk'), copy, {
+        recursive: true,
+        filter: (src) => !/[/\\](dist|\.package\.workspace\.json|[^/\\]+\.tgz)$/.test(src),
+      });
+      fs.symlinkSync(path.join(root, 'node_modules'), path.join(tmp, 'pack', 'node_modules'), 'dir');
+      const manifestBefore = fs.readFileSync(path.join(copy, 'package.json'), 'utf8');
+      // The project's Node first: npm, and the prepack script it runs, on Node 24.
+      const npmEnv = { ...process.env, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ''}` };
+      const packed = await runProcess('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: copy, env: npmEnv });
+      assert.equal(packed.code, 0, packed.stderr + packed.stdout);
+      tarball = path.join(tmp, (JSON.parse(packed.stdout) as { filename: string }[])[0]!.filename);
+      assert.equal(fs.readFileSync(path.join(copy, 'package.json'), 'utf8'), manifestBefore, 'postpack puts the workspace manifest back');
+
+      project = path.join(tmp, 'project');
+      fs.mkdirSync(project);
+      fs.writeFileSync(path.join(project, 'package.json'), '{ "name": "merchant-app", "private": true }\n');
+      const installed = await runProcess('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], {
+        cwd: project,
+        env: npmEnv,
+      });
+      assert.equal(installed.code, 0, installed.stderr + installed.stdout);
+      fs.writeFileSync(path.join(project, 'order.mjs'), ORDER_PROGRAM);
+      fs.writeFileSync(path.join(project, 'verify.cjs'), VERIFY_PROGRAM);
+
+      rx = await Receiver.start();
+      t = await startTestApp();
+      m = await provision(t, { app: { notifyUrl: rx.url('/hook') } });
+      await t.server.listen({ port: 0, host: '127.0.0.1' });
+      fs.writeFileSync(path.join(tmp, 'merchant-private.pem'), m.privateKeyPem);
+      fs.writeFileSync(path.join(tmp, 'platform-keys.json'), (await t.admin('GET', '/platform-keys')).body);
+      // Only what a merchant's shell would hold: the system Node on PATH, the SDK's settings.
+      env = {
+        PATH: systemPath,
+        HOME: tmp,
+        MPS_BASE_URL: `http://127.0.0.1:${(t.server.server.address() as AddressInfo).port}`,
+        MPS_APP_ID: m.appId,
+        MPS_KEY_ID: m.keyId,
+        MPS_PRIVATE_KEY_FILE: path.join(tmp, 'merchant-private.pem'),
+        MPS_PLATFORM_KEYS_FILE: path.join(tmp, 'platform-keys.json'),
+      };
     });
-    fs.symlinkSync(path.join(root, 'node_modules'), path.join(tmp, 'pack', 'node_modules'), 'dir');
-    const manifestBefore = fs.readFileSync(path.join(copy, 'package.json'), 'utf8');
-    // The project's Node first: npm, and the prepack script it runs, on Node 24.
-    const npmEnv = { ...process.env, PATH: `${path.dirname(process.execPath)}:${process.env.PATH ?? ''}` };
-    const packed = await runProcess('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: copy, env: npmEnv });
-    assert.equal(packed.code, 0, packed.stderr + packed.stdout);
-    tarball = path.join(tmp, (JSON.parse(packed.stdout) as { filename: string }[])[0]!.filename);
-    assert.equal(fs.readFileSync(path.join(copy, 'package.json'), 'utf8'), manifestBefore, 'postpack puts the workspace manifest back');
-
-    project = path.join(tmp, 'project');
-    fs.mkdirSync(project);
-    fs.writeFileSync(path.join(project, 'package.json'), '{ "name": "merchant-app", "private": true }\n');
-    const installed = await runProcess('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: project, env: npmEnv });
-    assert.equal(installed.code, 0, installed.stderr + installed.stdout);
-    fs.writeFileSync(path.join(project, 'order.mjs'), ORDER_PROGRAM);
-    fs.writeFileSync(path.join(project, 'verify.cjs'), VERIFY_PROGRAM);
-
-    rx = await Receiver.start();
-    t = await startTestApp();
-    m = await provision(t, { app: { notifyUrl: rx.url('/hook') } });
-    await t.server.listen({ port: 0, host: '127.0.0.1' });
-    fs.writeFileSync(path.join(tmp, 'merchant-private.pem'), m.privateKeyPem);
-    fs.writeFileSync(path.join(tmp, 'platform-keys.json'), (await t.admin('GET', '/platform-keys')).body);
-    // Only what a merchant's shell would hold: the system Node on PATH, the SDK's settings.
-    env = {
-      PATH: systemPath,
-      HOME: tmp,
-      MPS_BASE_URL: `http://127.0.0.1:${(t.server.server.address() as AddressInfo).port}`,
-      MPS_APP_ID: m.appId,
-      MPS_KEY_ID: m.keyId,
-      MPS_PRIVATE_KEY_FILE: path.join(tmp, 'merchant-private.pem'),
-      MPS_PLATFORM_KEYS_FILE: path.join(tmp, 'platform-keys.json'),
-    };
-  });
-  after(async () => {
-    await t?.stop();
-    await rx?.close();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  });
-
-  test('the package holds compiled JavaScript and declarations only, and depends on nothing', () => {
-    const pkgDir = path.join(project, 'node_modules/@mps/sdk');
-    const manifest = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as Record<string, unknown>;
-    for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies', 'scripts'])
-      assert.equal(manifest[field], undefined, field);
-    assert.deepEqual(manifest.engines, { node: '>=18' });
-    const files = fs.readdirSync(pkgDir, { recursive: true }).map(String);
-    assert.deepEqual(
-      files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')),
-      [],
-      'no TypeScript source',
-    );
-    for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/signing.js', 'dist/cli.js', 'dist/cjs/index.js', 'dist/cjs/index.d.ts']) {
-      assert.ok(files.includes(f), f);
-    }
-    // Every target the manifest names exists, and none is TypeScript source.
-    const targets: string[] = [];
-    const collect = (v: unknown): void => {
-      if (typeof v === 'string') targets.push(v);
-      else if (v !== null && typeof v === 'object') Object.values(v).forEach(collect);
-    };
-    collect([manifest.exports, manifest.bin, manifest.main, manifest.types]);
-    assert.ok(targets.length >= 10);
-    for (const target of targets) assert.ok(fs.existsSync(path.join(pkgDir, target)), target);
-    assert.deepEqual(
-      targets.filter((target) => target.endsWith('.ts') && !target.endsWith('.d.ts')),
-      [],
-    );
-    assert.doesNotMatch(fs.readFileSync(path.join(pkgDir, 'dist/index.d.ts'), 'utf8'), /from '\.\/[^']+\.ts'/);
-  });
-
-  test('its declarations type-check a consumer, through import and require', async () => {
-    fs.writeFileSync(path.join(project, 'consumer.mts'), CONSUMER_ESM);
-    fs.writeFileSync(path.join(project, 'consumer.cts'), CONSUMER_CJS);
-    const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
-    const r = await runProcess(
-      process.execPath,
-      [
-        tsc,
-        '--noEmit',
-        '--strict',
-        '--module',
-        'nodenext',
-        '--moduleResolution',
-        'nodenext',
-        '--target',
-        'es2022',
-        '--typeRoots',
-        path.join(root, 'node_modules/@types'),
-        '--types',
-        'node',
-        'consumer.mts',
-        'consumer.cts',
-      ],
-      { cwd: project },
-    );
-    assert.equal(r.code, 0, r.stdout + r.stderr);
-  });
-
-  test('plain JavaScript (ESM) on the system Node: a signed create order and query, answers verified', async () => {
-    const r = await runProcess(SYSTEM_NODE, ['order.mjs', 'PKG_ORDER_000001'], { cwd: project, env });
-    assert.equal(r.code, 0, r.stderr + r.stdout);
-    const out = JSON.parse(r.stdout);
-    assert.equal(out.node, systemVersion);
-    assert.equal(out.created.status, 201);
-    assert.equal(out.created.signatureVerified, true);
-    assert.equal(out.created.body.status, 'PAYING');
-    assert.equal(out.queried.signatureVerified, true);
-    assert.equal(out.queried.body.openOrderId, out.created.body.openOrderId);
-    assert.equal(out.emptyBodyHash, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
-    assert.equal(out.signingStringLines, 9);
-  });
-
-  test('the packed CLI on the system Node pays the order by its outTradeNo; a delivered notification verifies (CommonJS)', async () => {
-    const cli = path.join(project, 'node_modules/.bin/mps-merchant');
-    const help = await runProcess(cli, ['--help'], { cwd: project, env });
-    assert.equal(help.code, 0, help.stderr);
-    assert.match(help.stdout, /sandbox pay/);
-    const pay = await runProcess(cli, ['sandbox', 'pay', 'PKG_ORDER_000001'], {
-      cwd: project,
-      env: { ...env, ADMIN_TOKEN },
+    after(async () => {
+      await t?.stop();
+      await rx?.close();
+      if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
     });
-    assert.equal(pay.code, 0, pay.stderr + pay.stdout);
-    assert.equal(JSON.parse(pay.stdout).status, 'SUCCEEDED');
-    const query = await runProcess(cli, ['query-order', 'PKG_ORDER_000001'], { cwd: project, env });
-    assert.equal(query.code, 0, query.stderr);
-    assert.equal(JSON.parse(query.stdout).status, 'SUCCEEDED');
 
-    const delivered = await waitFor('the PAYMENT_SUCCEEDED notification', async () => {
-      await t.workers.tick(); // the test app's workers run when told
-      return rx.at('/hook').find((r) => (JSON.parse(r.body) as { eventType: string }).eventType === 'PAYMENT_SUCCEEDED');
+    test('the package holds compiled JavaScript and declarations only, and depends on nothing', () => {
+      const pkgDir = path.join(project, 'node_modules/@mps/sdk');
+      const manifest = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as Record<string, unknown>;
+      for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies', 'scripts'])
+        assert.equal(manifest[field], undefined, field);
+      assert.deepEqual(manifest.engines, { node: '>=18' });
+      const files = fs.readdirSync(pkgDir, { recursive: true }).map(String);
+      assert.deepEqual(
+        files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')),
+        [],
+        'no TypeScript source',
+      );
+      for (const f of ['dist/index.js', 'dist/index.d.ts', 'dist/signing.js', 'dist/cli.js', 'dist/cjs/index.js', 'dist/cjs/index.d.ts']) {
+        assert.ok(files.includes(f), f);
+      }
+      // Every target the manifest names exists, and none is TypeScript source.
+      const targets: string[] = [];
+      const collect = (v: unknown): void => {
+        if (typeof v === 'string') targets.push(v);
+        else if (v !== null && typeof v === 'object') Object.values(v).forEach(collect);
+      };
+      collect([manifest.exports, manifest.bin, manifest.main, manifest.types]);
+      assert.ok(targets.length >= 10);
+      for (const target of targets) assert.ok(fs.existsSync(path.join(pkgDir, target)), target);
+      assert.deepEqual(
+        targets.filter((target) => target.endsWith('.ts') && !target.endsWith('.d.ts')),
+        [],
+      );
+      assert.doesNotMatch(fs.readFileSync(path.join(pkgDir, 'dist/index.d.ts'), 'utf8'), /from '\.\/[^']+\.ts'/);
     });
-    const headersFile = path.join(tmp, 'headers.json');
-    const bodyFile = path.join(tmp, 'body.json');
-    fs.writeFileSync(headersFile, JSON.stringify(delivered.headers));
-    fs.writeFileSync(bodyFile, delivered.body);
-    const ok = await runProcess(SYSTEM_NODE, ['verify.cjs', headersFile, bodyFile], { cwd: project, env });
-    assert.equal(ok.code, 0, ok.stderr);
-    assert.deepEqual(JSON.parse(ok.stdout), {
-      node: systemVersion,
-      verified: true,
-      eventType: 'PAYMENT_SUCCEEDED',
-      outTradeNo: 'PKG_ORDER_000001',
+
+    test('its declarations type-check a consumer, through import and require', async () => {
+      fs.writeFileSync(path.join(project, 'consumer.mts'), CONSUMER_ESM);
+      fs.writeFileSync(path.join(project, 'consumer.cts'), CONSUMER_CJS);
+      const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
+      const r = await runProcess(
+        process.execPath,
+        [
+          tsc,
+          '--noEmit',
+          '--strict',
+          '--module',
+          'nodenext',
+          '--moduleResolution',
+          'nodenext',
+          '--target',
+          'es2022',
+          '--typeRoots',
+          path.join(root, 'node_modules/@types'),
+          '--types',
+          'node',
+          'consumer.mts',
+          'consumer.cts',
+        ],
+        { cwd: project },
+      );
+      assert.equal(r.code, 0, r.stdout + r.stderr);
     });
-    assert.ok(delivered.body.includes('1234'));
-    fs.writeFileSync(bodyFile, delivered.body.replace('1234', '4321'));
-    const tampered = await runProcess(SYSTEM_NODE, ['verify.cjs', headersFile, bodyFile], { cwd: project, env });
-    assert.equal(tampered.code, 0, tampered.stderr);
-    assert.deepEqual(JSON.parse(tampered.stdout), { node: systemVersion, verified: false, reason: 'BAD_SIGNATURE' });
-  });
-});
+
+    test('plain JavaScript (ESM) on the system Node: a signed create order and query, answers verified', async () => {
+      const r = await runProcess(SYSTEM_NODE, ['order.mjs', 'PKG_ORDER_000001'], { cwd: project, env });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      const out = JSON.parse(r.stdout);
+      assert.equal(out.node, systemVersion);
+      assert.equal(out.created.status, 201);
+      assert.equal(out.created.signatureVerified, true);
+      assert.equal(out.created.body.status, 'PAYING');
+      assert.equal(out.queried.signatureVerified, true);
+      assert.equal(out.queried.body.openOrderId, out.created.body.openOrderId);
+      assert.equal(out.emptyBodyHash, 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+      assert.equal(out.signingStringLines, 9);
+    });
+
+    test('the packed CLI on the system Node pays the order by its outTradeNo; a delivered notification verifies (CommonJS)', async () => {
+      const cli = path.join(project, 'node_modules/.bin/mps-merchant');
+      const help = await runProcess(cli, ['--help'], { cwd: project, env });
+      assert.equal(help.code, 0, help.stderr);
+      assert.match(help.stdout, /sandbox pay/);
+      const pay = await runProcess(cli, ['sandbox', 'pay', 'PKG_ORDER_000001'], {
+        cwd: project,
+        env: { ...env, ADMIN_TOKEN },
+      });
+      assert.equal(pay.code, 0, pay.stderr + pay.stdout);
+      assert.equal(JSON.parse(pay.stdout).status, 'SUCCEEDED');
+      const query = await runProcess(cli, ['query-order', 'PKG_ORDER_000001'], { cwd: project, env });
+      assert.equal(query.code, 0, query.stderr);
+      assert.equal(JSON.parse(query.stdout).status, 'SUCCEEDED');
+
+      const delivered = await waitFor('the PAYMENT_SUCCEEDED notification', async () => {
+        await t.workers.tick(); // the test app's workers run when told
+        return rx.at('/hook').find((r) => (JSON.parse(r.body) as { eventType: string }).eventType === 'PAYMENT_SUCCEEDED');
+      });
+      const headersFile = path.join(tmp, 'headers.json');
+      const bodyFile = path.join(tmp, 'body.json');
+      fs.writeFileSync(headersFile, JSON.stringify(delivered.headers));
+      fs.writeFileSync(bodyFile, delivered.body);
+      const ok = await runProcess(SYSTEM_NODE, ['verify.cjs', headersFile, bodyFile], { cwd: project, env });
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.deepEqual(JSON.parse(ok.stdout), {
+        node: systemVersion,
+        verified: true,
+        eventType: 'PAYMENT_SUCCEEDED',
+        outTradeNo: 'PKG_ORDER_000001',
+      });
+      assert.ok(delivered.body.includes('1234'));
+      fs.writeFileSync(bodyFile, delivered.body.replace('1234', '4321'));
+      const tampered = await runProcess(SYSTEM_NODE, ['verify.cjs', headersFile, bodyFile], { cwd: project, env });
+      assert.equal(tampered.code, 0, tampered.stderr);
+      assert.deepEqual(JSON.parse(tampered.stdout), { node: systemVersion, verified: false, reason: 'BAD_SIGNATURE' });
+    });
+  },
+);

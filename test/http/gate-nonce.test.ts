@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { OPEN, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
+import { REDIS, skipUnless } from '../helpers/prerequisites.ts';
 
 const SETTLEMENT = `${OPEN}/settlement/accounts`;
 const PAYMENTS = `${OPEN}/payments`;
@@ -135,7 +136,7 @@ describe('on PostgreSQL', () => {
   );
 });
 
-describe('on Redis', { skip: REDIS_URL ? false : 'TEST_REDIS_URL is not set: the Redis nonce store is not tested' }, () => {
+describe('on Redis', { skip: skipUnless(REDIS) }, () => {
   let redis: Redis | null = null;
   before(() => {
     redis = new Redis(REDIS_URL!, { lazyConnect: false, maxRetriesPerRequest: 2 });

@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { OPEN, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
+import { REDIS, skipUnless } from '../helpers/prerequisites.ts';
 
 const SETTLEMENT = `${OPEN}/settlement/accounts`;
 const REDIS_URL = process.env.TEST_REDIS_URL;
@@ -100,6 +101,6 @@ describe('in memory', () => {
   rateSuite('memory', () => ({}));
 });
 
-describe('on Redis', { skip: REDIS_URL ? false : 'TEST_REDIS_URL is not set: the Redis rate limiter is not tested' }, () => {
+describe('on Redis', { skip: skipUnless(REDIS) }, () => {
   rateSuite('redis', () => ({ REDIS_URL: REDIS_URL! }));
 });

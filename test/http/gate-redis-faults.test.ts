@@ -7,7 +7,7 @@
  * "Nonces on Redis").
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -18,22 +18,13 @@ import { REDIS_MARKER_KEY, RedisNonceStore, redisNonceRisks } from '../../src/ga
 import { REDIS_COMMAND_TIMEOUT_MS } from '../../src/services.ts';
 import { type Merchant, type TestApp, provision, startTestApp } from '../helpers/app.ts';
 import { OPEN, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
+import { REDIS_SERVER, skipUnless } from '../helpers/prerequisites.ts';
 
 const SETTLEMENT = `${OPEN}/settlement/accounts`;
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
-function hasRedisServer(): boolean {
-  try {
-    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-// Where the machine's Redis is tested (TEST_REDIS_URL, as in CI) its server binary is there too, and
-// this suite must run; elsewhere it is skipped without redis-server.
-const skip = process.env.TEST_REDIS_URL || hasRedisServer() ? false : 'redis-server is not installed: the Redis fault suite is not run';
+// Skipped without redis-server, with the line that installs it; in CI (MPS_TEST_REQUIRE_ALL=1) a failure.
+const skip = skipUnless(REDIS_SERVER);
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -119,11 +110,9 @@ describe('the gate on a failing Redis', { skip }, () => {
     await redis?.remove();
   });
 
-  async function unavailable(): Promise<number> {
-    const started = Date.now();
+  async function unavailable(): Promise<void> {
     const s = await send(t, m, 'GET', SETTLEMENT);
     await expectRejection(t, s.r, { status: 503, code: 'OPEN_API_GUARD_UNAVAILABLE', step: 5, sentRequestId: s.requestId });
-    return Date.now() - started;
   }
 
   async function untilAnswered(): Promise<void> {
@@ -143,10 +132,8 @@ describe('the gate on a failing Redis', { skip }, () => {
     await untilAnswered();
     redis.signal('SIGSTOP');
     try {
-      for (let i = 0; i < 3; i++) {
-        const ms = await unavailable();
-        assert.ok(ms < REDIS_COMMAND_TIMEOUT_MS + 1500, `answered after ${ms} ms`);
-      }
+      // Answered while Redis is still stopped (it is continued only below): not held for the outage.
+      for (let i = 0; i < 3; i++) await unavailable();
     } finally {
       redis.signal('SIGCONT');
     }
@@ -158,10 +145,15 @@ describe('the gate on a failing Redis', { skip }, () => {
     const first = await marker(redis.url);
     assert.ok(first, 'the marker was written at start');
     await redis.kill();
-    for (let i = 0; i < 3; i++) {
-      const ms = await unavailable();
-      assert.ok(ms < 1000, `answered after ${ms} ms`);
-    }
+    // A queued command would wait its REDIS_COMMAND_TIMEOUT_MS: three in a row would outlast two of them.
+    const answered = await Promise.race([
+      (async () => {
+        for (let i = 0; i < 3; i++) await unavailable();
+        return 'at once';
+      })(),
+      sleep(2 * REDIS_COMMAND_TIMEOUT_MS).then(() => 'after the command timeout'),
+    ]);
+    assert.equal(answered, 'at once', 'no command waits for the reconnection');
     await sleep(1100);
     await redis.start();
     await untilAnswered();

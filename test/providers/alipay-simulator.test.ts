@@ -188,11 +188,9 @@ describe('alipay simulator: notifications', () => {
 
   test('delayed: sent late', async () => {
     harness().sim.delayNotifications(300, 1);
-    const t0 = Date.now();
     const id = await paidTrade();
-    assert.equal(sendsOf(id).length, 0);
+    assert.equal(sendsOf(id).length, 0, 'not sent with the payment');
     await until('the late send', () => sendsOf(id).length === 1);
-    assert.ok(Date.now() - t0 >= 290);
   });
 
   test('lost: never sent, never retried; the payment is still there to be queried', async () => {

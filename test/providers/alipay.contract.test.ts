@@ -52,6 +52,7 @@ runProviderContract('alipay (simulator)', async () => {
       },
       sentNotifications: () => h.sim.notifications(),
       refundSettleMs: 300,
+      answerTimeoutMs: h.config.timeoutMs,
       shiftClock: (ms) => (shift += ms),
     },
     close: () => h.close(),

@@ -54,6 +54,7 @@ for (const mode of ['publicKey', 'certificate'] as const) {
         clearFaults: async () => h.sim.controls.clearFaults(),
         sentNotifications: () => h.delivered.map(signed),
         refundSettleMs: 300,
+        answerTimeoutMs: h.config.timeoutMs,
         shiftClock: (ms) => (shift += ms),
       },
       close: () => h.close(),

@@ -161,14 +161,12 @@ describe('rules common to every call', () => {
   });
 
   test('no answer within the timeout is uncertain', async () => {
+    // The stub never answers: only the timeout ends the call, and the error names it.
     const { provider } = stubProvider(() => new Promise(() => {}), { timeoutMs: 50 });
-    const t0 = Date.now();
     await assert.rejects(
       provider.queryPayment(ATTEMPT),
       (e: unknown) => e instanceof ProviderUncertainError && /no answer within 50 ms/.test(e.message),
     );
-    const took = Date.now() - t0;
-    assert.ok(took >= 45, `ended by the 50 ms timeout, not before (${took} ms)`);
   });
 });
 

@@ -9,6 +9,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { REDIS, TEST_REDIS_URL, skipUnless } from '../helpers/prerequisites.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 let dataDir: string;
@@ -261,7 +262,7 @@ http.Server.prototype.emit = function (event, req, ...rest) {
   }
 });
 
-test('REDIS_URL: a database that is not a number is a wrong setting (exit 2); one the server does not have stops the start (exit 1)', async () => {
+test('REDIS_URL: a database that is not a number is a wrong setting (exit 2)', async () => {
   await assert.rejects(
     start({ ADMIN_TOKEN: TOKEN, REDIS_URL: 'redis://127.0.0.1:6379/abc' }),
     (err: Error & { code?: number; out?: string }) => {
@@ -270,8 +271,10 @@ test('REDIS_URL: a database that is not a number is a wrong setting (exit 2); on
       return true;
     },
   );
-  if (!process.env.TEST_REDIS_URL) return;
-  const url = new URL(process.env.TEST_REDIS_URL);
+});
+
+test('REDIS_URL: a database the server does not have stops the start (exit 1)', { skip: skipUnless(REDIS) }, async () => {
+  const url = new URL(TEST_REDIS_URL!);
   url.pathname = '/100000';
   await assert.rejects(start({ ADMIN_TOKEN: TOKEN, REDIS_URL: url.toString() }), (err: Error & { code?: number; out?: string }) => {
     assert.equal(err.code, 1);

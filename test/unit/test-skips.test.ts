@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { type Skipped, skipSummary } from '../../scripts/test-skips-reporter.ts';
+import { type Prerequisite, REQUIRE_ALL, missing, skipUnless } from '../helpers/prerequisites.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const FIXTURE = 'test/unit/fixtures/skips.fixture.ts';
@@ -74,5 +75,58 @@ describe('npm test (scripts/test.ts) ends with the skip totals', () => {
       `#   1 test: (no reason given) [${FIXTURE}: skipped without a reason]`,
     ]);
     assert.ok(!r.stdout.includes('never registered'), 'the tests of a skipped suite are not run');
+  });
+});
+
+describe('a missing prerequisite (test/helpers/prerequisites.ts)', () => {
+  const absent: Prerequisite = { what: 'the frobnicator', install: 'apt-get install frobnicator', present: () => false };
+  const present: Prerequisite = { what: 'a clock', install: 'none', present: () => true };
+  const PREREQUISITES = 'test/unit/fixtures/prerequisites.fixture.ts';
+  const runFixture = (extra: NodeJS.ProcessEnv) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, TEST_DATABASE_URL: 'postgres://unused@127.0.0.1:1/none', ...extra };
+    delete env.NODE_TEST_CONTEXT;
+    if (extra[REQUIRE_ALL] === undefined) delete env[REQUIRE_ALL];
+    return spawnSync(process.execPath, ['scripts/test.ts', PREREQUISITES], { cwd: root, env, encoding: 'utf8', timeout: 60_000 });
+  };
+
+  test('is a skip whose reason names it and its install line; nothing missing is no skip', () => {
+    const saved = process.env[REQUIRE_ALL];
+    delete process.env[REQUIRE_ALL];
+    try {
+      assert.equal(skipUnless(present), false);
+      assert.equal(skipUnless(present, absent), 'needs the frobnicator: apt-get install frobnicator');
+      assert.deepEqual(missing(absent, present, absent), [
+        'needs the frobnicator: apt-get install frobnicator',
+        'needs the frobnicator: apt-get install frobnicator',
+      ]);
+    } finally {
+      if (saved !== undefined) process.env[REQUIRE_ALL] = saved;
+    }
+  });
+
+  test(`with ${REQUIRE_ALL}=1 (CI) it is an error with the same reason`, () => {
+    const saved = process.env[REQUIRE_ALL];
+    process.env[REQUIRE_ALL] = '1';
+    try {
+      assert.equal(skipUnless(present), false);
+      assert.throws(() => skipUnless(absent), /MPS_TEST_REQUIRE_ALL=1 \(CI\): needs the frobnicator: apt-get install frobnicator/);
+    } finally {
+      if (saved === undefined) delete process.env[REQUIRE_ALL];
+      else process.env[REQUIRE_ALL] = saved;
+    }
+  });
+
+  test('npm test names the skipped suite with its install line and passes; under CI the same file fails', () => {
+    const r = runFixture({});
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    assert.ok(
+      r.stdout.includes(
+        `#   1 suite: needs the frobnicator: apt-get install frobnicator [${PREREQUISITES}: a suite that needs the frobnicator]`,
+      ),
+      r.stdout,
+    );
+    const ci = runFixture({ [REQUIRE_ALL]: '1' });
+    assert.notEqual(ci.status, 0, 'CI fails');
+    assert.match(ci.stdout + ci.stderr, /MPS_TEST_REQUIRE_ALL=1 \(CI\): needs the frobnicator: apt-get install frobnicator/);
   });
 });
