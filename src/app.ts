@@ -126,10 +126,14 @@ function onIdleConnection(socket: Duplex & { _httpMessage?: { headersSent?: bool
   }
 }
 
+const isLogger = (l: AppOverrides['logger']): l is FastifyBaseLogger => typeof l === 'object' && typeof l.child === 'function';
+
 export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
   if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
   const server = Fastify({
-    logger: o.logger === undefined ? { level: config.logLevel } : (o.logger as boolean),
+    // The logger instance given (main.ts's, in its LOG_FORMAT), or options (tests), or JSON at LOG_LEVEL.
+    loggerInstance: isLogger(o.logger) ? o.logger : undefined,
+    logger: isLogger(o.logger) ? undefined : o.logger === undefined ? { level: config.logLevel } : (o.logger as boolean),
     exposeHeadRoutes: false,
     routerOptions: { maxParamLength: 16_384 },
     bodyLimit: 1024 * 1024,

@@ -4,6 +4,7 @@ import v8 from 'node:v8';
 import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import { buildApp } from './app.ts';
 import { batchThreadPool } from './platform/thread-pool.ts';
+import { cliBanner, createLogger, effectiveLogFormat } from './platform/log.ts';
 import { ensureDataDir } from './store/data-dir.ts';
 import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded.ts';
 import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
@@ -86,10 +87,8 @@ async function main(): Promise<void> {
       `warning: ADMIN_TOKEN is shorter than ${ADMIN_TOKEN_ADVISED_LENGTH} characters; use a long random token outside development\n`,
     );
   }
-  const quiet = ['warn', 'error', 'fatal', 'silent'].includes(config.logLevel);
-  const say = (m: string) => {
-    if (!quiet) process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), msg: m })}\n`);
-  };
+  const log = createLogger(config.logLevel, effectiveLogFormat(config.logFormat));
+  const say = (m: string) => log.info(m);
   if (config.port === 0) {
     // PORT=0: a free port, chosen before anything is built, so payUrl (PUBLIC_BASE_URL unset) names it.
     const port = await freePort(config.host).catch((err: unknown) => {
@@ -124,7 +123,7 @@ async function main(): Promise<void> {
     await stopIfRequested();
     config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
   }
-  const built = await buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true }).catch(async (err) => {
+  const built = await buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true, logger: log }).catch(async (err) => {
     await embedded?.stop();
     await lock?.release();
     if (err instanceof ConfigError) {
@@ -140,9 +139,7 @@ async function main(): Promise<void> {
     await stopEmbedded?.();
   };
   await stopIfRequested();
-  if (built.adminTokenGenerated) {
-    process.stdout.write(`\nADMIN_TOKEN=${built.adminToken}\n(generated for this run; set ADMIN_TOKEN to choose a fixed one)\n\n`);
-  }
+  process.stdout.write(cliBanner(config, built.adminTokenGenerated ? built.adminToken : null));
   try {
     await built.server.listen({ port: config.port, host: config.host });
   } catch (err) {

@@ -19,7 +19,7 @@ Commands:
   provision --name NAME [--entity-type CORPORATE|INDIVIDUAL] [--notify-url URL] --out-dir DIR [--force]
         merchant + app + a fresh RSA-2048 key pair (registered) + a settlement account and a
         SINGLE allocation; writes merchant-private.pem, merchant-public.pem, platform-keys.json
-        and merchant.env (for the merchant CLI: MPS_BASE_URL, MPS_APP_ID, ...) into DIR;
+        and merchant.env (for the merchant CLI: MPS_BASE_URL, MPS_APP_ID, ..., MPS_NOTIFY_URL) into DIR;
         refuses a DIR that already holds them (another app's key) unless --force
   merchant create --name NAME --entity-type CORPORATE|INDIVIDUAL
   merchant get MERCHANT_ID
@@ -145,7 +145,7 @@ async function api(method: string, p: string, body?: unknown): Promise<Record<st
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
-    throw new CliError(`cannot reach ${base}: ${(err as Error).message}`);
+    throw new CliError(`cannot reach ${base} (--url or MPS_ADMIN_URL: npm start prints the line to export): ${(err as Error).message}`);
   }
   const text = await res.text();
   const json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
@@ -264,6 +264,8 @@ async function provision(): Promise<unknown> {
     `MPS_KEY_ID=${keyId}`,
     `MPS_PRIVATE_KEY_FILE=${path.join(outDir, 'merchant-private.pem')}`,
     `MPS_PLATFORM_KEYS_FILE=${path.join(outDir, 'platform-keys.json')}`,
+    // Where `mps-merchant listen` receives the app's notifications.
+    ...(opt['notify-url'] ? [`MPS_NOTIFY_URL=${opt['notify-url']}`] : []),
   ];
   await fs.writeFile(path.join(outDir, 'merchant.env'), `${env.join('\n')}\n`);
   return { merchantId, appId, keyId, accountId: acc.accountId, outDir };

@@ -30,6 +30,8 @@ export interface Config {
   providerEnv: Record<string, string>;
   platformKeyFile: string | null;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** LOG_FORMAT: one JSON object per line, or one readable line per event; null: pretty on a terminal, JSON elsewhere. */
+  logFormat: 'json' | 'pretty' | null;
   /** Peers whose forwarding headers (X-Forwarded-For, Forwarded, X-Real-IP) are honoured. */
   trustedProxies: string[];
   /** Platform source allowlist; null = none configured. */
@@ -185,6 +187,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got '${logLevel}')`);
   }
+  const logFormat = str(env, 'LOG_FORMAT') ?? null;
+  if (logFormat !== null && logFormat !== 'json' && logFormat !== 'pretty') {
+    throw new ConfigError(`LOG_FORMAT must be json or pretty (got '${logFormat}')`);
+  }
   const families = list(env, 'SOURCE_IP_FAMILIES') ?? ['ipv4', 'ipv6'];
   for (const f of families) {
     if (f !== 'ipv4' && f !== 'ipv6') throw new ConfigError(`SOURCE_IP_FAMILIES must list ipv4 and/or ipv6 (got '${f}')`);
@@ -205,6 +211,7 @@ export function loadConfig(env: Env = process.env): Config {
     providerEnv,
     platformKeyFile,
     logLevel,
+    logFormat,
     trustedProxies: cidrs(env, 'TRUSTED_PROXIES') ?? [],
     platformIpAllowlist: cidrs(env, 'PLATFORM_IP_ALLOWLIST') ?? null,
     platformIpDenylist: cidrs(env, 'PLATFORM_IP_DENYLIST') ?? [],

@@ -50,7 +50,12 @@ function start(env: Record<string, string>, dir = dataDir, viaNpm = false): Prom
       if (m) {
         clearInterval(poll);
         clearTimeout(timer);
-        resolve({ child, base: m[1]!, adminToken: /^ADMIN_TOKEN=(\S+)$/m.exec(out)?.[1] ?? null, output: () => out });
+        resolve({
+          child,
+          base: m[1]!,
+          adminToken: /^ {4}export MPS_ADMIN_URL=\S+ ADMIN_TOKEN=(\S+)$/m.exec(out)?.[1] ?? null,
+          output: () => out,
+        });
       }
     }, 50);
     child.on('exit', (code) => {
@@ -81,7 +86,9 @@ const TOKEN = 'startup-admin-token-0123456789';
 
 test('npm start on the embedded database: generated admin token, provisioning, graceful stop, restart keeps data', async () => {
   const first = await start({});
-  assert.match(first.adminToken ?? '', /^[A-Za-z0-9_-]{20,}$/, 'prints a generated ADMIN_TOKEN line');
+  assert.match(first.adminToken ?? '', /^[A-Za-z0-9_-]{20,}$/, 'prints the line to export, with the generated ADMIN_TOKEN');
+  assert.equal(first.output().split(first.adminToken!).length - 1, 1, 'the token is printed once');
+  assert.match(first.output(), new RegExp(`^ {4}export MPS_ADMIN_URL=${first.base} ADMIN_TOKEN=`, 'm'), 'the address the CLIs need');
   const m = await admin(first, first.adminToken!, 'POST', '/merchants', { name: 'Startup Shop', entityType: 'INDIVIDUAL' });
   assert.equal(m.status, 201);
   const keyFile = (await fs.readdir(path.join(dataDir, 'platform-keys'))).find((f) => f.endsWith('.pem'))!;
@@ -93,6 +100,8 @@ test('npm start on the embedded database: generated admin token, provisioning, g
 
   const second = await start({ ADMIN_TOKEN: TOKEN });
   assert.equal(second.adminToken, null, 'no token printed when ADMIN_TOKEN is set');
+  assert.ok(!second.output().includes(TOKEN));
+  assert.match(second.output(), new RegExp(`^ {4}export MPS_ADMIN_URL=${second.base}$`, 'm'));
   const got = await admin(second, TOKEN, 'GET', `/merchants/${m.body.merchantId}`);
   assert.equal(got.status, 200);
   assert.equal(got.body.name, 'Startup Shop');

@@ -4,6 +4,7 @@
  * failed (details as JSON on stderr), 2 the command line is wrong.
  */
 import { createWriteStream } from 'node:fs';
+import { createServer } from 'node:http';
 import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -41,6 +42,13 @@ Commands:
   verify-notification --headers FILE --body FILE [--tolerance-seconds 300]
                           FILE of --headers: a JSON object of header names to values;
                           --body: the raw body bytes; needs the platform keys
+  listen [--url URL] [--count N] [--tolerance-seconds 300]
+                          a receiver for your app's notifications at URL (default MPS_NOTIFY_URL, which
+                          provisioning writes, else http://127.0.0.1:9000/hook): verifies each with the
+                          platform keys, prints one line per event ("verified TYPE OUT_TRADE_NO
+                          stateVersion=N {payload}", each eventId once) and answers 204; one that does
+                          not verify is answered 400 (the platform retries it) and reported on stderr.
+                          Runs until Ctrl-C, or until N events were verified (--count)
 
 Options of the API commands (environment variable in brackets):
   --base-url URL          platform address                        [MPS_BASE_URL]
@@ -58,6 +66,7 @@ Options of the API commands (environment variable in brackets):
   --max-retries N         on network errors, 429 and 503 (default 2)
   --json JSON | --file FILE   request body of create-order / create-refund (--file - reads stdin)
   --admin-token TOKEN     bearer token of the sandbox helpers     [ADMIN_TOKEN]
+  --url URL               listen: where the notifications come    [MPS_NOTIFY_URL]
   -h, --help
 
 Without platform keys, response signatures are not verified (a warning is printed).
@@ -111,6 +120,8 @@ const OPTIONS = {
   limit: { type: 'string' },
   cursor: { type: 'string' },
   all: { type: 'boolean' },
+  url: { type: 'string' },
+  count: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -453,6 +464,94 @@ async function sandboxCommand(values: Values, positionals: string[]): Promise<nu
   return 1;
 }
 
+/** Where `listen` receives when neither --url nor MPS_NOTIFY_URL says. */
+const DEFAULT_NOTIFY_URL = 'http://127.0.0.1:9000/hook';
+/** A notification's body is a few hundred bytes; anything past this is refused unread. */
+const MAX_NOTIFICATION_BYTES = 1024 * 1024;
+
+/**
+ * `listen`: a notification receiver on this machine, for the sandbox and for trying an integration
+ * out. Each POST to the URL's path is verified (verifyNotification: the raw body, the platform keys,
+ * the time window) before anything is printed: verified, one line on stdout and 204; refused, a
+ * line on stderr and 400, so the platform tries again later. Delivery is at least once: an eventId
+ * already printed is acknowledged again, not printed twice.
+ */
+async function listenCommand(values: Values): Promise<number> {
+  const keys = await platformKeys(values);
+  if (keys === undefined) throw new UsageError('listen needs the platform keys: --platform-keys FILE (or MPS_PLATFORM_KEYS_FILE)');
+  const given = values.url ?? process.env.MPS_NOTIFY_URL ?? DEFAULT_NOTIFY_URL;
+  let url: URL;
+  try {
+    url = new URL(given);
+  } catch {
+    throw new UsageError(`--url ${JSON.stringify(given)} is not a URL`);
+  }
+  if (url.protocol !== 'http:') throw new UsageError(`listen serves plain http (got ${url.protocol}); put TLS in front of it for https`);
+  const toleranceSeconds = integer(values['tolerance-seconds'], '--tolerance-seconds');
+  const count = integer(values.count, '--count');
+  if (count === 0) throw new UsageError('--count must be at least 1');
+  const port = url.port === '' ? 80 : Number(url.port);
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const seen = new Set<string>();
+  let verified = 0;
+  const stop = () => {
+    server.close();
+    server.closeIdleConnections();
+  };
+
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST' || (req.url ?? '').split('?')[0] !== url.pathname) {
+      res.writeHead(404).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_NOTIFICATION_BYTES) req.destroy();
+      else chunks.push(c);
+    });
+    req.on('end', () => {
+      try {
+        const event = verifyNotification({
+          headers: req.headers,
+          rawBody: Buffer.concat(chunks),
+          platformPublicKeys: keys,
+          toleranceSeconds,
+        });
+        if (!seen.has(event.eventId)) {
+          seen.add(event.eventId);
+          verified++;
+          const refund = event.outRefundNo === null ? '' : ` ${event.outRefundNo}`;
+          process.stdout.write(
+            `verified ${event.eventType} ${event.outTradeNo}${refund} stateVersion=${event.stateVersion} ${JSON.stringify(event)}\n`,
+          );
+        }
+        // The platform keeps its connection open for the next event: once the last answer is out, close it too.
+        if (count !== undefined && verified >= count) res.once('finish', stop);
+        res.writeHead(204).end();
+      } catch (err) {
+        const reason = err instanceof NotificationVerificationError ? err.reason : 'ERROR';
+        process.stderr.write(`rejected a notification (${reason}): ${(err as Error).message}\n`);
+        res.writeHead(400).end();
+      }
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' || err.code === 'EACCES' ? new UsageError(`cannot listen on ${url.host}: ${err.code}`) : err),
+    );
+    server.listen(port, host, () => resolve());
+  });
+  process.stderr.write(
+    `listening for notifications on ${url.href}${count === undefined ? ' (Ctrl-C to stop)' : ` until ${count} arrived`}\n`,
+  );
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await new Promise<void>((resolve) => server.once('close', () => resolve()));
+  return 0;
+}
+
 function report(err: unknown): number {
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof UsageError || (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_'))) {
@@ -490,6 +589,10 @@ async function main(argv: string[]): Promise<number> {
       return await verifyCommand(values);
     }
     if (command === 'sandbox') return await sandboxCommand(values, positionals);
+    if (command === 'listen') {
+      if (positionals.length !== 1) throw new UsageError('listen takes no argument');
+      return await listenCommand(values);
+    }
     if (!API_COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     return await apiCommand(command, values, positionals);
   } catch (err) {

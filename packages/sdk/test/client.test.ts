@@ -4,7 +4,7 @@
  * with signing.ts) and signs its answers per section 3.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash, createPrivateKey, createPublicKey, type KeyObject, sign, verify } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
@@ -26,6 +26,7 @@ import {
   PaymentApiError,
   PaymentClient,
   type PaymentClientOptions,
+  type TestNotification,
   RateLimitedError,
   ResponseSignatureError,
   type RsaKeyPairPem,
@@ -959,6 +960,53 @@ describe('CLI', () => {
     } finally {
       fake.merchantKey = createPublicKey(merchant.publicKeyPem);
     }
+  });
+
+  it('listen: verifies each notification at its URL, prints each event once, refuses a forged one, stops after --count', async () => {
+    const keysFile = join(dir, 'listen-platform-keys.json');
+    await writeFile(keysFile, JSON.stringify({ keys: [{ keyId: PLATFORM_KEY_ID, publicKeyPem: platform.publicKeyPem }] }));
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+    const url = `http://127.0.0.1:${port}/hook`;
+    // As provisioning leaves it: MPS_NOTIFY_URL and MPS_PLATFORM_KEYS_FILE in the environment.
+    const child = spawn(process.execPath, [CLI, 'listen', '--count', '2'], {
+      env: { PATH: process.env.PATH ?? '', MPS_NOTIFY_URL: url, MPS_PLATFORM_KEYS_FILE: keysFile },
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((r) => child.once('exit', r));
+    while (!err.includes('listening for notifications on')) {
+      assert.equal(child.exitCode, null, err);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const event = (eventId: string, eventType: string) =>
+      generateTestNotificationHeaders({
+        payload: { eventId, eventType, outTradeNo: 'T_LISTEN_1', outRefundNo: null, stateVersion: 2 },
+        keyId: PLATFORM_KEY_ID,
+        privateKeyPem: platform.privateKeyPem,
+      });
+    const post = (n: TestNotification, path = '/hook') =>
+      fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: n.headers, body: new Uint8Array(Buffer.from(n.rawBody)) });
+    const paid = event('evt_listen_1', 'PAYMENT_SUCCEEDED');
+    assert.equal((await post({ ...paid, rawBody: String(paid.rawBody).replace('T_LISTEN_1', 'T_LISTEN_2') })).status, 400, 'forged');
+    assert.equal((await post(paid, '/elsewhere')).status, 404);
+    assert.equal((await post(paid)).status, 204);
+    assert.equal((await post(paid)).status, 204, 'a redelivery is acknowledged');
+    assert.equal((await post(event('evt_listen_2', 'PAYMENT_CLOSED'))).status, 204);
+    assert.equal(await exited, 0, err);
+    const lines = out.trim().split('\n');
+    assert.equal(lines.length, 2, out);
+    assert.match(lines[0]!, /^verified PAYMENT_SUCCEEDED T_LISTEN_1 stateVersion=2 \{.*"eventId":"evt_listen_1"/);
+    assert.match(lines[1]!, /^verified PAYMENT_CLOSED T_LISTEN_1 stateVersion=2 /);
+    assert.match(err, /rejected a notification \(BAD_SIGNATURE\)/);
+    // Without platform keys it cannot verify anything: a wrong command line.
+    const none = await run(['listen', '--url', url]);
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /listen needs the platform keys/);
   });
 
   it('verify-notification: exit 0 with the payload, exit 1 when tampered', async () => {
