@@ -1,6 +1,7 @@
 /**
- * docs/quickstart.md, step by step, as a newcomer runs it: `npm start` on the embedded database,
- * the operator CLI, the example receiver, the merchant CLI (SDK), the sandbox pay helper.
+ * The README's first payment and docs/quickstart.md, step by step, as a newcomer runs them: `npm
+ * start` on the embedded database and the line it prints, the operator CLI, the merchant CLI's
+ * receiver (`mps-merchant listen`), the merchant CLI (SDK), the sandbox pay helper.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -12,7 +13,6 @@ import { after, test } from 'node:test';
 import { type Finished, runProcess } from '../helpers/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
-const ADMIN_TOKEN = 'quickstart-admin-token-123';
 const children: ChildProcess[] = [];
 let work: string;
 
@@ -104,59 +104,118 @@ function envFile(text: string): Record<string, string> {
 
 /** The commands of docs/quickstart.md this test runs: kept word for word in the guide. */
 const GUIDE_COMMANDS = [
-  'export PORT=8080 HOOK_PORT=9000 ADMIN_TOKEN=quickstart-admin-token-123',
-  'export BASE=http://127.0.0.1:$PORT',
+  'export PORT=8080 HOOK_PORT=9000',
   'npm start',
-  'MPS_ADMIN_URL=$BASE npm run ops -- provision --name "My Shop" --notify-url http://127.0.0.1:$HOOK_PORT/hook --out-dir ./my-shop',
-  'npx node packages/sdk/examples/webhook-receiver.ts $HOOK_PORT',
+  'npm run ops -- provision --name "My Shop" --notify-url http://127.0.0.1:$HOOK_PORT/hook --out-dir ./my-shop',
+  'npx mps-merchant listen',
   'npx mps-merchant create-order --json \'{"outTradeNo":"ORDER_000001","channel":"ALIPAY_H5","amountFen":1234,"currency":"CNY","subject":"Coffee","payerClientIp":"8.8.8.8"}\'',
   'npx mps-merchant sandbox pay ORDER_000001',
   'npx mps-merchant query-order ORDER_000001',
   'npx mps-merchant create-refund --json \'{"outTradeNo":"ORDER_000001","outRefundNo":"REFUND_000001","refundAmountFen":234}\'',
 ];
 
+/** The line `npm start` prints for the tools: `export MPS_ADMIN_URL=... ADMIN_TOKEN=...`. */
+const PRINTED_LINE = /^ {4}(export MPS_ADMIN_URL=(\S+) ADMIN_TOKEN=(\S+))$/m;
+
+/**
+ * One `npm start` for both paths, as a newcomer runs it: the embedded PostgreSQL in a fresh
+ * DATA_DIR, a free port, no ADMIN_TOKEN (so it prints a generated one, in the line to export).
+ */
+let service: { base: string; line: string; token: string; out: () => string } | null = null;
+async function startService(): Promise<NonNullable<typeof service>> {
+  if (service) return service;
+  work = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-quickstart-'));
+  const port = await freePort();
+  const started = await background(
+    'npm',
+    ['start'],
+    { PORT: String(port), DATA_DIR: path.join(work, 'data'), DATABASE_URL: '', ADMIN_TOKEN: '' },
+    /Server listening/,
+  );
+  const printed = PRINTED_LINE.exec(started.out());
+  assert.ok(printed, `npm start prints the line to export:\n${started.out()}`);
+  assert.equal(printed[2], `http://127.0.0.1:${port}`, 'on the port it was given');
+  assert.equal(started.out().split(printed[3]!).length - 1, 1, 'the generated token is printed once');
+  service = { base: printed[2]!, line: printed[1]!, token: printed[3]!, out: started.out };
+  return service;
+}
+
+/** The environment of a fresh shell: no merchant or admin settings of the test's own. */
+function shellEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(MPS_|ADMIN_TOKEN$)/.test(k)) env[k] = v;
+  return { ...env, ...extra };
+}
+
 test('the guide holds the commands this test runs, and builds every address from its variables', async () => {
   const guide = await fs.readFile(path.join(root, 'docs/quickstart.md'), 'utf8');
   for (const command of GUIDE_COMMANDS) assert.ok(guide.includes(command), `docs/quickstart.md runs: ${command}`);
-  assert.doesNotMatch(guide, /(127\.0\.0\.1|localhost):[0-9]/, 'no address with a written-out port: $BASE and $HOOK_PORT');
+  assert.doesNotMatch(guide, /(127\.0\.0\.1|localhost):[0-9]/, 'no address with a written-out port: $PORT and $HOOK_PORT');
 });
 
-test('quickstart: empty folder to a paid sandbox order and a verified event', { timeout: 180_000 }, async () => {
-  work = await fs.mkdtemp(path.join(os.tmpdir(), 'mps-quickstart-'));
-  const port = await freePort();
-  const hookPort = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  // The variables every terminal of the guide sets (free ports instead of 8080 and 9000).
-  const shell = { PORT: String(port), HOOK_PORT: String(hookPort), ADMIN_TOKEN, BASE: base };
+test(
+  "the README's first payment, as written (on free ports): npm start's line, a notify URL, a verified notification",
+  { timeout: 180_000 },
+  async () => {
+    const readme = await fs.readFile(path.join(root, 'README.md'), 'utf8');
+    const block = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes('mps-merchant listen'));
+    assert.ok(block, 'the README has the first payment as one block');
+    assert.match(block, /^export MPS_ADMIN_URL=http:\/\/127\.0\.0\.1:8080 ADMIN_TOKEN=\.\.\. .*# the line npm start printed$/m);
+    assert.match(block, /--notify-url http:\/\/127\.0\.0\.1:9000\/hook/);
+    const s = await startService();
+    const hookPort = await freePort();
+    const outDir = path.join(work, 'my-first-shop');
+    // As a reader runs it: the line npm start printed pasted, the ports and folder those of this test.
+    const script = block
+      .replace(/^export MPS_ADMIN_URL=.*$/m, s.line)
+      .replaceAll('http://127.0.0.1:9000/hook', `http://127.0.0.1:${hookPort}/hook`)
+      .replaceAll('./my-first-shop', outDir);
+    const child = spawn('bash', ['-e', '-c', script], { cwd: root, env: shellEnv({}), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const code = await new Promise<number | null>((r) => child.once('close', r));
+    assert.equal(code, 0, out);
+    assert.match(out, /"status": "SUCCEEDED"/, 'query-order: paid');
+    const ev = /^verified PAYMENT_SUCCEEDED ORDER_000001 stateVersion=\d+ (\{.*\})$/m.exec(out);
+    assert.ok(ev, `the receiver verified the notification:\n${out}`);
+    assert.equal(JSON.parse(ev[1]!).eventAmountFen, 1234);
+    // Nothing is left pending: the app's event was delivered.
+    const app = (await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8')).match(/^MPS_APP_ID=(\S+)$/m)![1]!;
+    const events = await fetch(`${s.base}/api/admin/v1/events?appId=${app}`, { headers: { authorization: `Bearer ${s.token}` } });
+    const list = (await events.json()) as { events: { status: string }[] };
+    assert.deepEqual(
+      list.events.map((e) => e.status),
+      ['DELIVERED'],
+    );
+  },
+);
 
-  // 1. npm start (embedded PostgreSQL in a fresh DATA_DIR)
-  await background('npm', ['start'], { ...shell, DATA_DIR: path.join(work, 'data'), DATABASE_URL: '' }, /Server listening/);
+test('quickstart: empty folder to a paid sandbox order and a verified event', { timeout: 180_000 }, async () => {
+  const s = await startService();
+  const hookPort = await freePort();
+  // What every terminal of the guide holds: the ports (a free one for the receiver) and the line npm start printed.
+  const shell = shellEnv({ PORT: new URL(s.base).port, HOOK_PORT: String(hookPort), MPS_ADMIN_URL: s.base, ADMIN_TOKEN: s.token });
 
   // 2. provision
   const outDir = path.join(work, 'my-shop');
   const prov = await run(
     'npm',
     ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--notify-url', `http://127.0.0.1:${hookPort}/hook`, '--out-dir', outDir],
-    { ...shell, MPS_ADMIN_URL: base },
+    shell,
   );
   assert.equal(prov.code, 0, prov.stderr + prov.stdout);
   // Provisioning again into the same folder would replace this app's private key: refused.
-  const again = await run('npm', ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--out-dir', outDir], {
-    ...shell,
-    MPS_ADMIN_URL: base,
-  });
+  const again = await run('npm', ['run', 'ops', '--', 'provision', '--name', 'My Shop', '--out-dir', outDir], shell);
   assert.notEqual(again.code, 0);
   assert.match(again.stderr + again.stdout, /already holds merchant-private\.pem.*--force/);
   const merchantEnv: Record<string, string> = { ...shell, ...envFile(await fs.readFile(path.join(outDir, 'merchant.env'), 'utf8')) };
-  assert.equal(merchantEnv.MPS_BASE_URL, base);
+  assert.equal(merchantEnv.MPS_BASE_URL, s.base);
+  assert.equal(merchantEnv.MPS_NOTIFY_URL, `http://127.0.0.1:${hookPort}/hook`);
 
   // 3. receiver
-  const receiver = await background(
-    'npx',
-    ['node', 'packages/sdk/examples/webhook-receiver.ts', String(hookPort)],
-    merchantEnv,
-    /receiver listening/,
-  );
+  const receiver = await background('npx', ['mps-merchant', 'listen'], merchantEnv, /listening for notifications on/);
 
   // 4. create order with the merchant CLI
   const order = JSON.stringify({
@@ -171,7 +230,7 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
   assert.equal(created.code, 0, created.stderr + created.stdout);
   const o = JSON.parse(created.stdout);
   assert.equal(o.status, 'PAYING');
-  assert.match(o.payUrl, new RegExp(`^${base}/cashier/`));
+  assert.match(o.payUrl, new RegExp(`^${s.base}/cashier/`));
 
   // 5. pay in the sandbox, by the merchant's outTradeNo
   const pay = await run('npx', ['mps-merchant', 'sandbox', 'pay', 'ORDER_000001'], merchantEnv);
@@ -208,6 +267,6 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
     merchantEnv,
   );
   assert.equal(rf.code, 0, rf.stderr);
-  const rev = await waitFor('receiver', receiver.out, /verified REFUND_SUCCEEDED ORDER_000001 stateVersion=(\d+)/);
+  const rev = await waitFor('receiver', receiver.out, /verified REFUND_SUCCEEDED ORDER_000001 REFUND_000001 stateVersion=(\d+)/);
   assert.ok(Number(rev[1]) > Number(ev[1]), 'refund events carry a higher stateVersion');
 });
