@@ -188,6 +188,44 @@ describe(
       assert.doesNotMatch(fs.readFileSync(path.join(pkgDir, 'dist/index.d.ts'), 'utf8'), /from '\.\/[^']+\.ts'/);
     });
 
+    test("the package's README is the SDK's own, and its links work from the package registry", () => {
+      const shipped = fs.readFileSync(path.join(project, 'node_modules/@mps/sdk/README.md'), 'utf8');
+      assert.equal(shipped, fs.readFileSync(path.join(root, 'packages/sdk/README.md'), 'utf8'));
+      assert.match(shipped, /^# @mps\/sdk/);
+      for (const section of ['Install', 'Signing a request yourself', 'Response signatures', 'Verifying a notification', 'Types'])
+        assert.match(shipped, new RegExp(`^## ${section}$`, 'm'), section);
+      // GitHub's anchors of its own headings: a link into the README itself must name one of them.
+      const anchors = new Set(
+        [...shipped.matchAll(/^#+ (.*)$/gm)].map((m) =>
+          m[1]!
+            .toLowerCase()
+            .replace(/[^\p{L}\p{N} _-]/gu, '')
+            .replace(/ /g, '-'),
+        ),
+      );
+      const links = [...shipped.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!);
+      assert.ok(links.length > 5);
+      for (const href of links) {
+        if (href.startsWith('#')) assert.ok(anchors.has(href.slice(1)), `${href} names a heading`);
+        else assert.match(href, /^https:\/\//, `${href}: an absolute URL or none (a relative one breaks on the registry)`);
+      }
+      // Nothing that only exists in the repository the package comes from.
+      assert.doesNotMatch(shipped, /npm run|\.\.\/|packages\/sdk|docs\/[a-z-]+\.md|decisions\.md/);
+    });
+
+    test('its declarations need @types/node, as its README says', async () => {
+      fs.writeFileSync(path.join(project, 'bare.mts'), CONSUMER_ESM);
+      const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
+      const r = await runProcess(
+        process.execPath,
+        [tsc, '--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', 'bare.mts'],
+        { cwd: project },
+      );
+      assert.notEqual(r.code, 0, 'without @types/node the declarations do not type-check');
+      assert.match(r.stdout + r.stderr, /Cannot find (module|name) '(node:crypto|Buffer)'|@types\/node/);
+      assert.match(fs.readFileSync(path.join(root, 'packages/sdk/README.md'), 'utf8'), /needs `@types\/node`/);
+    });
+
     test('its declarations type-check a consumer, through import and require', async () => {
       fs.writeFileSync(path.join(project, 'consumer.mts'), CONSUMER_ESM);
       fs.writeFileSync(path.join(project, 'consumer.cts'), CONSUMER_CJS);
