@@ -2,12 +2,7 @@
 import net from 'node:net';
 import v8 from 'node:v8';
 import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
-import { buildApp } from './app.ts';
-import { batchThreadPool } from './platform/thread-pool.ts';
-import { cliBanner, createLogger, effectiveLogFormat } from './platform/log.ts';
-import { ensureDataDir } from './store/data-dir.ts';
-import { type EmbeddedPostgres, startEmbeddedPostgres } from './store/embedded.ts';
-import { acquireInstanceLock, InstanceLockedError } from './store/instance-lock.ts';
+import type { EmbeddedPostgres } from './store/embedded.ts';
 
 /**
  * After each full collection V8 lets the old generation grow by at most half of what survived
@@ -87,6 +82,24 @@ async function main(): Promise<void> {
       `warning: ADMIN_TOKEN is shorter than ${ADMIN_TOKEN_ADVISED_LENGTH} characters; use a long random token outside development\n`,
     );
   }
+  // The rest of the service is loaded once the settings are known good (about two seconds less
+  // before a wrong setting is reported).
+  const [
+    { buildApp },
+    { batchThreadPool },
+    { cliBanner, createLogger, effectiveLogFormat },
+    { ensureDataDir },
+    { startEmbeddedPostgres },
+    lockModule,
+  ] = await Promise.all([
+    import('./app.ts'),
+    import('./platform/thread-pool.ts'),
+    import('./platform/log.ts'),
+    import('./store/data-dir.ts'),
+    import('./store/embedded.ts'),
+    import('./store/instance-lock.ts'),
+  ]);
+  const { acquireInstanceLock, InstanceLockedError } = lockModule;
   const log = createLogger(config.logLevel, effectiveLogFormat(config.logFormat));
   const say = (m: string) => log.info(m);
   if (config.port === 0) {

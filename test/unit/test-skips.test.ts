@@ -75,6 +75,8 @@ describe('npm test (scripts/test.ts) ends with the skip totals', () => {
       `#   1 test: (no reason given) [${FIXTURE}: skipped without a reason]`,
     ]);
     assert.ok(!r.stdout.includes('never registered'), 'the tests of a skipped suite are not run');
+    assert.match(r.stdout, new RegExp(`^# slowest files: ${FIXTURE} \\d+\\.\\d s$`, 'm'), 'how long each file took');
+    assert.match(r.stdout, /^# npm test took \d+\.\d s \(1 file\)$/m);
   });
 });
 
