@@ -99,17 +99,29 @@ describe('the API reference in a browser', { skip: browserSkipReason() }, () => 
   test('the reference links the pages beside it, and each page links back', async () => {
     const { page, problems, close } = await open(`${base}/docs`);
     try {
+      await page.locator('.swagger-ui .info .title').waitFor();
+      // A link in the document's own text (the security scheme's) names its page by absolute URL.
+      await page.locator(`.swagger-ui .info a[href="${base}/docs/authentication"]`).first().waitFor({ state: 'attached' });
+      const href = (name: string) =>
+        page
+          .locator('nav')
+          .getByRole('link', { name, exact: true })
+          .evaluate((a) => (a as unknown as { href: string }).href);
+      const pages: string[] = [];
+      for (const p of DOC_PAGES) pages.push(await href(DOC_PAGE_LABELS[p]));
+      assert.deepEqual(
+        pages,
+        DOC_PAGES.map((p) => `${base}/docs/${p}`),
+      );
       for (const p of DOC_PAGES) {
-        await page.locator('nav').getByRole('link', { name: DOC_PAGE_LABELS[p], exact: true }).click();
-        await page.waitForURL(`${base}/docs/${p}`);
+        await page.goto(`${base}/docs/${p}`);
         assert.ok((await page.locator('main h1').innerText()).length > 0, `${p} has its title`);
-        await page.locator('nav').getByRole('link', { name: 'API reference', exact: true }).click();
-        await page.waitForURL(`${base}/docs`);
-        await page.locator('.swagger-ui .info .title').waitFor();
+        assert.equal(await href('API reference'), `${base}/docs`, `${p} links back to the reference`);
       }
-      // A link in the document's own text (the security scheme's) reaches its page and anchor.
-      const auth = page.locator(`.swagger-ui .info a[href="${base}/docs/authentication"]`).first();
-      await auth.waitFor({ state: 'attached' });
+      // Followed by a click: the reference renders again.
+      await page.locator('nav').getByRole('link', { name: 'API reference', exact: true }).click();
+      await page.waitForURL(`${base}/docs`);
+      await page.locator('.swagger-ui .info .title').waitFor();
       assert.deepEqual(problems, []);
     } finally {
       await close();
