@@ -79,6 +79,12 @@ export async function ensureTradeRow(db: Queryable, t: NewTrade, cap: number, no
   return r.rows[0] ?? findTrade(db, t.attemptId, t.product, t.payer);
 }
 
+/** Every trade of an order, oldest first (the back office's order view). */
+export async function tradesOfOrder(db: Queryable, orderId: string): Promise<TradeRow[]> {
+  const r = await db.query<TradeRow>(`SELECT ${TRADE_COLS} FROM provider_trades WHERE order_id = $1 ORDER BY created_at, id`, [orderId]);
+  return r.rows;
+}
+
 /** The trades of an order still live at the provider (NEW or OPEN), of any of its attempts. */
 export async function liveTradesOfOrder(db: Queryable, orderId: string): Promise<TradeRow[]> {
   const r = await db.query<TradeRow>(
