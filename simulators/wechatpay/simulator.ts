@@ -205,7 +205,7 @@ export interface SimulatorControls {
    * user `openid` with the page's parameters: verified (appId, signType RSA, the prepay_id's order,
    * the payer, paySign under the merchant's public key), then paid. Answers WeChat's `err_msg`.
    */
-  jsapiPay(params: Record<string, unknown>, openid: string): Promise<{ err_msg: string; reason?: string }>;
+  jsapiPay(params: object, openid: string): Promise<{ err_msg: string; reason?: string }>;
   /** The openid of a WeChat user (by name) under this official account. */
   openIdOf(user: string): string;
   /** The buyer's payment fails (PAYERROR; WeChat Pay sends no notification for it). */
@@ -724,7 +724,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
   }
 
   /** The stand-in for `WeixinJSBridge.invoke('getBrandWCPayRequest', params)` made by the WeChat user `openid`. */
-  async function jsapiPay(params: Record<string, unknown>, openid: string): Promise<{ err_msg: string; reason?: string }> {
+  async function jsapiPay(call: object, openid: string): Promise<{ err_msg: string; reason?: string }> {
+    const params = call as Record<string, unknown>;
     const fail = (reason: string) => ({ err_msg: 'get_brand_wcpay_request:fail', reason });
     const str = (k: string) => (typeof params[k] === 'string' ? (params[k] as string) : '');
     const [app, ts, nonce, pkg, signType, paySign] = ['appId', 'timeStamp', 'nonceStr', 'package', 'signType', 'paySign'].map(str);

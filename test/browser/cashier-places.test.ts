@@ -174,7 +174,16 @@ describe('the cashier wherever the link is opened (live mode, simulators)', { sk
     await img.waitFor({ state: 'visible' });
     const px = await img.evaluate((el) => {
       const image = el as unknown as { naturalWidth: number; naturalHeight: number };
-      const d = (globalThis as unknown as { document: { createElement(t: string): any } }).document;
+      type Pixels = { width: number; height: number; data: Uint8Array };
+      type Canvas = {
+        width: number;
+        height: number;
+        getContext(k: '2d'): {
+          drawImage(i: unknown, x: number, y: number): void;
+          getImageData(x: number, y: number, w: number, h: number): Pixels;
+        };
+      };
+      const d = (globalThis as unknown as { document: { createElement(t: 'canvas'): Canvas } }).document;
       const canvas = d.createElement('canvas');
       canvas.width = image.naturalWidth;
       canvas.height = image.naturalHeight;
@@ -182,12 +191,12 @@ describe('the cashier wherever the link is opened (live mode, simulators)', { sk
       ctx.drawImage(el, 0, 0);
       const data = ctx.getImageData(0, 0, canvas.width, canvas.height);
       // The pixels as base64 (a JSON array of a million numbers would be slow to pass over).
-      const bytes = data.data as Uint8Array;
+      const bytes = data.data;
       let bin = '';
       for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
       return {
-        width: data.width as number,
-        height: data.height as number,
+        width: data.width,
+        height: data.height,
         rgba: (globalThis as unknown as { btoa(s: string): string }).btoa(bin),
       };
     });
