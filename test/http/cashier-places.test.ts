@@ -9,7 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Place, chooseWay, placeOf, waysAt } from '../../src/cashier/where.ts';
+import { shanghaiDay } from '../../src/domain/money.ts';
 import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
+import { waitFor } from '../helpers/events.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 
 const UA = {
@@ -257,6 +259,71 @@ describe('the cashier at each place (sandbox)', () => {
       d.events.map((e: { eventType: string }) => e.eventType),
       ['PAYMENT_SUCCEEDED'],
       'the merchant hears of one payment',
+    );
+  });
+
+  test("a close of the order closes its trades at the provider too; a re-create closes the old attempt's", async () => {
+    const closing = await createOrder({ channel: 'WECHAT_H5' });
+    await get(`/cashier/${closing.token}`, UA.computer);
+    const native = (await detail(closing.order.openOrderId)).attempts[0].trades[0];
+    const c = await call(t, m, 'POST', `/api/open/v1/payments/${closing.order.outTradeNo}/close`);
+    assert.equal(c.json().closeState, 'CLOSE_REQUESTED');
+    assert.equal((await detail(closing.order.openOrderId)).attempts[0].trades[0].state, 'CLOSED');
+    assert.equal(await t.svc.sandbox!.buyerAction(native.tradeNo, 'PAY'), 'NOT_OPEN', 'its code no longer pays');
+    const again = await createOrder({ channel: 'WECHAT_H5' });
+    await get(`/cashier/${again.token}`, UA.computer);
+    const old = (await detail(again.order.openOrderId)).attempts[0].trades[0];
+    const re = await call(t, m, 'POST', `/api/open/v1/payments/${again.order.outTradeNo}/attempts`);
+    assert.equal(re.statusCode, 201, re.body);
+    const d = await detail(again.order.openOrderId);
+    assert.equal(d.attempts[0].trades[0].state, 'CLOSED');
+    assert.equal(await t.svc.sandbox!.buyerAction(old.tradeNo, 'PAY'), 'NOT_OPEN');
+  });
+
+  test("a trade's payment whose notice was lost: the provider's statement names the trade, reconciliation applies it; a refund goes to the trade", async () => {
+    const { order, token } = await createOrder({ channel: 'WECHAT_H5', amountFen: 1210 });
+    await get(`/cashier/${token}`, UA.computer);
+    const native = (await detail(order.openOrderId)).attempts[0].trades[0];
+    assert.equal((await t.sandbox('POST', '/faults', { operation: 'PAY', outcome: 'NOTICE_LOST' })).statusCode, 201);
+    await act(`/cashier/${token}/sandbox/pay?via=native`);
+    assert.equal((await call(t, m, 'GET', `/api/open/v1/payments/${order.outTradeNo}`)).json().status, 'PAYING');
+    const runOf = async () => {
+      const r = await t.admin('POST', '/reconciliation/runs', { day: shanghaiDay(new Date()), provider: 'sandbox' });
+      assert.equal(r.statusCode, 202, r.body);
+      const id = r.json().runs[0].runId as string;
+      return waitFor('the run', async () => {
+        await t.workers.tick();
+        const run = (await t.admin('GET', `/reconciliation/runs/${id}`)).json();
+        return run.status === 'COMPLETED' ? run : null;
+      });
+    };
+    await runOf();
+    assert.equal((await call(t, m, 'GET', `/api/open/v1/payments/${order.outTradeNo}`)).json().status, 'SUCCEEDED');
+    const found = (await t.admin('GET', '/provider-discrepancies?source=STATEMENT&limit=500')).json().discrepancies as {
+      kind: string;
+      subjectId: string;
+      status: string;
+    }[];
+    assert.deepEqual(
+      found.filter((x) => x.subjectId === native.tradeNo).map((x) => [x.kind, x.status]),
+      [['PAID_NOT_NOTIFIED', 'RESOLVED']],
+    );
+    // The refund is made against the provider order that was paid (the trade's number).
+    const rf = await call(t, m, 'POST', '/api/open/v1/refunds', {
+      outTradeNo: order.outTradeNo,
+      outRefundNo: `RF_${order.outTradeNo}`,
+      refundAmountFen: 1210,
+    });
+    assert.equal(rf.statusCode, 201, rf.body);
+    // A second run matches the trade's line: nothing new for the operator.
+    const run = await runOf();
+    const lines = (await t.admin('GET', `/reconciliation/runs/${run.runId}/lines?limit=1000`)).json().lines as {
+      subjectId: string;
+      outcome: string;
+    }[];
+    assert.deepEqual(
+      lines.filter((l) => l.subjectId === native.tradeNo).map((l) => l.outcome),
+      ['MATCHED'],
     );
   });
 });
