@@ -24,6 +24,7 @@ import {
   type TradeForPage,
   beginAuthorization,
   finishAuthorization,
+  freshProviderPage,
   jsapiPaymentOf,
   jsapiTradeForPage,
   offersProduct,
@@ -196,7 +197,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     return sendPage(req, reply, 200, (lang) => renderCashierPage(view, assets, lang));
   });
 
-  type Material = Pick<CashierView, 'wechatCode' | 'jsapi' | 'wayProblem'>;
+  type Material = Pick<CashierView, 'wechatCode' | 'jsapi' | 'wayProblem'> & { providerPageUrl?: string | null };
   const NO_MATERIAL: Material = { wechatCode: null, jsapi: null, wayProblem: null };
   const problemOf = (r: TradeForPage): CashierView['wayProblem'] =>
     r.problem === null ? null : r.problem === 'UNCERTAIN' || r.problem === 'REJECTED' ? 'RETRY' : 'UNAVAILABLE';
@@ -221,9 +222,12 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       const payment = r.trade ? jsapiPaymentOf(svc, r.trade) : null;
       return payment ? { ...NO_MATERIAL, jsapi: { payment } } : { ...NO_MATERIAL, jsapi: authorize, wayProblem: problemOf(r) ?? 'RETRY' };
     }
-    // The attempt's own order: its material came with it (a live WECHAT_H5 attempt without its page can only be asked again later).
-    if (way === 'h5' && c.attempt.redirectUrl === null && c.attempt.provider !== svc.sandbox?.name)
-      return { ...NO_MATERIAL, wayProblem: 'RETRY' };
+    // The attempt's own order: its material came with it; WeChat Pay's page, which lives 5 minutes,
+    // is asked again when older (a live WECHAT_H5 attempt without its page can only be asked again later).
+    if (way === 'h5' && c.attempt.provider !== svc.sandbox?.name) {
+      const page = await freshProviderPage(svc, c.order, c.attempt);
+      return page === null ? { ...NO_MATERIAL, wayProblem: 'RETRY' } : { ...NO_MATERIAL, providerPageUrl: page };
+    }
     return NO_MATERIAL;
   }
 

@@ -219,6 +219,12 @@ export interface PaymentProvider {
   /** The channels it can serve. */
   readonly channels: readonly Channel[];
   createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult>;
+  /**
+   * How long the page an attempt's `redirectUrl` names stays valid (WeChat Pay's h5_url: 5
+   * minutes); older, the identical order is asked again for a fresh one. Absent: as long as the
+   * attempt (Alipay's page is built locally).
+   */
+  readonly pageTtlMs?: number;
   /** The trade products it makes besides an attempt's own order (none when absent). */
   readonly tradeProducts?: readonly ('JSAPI' | 'NATIVE')[];
   /** Makes (or asks again for, identically) a trade of an attempt: ACCEPTED with its material, or PAID. */

@@ -20,6 +20,7 @@ import * as orders from '../store/orders.ts';
 import type { AttemptRow, OrderRow } from '../store/orders.ts';
 import * as trades from '../store/trades.ts';
 import type { TradeProduct, TradeRow } from '../store/trades.ts';
+import { callProvider } from './attempts.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { applyNotification } from './notifications.ts';
 import { setTrade } from './payment-state.ts';
@@ -124,6 +125,32 @@ async function makeTrade(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow, r
   });
   if (fresh.state !== 'OPEN') d.wakeWorkers();
   return { trade: fresh, problem: null };
+}
+
+/**
+ * The attempt's provider page (WeChat Pay's h5_url) while it is still valid: one that is older than
+ * its provider's page life less a minute is asked again with the identical order, which answers a
+ * page (the same order at WeChat Pay). Asked in vain (refused, or no answer): the page it had.
+ */
+export async function freshProviderPage(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<string | null> {
+  let ttl: number | undefined;
+  try {
+    ttl = d.providers.byName(attempt.provider).pageTtlMs;
+  } catch {
+    return attempt.redirectUrl;
+  }
+  if (attempt.redirectUrl === null || ttl === undefined || nowOf(d).getTime() - attempt.updatedAt.getTime() < ttl - 60_000) {
+    return attempt.redirectUrl;
+  }
+  const again = await callProvider(d, order, attempt);
+  if (typeof again !== 'object') return attempt.redirectUrl;
+  if (again.outcome === 'PAID') {
+    await applyNotification(d, { kind: 'PAYMENT', attemptId: attempt.id, state: 'PAID', reason: null, providerRef: again.providerRef });
+    return null;
+  }
+  if (again.material.redirectUrl === null) return attempt.redirectUrl;
+  await orders.noteAttemptPage(d.db, attempt.id, again.material.redirectUrl, nowOf(d));
+  return again.material.redirectUrl;
 }
 
 /** The signed parameters of WeChat's payment call for an open JSAPI trade. */

@@ -24,7 +24,8 @@ const DESKTOP_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36
 
 let live: LiveService;
 before(async () => {
-  live = await startLiveService(clock, HOOK);
+  // The simulators on the same clock: their 5-minute signature windows move with the service's time.
+  live = await startLiveService(clock, HOOK, { wechatpay: { now: () => clock.now() }, alipay: { now: () => new Date(clock.now()) } });
   ({ sims, t, m, rx } = live);
 });
 after(() => live.stop());
@@ -175,6 +176,23 @@ describe('live mode against the simulators', () => {
       await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
     });
   }
+
+  test("WECHAT_H5: a link opened after the h5_url's 5 minutes gets a fresh one (the identical order asked again), and is paid", async () => {
+    const body = orderBody({ channel: 'WECHAT_H5', amountFen: 640 });
+    const no = String(body.outTradeNo);
+    const o = (await api('POST', '/api/open/v1/payments', body)).json();
+    const creates = sims.wechatpay.controls.requestCount('create');
+    await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates, 'a young page is used as it is');
+    clock.advance(4 * 60_000 + 1000);
+    const html = await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates + 1, 'asked again');
+    assert.ok(html.includes(`href="${sims.wechatpay.url}/pay/h5?`), 'the page the answer gave');
+    await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates + 1, 'the fresh page is used as it is');
+    await pay('WECHAT_H5', await attemptOf(o.openOrderId));
+    await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+  });
 
   test('WECHAT_H5: a buyer who pays through two products (the Native code, then the H5 page) is charged once: the second is refunded', async () => {
     const body = orderBody({ channel: 'WECHAT_H5', amountFen: 1500 });

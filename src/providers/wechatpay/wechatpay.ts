@@ -118,6 +118,8 @@ export class WechatPayProvider implements PaymentProvider {
   readonly name = 'wechatpay';
   readonly channels = ['WECHAT_H5'] as const;
   readonly tradeProducts = ['JSAPI', 'NATIVE'] as const;
+  /** The h5_url is valid 5 minutes (H5下单: "h5_url有效期为5分钟"). */
+  readonly pageTtlMs = 5 * 60_000;
   readonly buyerIdentity: BuyerIdentity | null;
   readonly #c: WechatPayConfig;
   readonly #http: HttpOptions;
