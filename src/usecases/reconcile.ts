@@ -4,7 +4,7 @@
  * converging UNKNOWN attempts, refunds, pending closes and duplicate-payment refunds by asking the
  * provider again with backoff.
  */
-import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_NOT_RECEIVED, isLiveAttempt } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import { addFollowUp } from '../store/follow-ups.ts';
@@ -147,11 +147,15 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
   return due.length;
 }
 
-/** The identical order of an attempt sent again (its material), or null when the attempt or its order is gone. */
+/**
+ * The identical order of an attempt sent again (its material); null, without asking, when the
+ * attempt was settled meanwhile or its order can no longer be paid (then it is only closed).
+ */
 async function askAgain(d: UseCaseDeps, attemptId: string): Promise<CreateOutcome | null> {
   const a = await orders.getAttempt(d.db, attemptId);
   const o = a ? await orders.getOrder(d.db, a.orderId) : null;
-  return a && o ? callProvider(d, o, a) : null;
+  if (!a || !o || !isLiveAttempt(a) || a.state === 'ACCEPTED' || !['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status)) return null;
+  return callProvider(d, o, a);
 }
 
 /**
