@@ -29,7 +29,8 @@ import {
   sourceIpOf,
 } from '../http/operator-auth.ts';
 import type { Services } from '../services.ts';
-import { SignInRefused, changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
+import { changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
+import { SignInRefused } from '../usecases/sessions.ts';
 import { consoleAssets } from './bundle.ts';
 
 const SECURITY_HEADERS: Record<string, string> = {

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
-import { type Actor, type Channel, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
+import { type Actor, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
 import { forwardingHeaders } from '../gate/gate.ts';
 import { CidrList } from '../net/ip.ts';
 import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
@@ -161,7 +161,7 @@ export function actorOf(req: FastifyRequest): Actor {
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-function channelOf(req: FastifyRequest): Channel {
+function channelOf(req: FastifyRequest): Actor['channel'] {
   const ua = req.headers['user-agent'];
   return typeof ua === 'string' && ua.startsWith('mps-ops/') ? 'cli' : 'api';
 }
