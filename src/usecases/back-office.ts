@@ -271,7 +271,14 @@ export async function addSettlementAccount(
       nowOf(d),
     );
     const row = (await merchants.listAccounts(tx, merchantId)).find((a) => a.accountId === id)!;
-    await record({ action: 'settlementAccount.create', entityType: 'settlementAccount', entityId: id, before: null, after: row, merchantId });
+    await record({
+      action: 'settlementAccount.create',
+      entityType: 'settlementAccount',
+      entityId: id,
+      before: null,
+      after: row,
+      merchantId,
+    });
     return row;
   });
   d.merchantConfigChanged(merchantId);

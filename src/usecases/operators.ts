@@ -5,13 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
-import {
-  type Actor,
-  OPERATOR_NAME_RE,
-  type Role,
-  SESSION_TOUCH_SECONDS,
-  passwordProblem,
-} from '../domain/operators.ts';
+import { type Actor, OPERATOR_NAME_RE, type Role, SESSION_TOUCH_SECONDS, passwordProblem } from '../domain/operators.ts';
 import { hashPassword } from '../lib/password-hash.ts';
 import * as tokens from '../store/operator-tokens.ts';
 import * as sessions from '../store/sessions.ts';
@@ -114,7 +108,8 @@ export async function updateOperator(
         throw new DomainError('STATE_INVALID', 'this is the last active admin: make another operator admin first');
       }
     }
-    const ended = passwordHash !== undefined || after.status === 'DISABLED' ? await sessions.revokeOwnerSessions(tx, 'operator', id, now) : 0;
+    const ended =
+      passwordHash !== undefined || after.status === 'DISABLED' ? await sessions.revokeOwnerSessions(tx, 'operator', id, now) : 0;
     await record({
       action: 'operator.update',
       entityType: 'operator',

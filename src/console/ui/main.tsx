@@ -4,8 +4,9 @@
  */
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Session, del, get, onSignedOut, post, rememberSession } from './api.ts';
-import { ErrorNote, Field, SessionContext, formValues, useAction } from './components.tsx';
+import { ApiError, del, get, onSignedOut, post, rememberSession } from '../../ui/api.ts';
+import type { Session } from './session.ts';
+import { ErrorNote, Field, SessionContext, formValues, useAction } from '../../ui/components.tsx';
 import { AccountPage } from './pages/account.tsx';
 import { AuditPage } from './pages/audit.tsx';
 import { DashboardPage } from './pages/dashboard.tsx';

@@ -1,8 +1,9 @@
 /** The signed-in operator's own account: API tokens and password. */
 import { useContext, useState } from 'preact/hooks';
-import { del, get, post } from '../api.ts';
-import { ActionNote, Field, Loading, SessionContext, Table, formValues, useAction, useLoad, Section } from '../components.tsx';
-import { time } from '../format.ts';
+import type { Session } from '../session.ts';
+import { del, get, post } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, SessionContext, Table, formValues, useAction, useLoad, Section } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 interface Token {
   tokenId: string;
@@ -82,7 +83,7 @@ export function Tokens({ operatorId }: { operatorId: string }) {
 }
 
 export function AccountPage() {
-  const session = useContext(SessionContext)!;
+  const session = useContext(SessionContext) as Session;
   const change = useAction();
   return (
     <>

@@ -1,8 +1,8 @@
 /** The audit log: who changed what, when, from where; filters, pages, CSV export. */
 import { useEffect, useState } from 'preact/hooks';
-import { get, query, urlOf } from '../api.ts';
-import { ErrorNote, Field, Section, Table, formValues, useAction } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, query, urlOf } from '../../../ui/api.ts';
+import { ErrorNote, Field, Section, Table, formValues, useAction } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 export interface AuditEntry {
   id: string;

@@ -1,7 +1,7 @@
 /** Today's orders and amount, the success rate, what needs an operator, and the last 24 hours. */
-import { get } from '../api.ts';
-import { HourChart, Loading, Section, useLoad } from '../components.tsx';
-import { money, percent, time } from '../format.ts';
+import { get } from '../../../ui/api.ts';
+import { HourChart, Loading, Section, useLoad } from '../../../ui/components.tsx';
+import { money, percent, time } from '../../../ui/format.ts';
 
 interface Dashboard {
   at: string;

@@ -1,8 +1,20 @@
 /** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
 import { useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
-import { ActionNote, Field, Loading, Pre, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, post, query } from '../../../ui/api.ts';
+import {
+  ActionNote,
+  Field,
+  Loading,
+  Pre,
+  Section,
+  Status,
+  Table,
+  formValues,
+  useAction,
+  useCan,
+  useLoad,
+} from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 interface EventSummary {
   eventId: string;

@@ -1,8 +1,8 @@
 /** Merchants: the list and creation; one merchant's apps, keys, settlement accounts, allocation and fee rule. */
 import { useState } from 'preact/hooks';
-import { get, patch, post, put } from '../api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, patch, post, put } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 
 interface MerchantSummary {
   merchantId: string;

@@ -1,8 +1,8 @@
 /** Operators (the admin role's): create, change role, disable, reset a password, end sessions, tokens; the role table. */
 import { useState } from 'preact/hooks';
-import { get, patch, post } from '../api.ts';
-import { ActionNote, Confirm, Field, Loading, Section, Status, Table, formValues, useAction, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, patch, post } from '../../../ui/api.ts';
+import { ActionNote, Confirm, Field, Loading, Section, Status, Table, formValues, useAction, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 import { Tokens } from './account.tsx';
 
 interface Operator {

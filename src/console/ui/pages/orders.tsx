@@ -1,6 +1,6 @@
 /** Orders: search by number, id, status, channel and dates; one order with its attempts, refunds, events, deliveries and timeline. */
 import { useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
+import { get, post, query } from '../../../ui/api.ts';
 import {
   ActionNote,
   Confirm,
@@ -14,8 +14,8 @@ import {
   useAction,
   useCan,
   useLoad,
-} from '../components.tsx';
-import { money, time } from '../format.ts';
+} from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 import { type AuditEntry, AuditTable } from './audit.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 

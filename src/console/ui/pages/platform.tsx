@@ -1,7 +1,7 @@
 /** The platform's signing keys (rotation) and source-IP policy. */
-import { get, post, put } from '../api.ts';
-import { ActionNote, Field, Loading, Pre, Section, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, post, put } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Pre, Section, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 interface PlatformKeys {
   keys: { keyId: string; publicKeyPem: string }[];

@@ -4,9 +4,9 @@
  * STATEMENT, next to what notices and queries reported), resolved here once dealt with.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, post, query } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 
 interface Run {
   runId: string;

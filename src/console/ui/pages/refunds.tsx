@@ -1,8 +1,8 @@
 /** Refunds, newest first, by state. */
 import { useState } from 'preact/hooks';
-import { get, query } from '../api.ts';
-import { Field, Loading, Section, Status, Table, formValues, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, query } from '../../../ui/api.ts';
+import { Field, Loading, Section, Status, Table, formValues, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 
 interface Refund {
   refundAttemptId: string;
