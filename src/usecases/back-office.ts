@@ -12,7 +12,7 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
 import type { IpPolicyView } from '../domain/ip-policy.ts';
-import type { Actor } from '../domain/operators.ts';
+import type { Actor, AuditActor } from '../domain/operators.ts';
 import { checkNotifyUrl, type NotifyUrlPolicy } from '../events/notify-url.ts';
 import { CidrList } from '../net/ip.ts';
 import type { Tx } from '../store/db.ts';
@@ -161,7 +161,7 @@ export async function getApp(d: BackOfficeDeps, appId: string): Promise<AppRow> 
 
 export async function updateApp(
   d: BackOfficeDeps,
-  actor: Actor,
+  actor: AuditActor,
   appId: string,
   b: AppInput & { status?: 'ACTIVE' | 'DISABLED' },
 ): Promise<AppRow> {
@@ -201,7 +201,7 @@ export async function updateApp(
   return app;
 }
 
-export async function addAppKey(d: BackOfficeDeps, actor: Actor, appId: string, keyId: string, publicKeyPem: string) {
+export async function addAppKey(d: BackOfficeDeps, actor: AuditActor, appId: string, keyId: string, publicKeyPem: string) {
   const pem = checkPublicKeyPem(publicKeyPem);
   const app = await getApp(d, appId);
   const k = await audited(d, actor, async (tx, record) => {
