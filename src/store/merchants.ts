@@ -62,10 +62,10 @@ export interface AppKeyRow {
 const KEY_COLS = `app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, valid_until AS "validUntil", created_at AS "createdAt"`;
 
 export async function getAppKey(db: Queryable, appId: string, keyId: string, lock = false): Promise<AppKeyRow | null> {
-  const r = await db.query<AppKeyRow>(
-    `SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 AND key_id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [appId, keyId],
-  );
+  const r = await db.query<AppKeyRow>(`SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 AND key_id = $2${lock ? ' FOR UPDATE' : ''}`, [
+    appId,
+    keyId,
+  ]);
   return r.rows[0] ?? null;
 }
 
@@ -208,10 +208,7 @@ export async function insertAppKey(
 }
 
 export async function listAppKeys(db: Queryable, appId: string): Promise<AppKeyRow[]> {
-  const r = await db.query<AppKeyRow>(
-    `SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 ORDER BY created_at, key_id`,
-    [appId],
-  );
+  const r = await db.query<AppKeyRow>(`SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 ORDER BY created_at, key_id`, [appId]);
   return r.rows;
 }
 
@@ -222,10 +219,11 @@ export async function setAppKeyStatus(
   keyId: string,
   status: 'ACTIVE' | 'DISABLED',
 ): Promise<AppKeyRow | null> {
-  const r = await db.query<AppKeyRow>(
-    `UPDATE app_keys SET status = $3 WHERE app_id = $1 AND key_id = $2 RETURNING ${KEY_COLS}`,
-    [appId, keyId, status],
-  );
+  const r = await db.query<AppKeyRow>(`UPDATE app_keys SET status = $3 WHERE app_id = $1 AND key_id = $2 RETURNING ${KEY_COLS}`, [
+    appId,
+    keyId,
+    status,
+  ]);
   return r.rows[0] ?? null;
 }
 
