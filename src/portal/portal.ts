@@ -53,6 +53,9 @@ export const portalAssets = uiAssets(path.join(SRC, 'portal/ui/main.tsx'), [path
 /** The portal's session cookie: `mps_portal` (`__Host-mps_portal` over TLS). */
 export const portalCookie = new SessionCookie('mps_portal');
 
+/** Every route of the portal's API, `METHOD /path` under /portal/api (test/http/portal-isolation.test.ts tries each). */
+export const PORTAL_ROUTES = new Set<string>();
+
 /** Who may call a route: nobody signed in (`public`), any signed-in user (`self`), or a permission of the role table. */
 type Rule = 'public' | 'self' | MerchantPermission;
 const perm = (rule: Rule) => ({ config: { portalRule: rule } });
@@ -161,6 +164,9 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
   await scope.register(
     async (api) => {
       installBackOffice(api, (req, reply) => authenticate(req, reply, svc), 'portal request failed', 'PORTAL');
+      api.addHook('onRoute', (r) => {
+        for (const m of [r.method].flat()) if (m !== 'HEAD') PORTAL_ROUTES.add(`${m} ${r.url.slice(api.prefix.length)}`);
+      });
 
       // --- session ---
       api.post('/session', perm('public'), async (req, reply) => {
