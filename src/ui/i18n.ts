@@ -1,8 +1,8 @@
 /**
  * The pages' two languages, English and Simplified Chinese (zh-CN). The English text is the key:
- * `t('Orders')` is that text in English and its entry of the zh-CN dictionary otherwise (each
+ * t called with "Orders" is that text in English and its entry of the zh-CN dictionary otherwise (each
  * surface registers its dictionary, merged with the shared one of src/ui/zh.ts);
- * test/unit/ui-i18n.test.ts checks that every `t('...')` of the pages has its translation and that
+ * test/unit/ui-i18n.test.ts checks that every text given to t in the pages has its translation and that
  * no translation is left unused. `{name}` in a text is replaced by the value given for it.
  * The language is the one chosen last (kept in the browser), else the browser's.
  */

@@ -1,4 +1,225 @@
-/** The merchants' portal (placeholder while the pages are written). */
+/**
+ * The merchants' portal (docs/portal.md): sign-in (with the TOTP code when the user turned it
+ * on), an invitation's acceptance, then one page per fragment route (`#/orders/ord_...`). What the
+ * user's role does not allow is left out of the pages; the server refuses it anyway.
+ */
 import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, configureApi, del, get, onSignedOut, post, rememberSession } from '../../ui/api.ts';
+import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
+import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
+import { setupLanguage, t } from '../../ui/i18n.ts';
+import { AccountPage } from './pages/account.tsx';
+import { AppsPage } from './pages/apps.tsx';
+import { AuditPage } from './pages/audit.tsx';
+import { EventPage, EventsPage } from './pages/events.tsx';
+import { InvitationPage } from './pages/invitation.tsx';
+import { OrderPage, OrdersPage, RefundsPage } from './pages/orders.tsx';
+import { PlatformKeysPage } from './pages/platform-keys.tsx';
+import { SettlementPage } from './pages/settlement.tsx';
+import { StatementsPage } from './pages/statements.tsx';
+import { UsersPage } from './pages/users.tsx';
+import { roleLabel } from './roles.ts';
+import type { Session } from './session.ts';
+import { PORTAL_ZH } from './zh.ts';
 
-render(<p>Merchant portal</p>, document.getElementById('app')!);
+configureApi({ ownPrefix: '/portal/', base: '/portal/api', sessionPath: '/portal/api/session' });
+setupLanguage(PORTAL_ZH);
+
+function currentRoute(): string[] {
+  const h = window.location.hash.replace(/^#\/?/, '');
+  return h.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
+}
+
+function useRoute(): string[] {
+  const [route, setRoute] = useState(currentRoute);
+  useEffect(() => {
+    const on = () => setRoute(currentRoute());
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+const NAV: { href: string; label: () => string; permission: string | null }[] = [
+  { href: '#/', label: () => t('Orders'), permission: 'orders.read' },
+  { href: '#/refunds', label: () => t('Refunds'), permission: 'orders.read' },
+  { href: '#/events', label: () => t('Events'), permission: 'events.read' },
+  { href: '#/statements', label: () => t('Statements'), permission: 'statements.read' },
+  { href: '#/settlement', label: () => t('Settlement accounts'), permission: 'settlement.read' },
+  { href: '#/apps', label: () => t('Apps and keys'), permission: 'apps.read' },
+  { href: '#/platform-keys', label: () => t('Platform keys'), permission: 'apps.read' },
+  { href: '#/users', label: () => t('Users'), permission: 'users.manage' },
+  { href: '#/audit', label: () => t('Audit log'), permission: 'audit.read' },
+  { href: '#/account', label: () => t('My account'), permission: null },
+];
+
+function Page({ route }: { route: string[] }) {
+  const [first, id] = route;
+  switch (first) {
+    case undefined:
+    case 'orders':
+      return id ? <OrderPage orderId={id} /> : <OrdersPage />;
+    case 'refunds':
+      return <RefundsPage />;
+    case 'events':
+      return id ? <EventPage eventId={id} /> : <EventsPage />;
+    case 'statements':
+      return <StatementsPage />;
+    case 'settlement':
+      return <SettlementPage />;
+    case 'apps':
+      return <AppsPage />;
+    case 'platform-keys':
+      return <PlatformKeysPage />;
+    case 'users':
+      return <UsersPage />;
+    case 'audit':
+      return <AuditPage />;
+    case 'account':
+      return <AccountPage />;
+    default:
+      return <p class="note error">{t('There is no page {page}.', { page: window.location.hash })}</p>;
+  }
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
+  const action = useAction();
+  const [needCode, setNeedCode] = useState(false);
+  return (
+    <main class="sign-in">
+      <form
+        class="card"
+        aria-label={t('Sign in')}
+        onSubmit={(e) => {
+          const v = formValues(e);
+          void action.run(async () => {
+            try {
+              onSignedIn(
+                await post<Session>('/portal/api/session', {
+                  login: v.login,
+                  password: v.password,
+                  ...(needCode ? { totpCode: v.totpCode ?? '' } : {}),
+                }),
+              );
+            } catch (err) {
+              if (err instanceof ApiError && err.code === 'PORTAL_TOTP_REQUIRED') {
+                setNeedCode(true);
+                return;
+              }
+              throw err;
+            }
+          });
+        }}
+      >
+        <h1>{t('Merchant portal')}</h1>
+        <p class="muted">Merchant Payment Service</p>
+        <Field label={t('Login')}>
+          <input name="login" autocomplete="username" required autoFocus />
+        </Field>
+        <Field label={t('Password')}>
+          <input name="password" type="password" autocomplete="current-password" required />
+        </Field>
+        {needCode ? (
+          <Field label={t('Code from your authenticator app')}>
+            <input name="totpCode" inputMode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required autoFocus />
+          </Field>
+        ) : null}
+        <button type="submit" class="primary" disabled={action.busy}>
+          {t('Sign in')}
+        </button>
+        <ErrorNote error={action.error} />
+        <LanguageSwitch />
+      </form>
+    </main>
+  );
+}
+
+function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+  const route = useRoute();
+  const [menu, setMenu] = useState(false);
+  const active = `#/${route[0] === 'orders' ? '' : (route[0] ?? '')}`;
+  return (
+    <SessionContext.Provider value={session}>
+      <div class="shell">
+        <header class="top">
+          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
+            {t('Menu')}
+          </button>
+          <strong class="brand">{session.merchant.name}</strong>
+          <span class="zone muted" title={ZONE}>
+            {t('Times: {zone} ({label})', { zone: ZONE, label: ZONE_LABEL })}
+          </span>
+          <span class="who" data-user={session.user.login}>
+            {session.user.login} · {roleLabel(session.user.role)}
+          </span>
+          <LanguageSwitch />
+          <button type="button" onClick={onSignOut}>
+            {t('Sign out')}
+          </button>
+        </header>
+        <nav class={menu ? 'side open' : 'side'} aria-label={t('Pages')} onClick={() => setMenu(false)}>
+          {NAV.filter((n) => n.permission === null || session.permissions.includes(n.permission)).map((n) => (
+            <a key={n.href} href={n.href} aria-current={n.href === active ? 'page' : undefined}>
+              {n.label()}
+            </a>
+          ))}
+        </nav>
+        <main class="content">
+          <Page route={route} />
+        </main>
+      </div>
+    </SessionContext.Provider>
+  );
+}
+
+function App() {
+  const route = useRoute();
+  const [session, setSession] = useState<Session | null | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    onSignedOut(() => {
+      rememberSession(null);
+      setSession(null);
+    });
+    get<Session>('/portal/api/session').then(
+      (s) => {
+        rememberSession(s);
+        setSession(s);
+      },
+      (err: unknown) => {
+        if (err instanceof ApiError && err.status === 401) setSession(null);
+        else setError(err);
+      },
+    );
+  }, []);
+  if (route[0] === 'invitation' && route[1]) return <InvitationPage token={route[1]} />;
+  if (error) return <ErrorNote error={error} />;
+  if (session === undefined) return <p class="boot">{t('Loading…')}</p>;
+  if (session === null) {
+    return (
+      <SignIn
+        onSignedIn={(s) => {
+          rememberSession(s);
+          setSession(s);
+        }}
+      />
+    );
+  }
+  return (
+    <Shell
+      session={session}
+      onSignOut={() => {
+        void del('/portal/api/session')
+          .catch(() => {})
+          .finally(() => {
+            rememberSession(null);
+            setSession(null);
+            window.location.hash = '#/';
+          });
+      }}
+    />
+  );
+}
+
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,1 @@
+export const CONSOLE_ZH: Record<string, string> = {};

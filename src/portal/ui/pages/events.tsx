@@ -1,0 +1,182 @@
+/** The merchant's events: by status and app; one event's payload and delivery log; redelivery. */
+import { useState } from 'preact/hooks';
+import { ApiError, get, post, query } from '../../../ui/api.ts';
+import {
+  ActionNote,
+  Field,
+  Loading,
+  Pre,
+  Section,
+  Status,
+  Table,
+  formValues,
+  useAction,
+  useCan,
+  useLoad,
+} from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
+import { t } from '../../../ui/i18n.ts';
+import { Deliveries, type Delivery } from '../../../ui/views.tsx';
+
+interface EventSummary {
+  eventId: string;
+  appId: string;
+  openOrderId: string;
+  eventType: string;
+  status: string;
+  attempts: number;
+  nextAttemptAt: string;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+interface EventDetail extends EventSummary {
+  payload: unknown;
+  deliveries: Delivery[];
+}
+
+/** Asks for the event to be delivered again (once a minute per event, 20 a minute per app). */
+export function RedeliverButton({ event, onDone }: { event: { eventId: string; status: string }; onDone: () => void }) {
+  const can = useCan();
+  const action = useAction();
+  if (!can('events.redeliver')) return null;
+  return (
+    <div>
+      <button
+        type="button"
+        disabled={action.busy}
+        onClick={() =>
+          void action.run(async () => {
+            try {
+              await post(`/events/${encodeURIComponent(event.eventId)}/redeliver`);
+            } catch (err) {
+              if (err instanceof ApiError && err.status === 429) {
+                throw new Error(t('Too soon: try again in {seconds} s.', { seconds: err.retryAfter ?? '60' }));
+              }
+              throw err;
+            }
+            onDone();
+          }, t('Queued for delivery again.'))
+        }
+      >
+        {t('Redeliver')}
+      </button>
+      <ActionNote action={action} />
+    </div>
+  );
+}
+
+export function EventsPage() {
+  const [filter, setFilter] = useState<{ status: string; appId: string }>({ status: '', appId: '' });
+  const loaded = useLoad(
+    () => get<{ events: EventSummary[] }>(`/events${query({ ...filter, limit: 200 })}`),
+    [filter.status, filter.appId],
+  );
+  return (
+    <>
+      <h1>{t('Events')}</h1>
+      <Section title={t('Filter')}>
+        <form
+          class="inline-form"
+          aria-label={t('Filter events')}
+          onSubmit={(e) => {
+            const v = formValues(e);
+            setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
+          }}
+        >
+          <Field label={t('Status')}>
+            <select name="status" defaultValue={filter.status}>
+              <option value="">{t('any')}</option>
+              <option>PENDING</option>
+              <option>DELIVERED</option>
+              <option>DEAD</option>
+            </select>
+          </Field>
+          <Field label={t('App id')}>
+            <input name="appId" defaultValue={filter.appId} />
+          </Field>
+          <button type="submit" class="primary">
+            {t('Show')}
+          </button>
+        </form>
+      </Section>
+      <Section title={t('Events, newest first')}>
+        <Loading loaded={loaded}>
+          {(d) => (
+            <Table
+              head={[t('Event id'), t('Type'), t('Order'), t('Status'), t('Tries'), t('Last error'), t('Created')]}
+              empty={d.events.length === 0}
+            >
+              {d.events.map((e) => (
+                <tr key={e.eventId} data-event={e.eventId}>
+                  <td class="mono">
+                    <a href={`#/events/${e.eventId}`}>{e.eventId}</a>
+                  </td>
+                  <td>{e.eventType}</td>
+                  <td class="mono">
+                    <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
+                  </td>
+                  <td>
+                    <Status value={e.status} />
+                  </td>
+                  <td class="num">{e.attempts}</td>
+                  <td class="wrap">{e.lastError ?? ''}</td>
+                  <td class="when">{time(e.createdAt)}</td>
+                </tr>
+              ))}
+            </Table>
+          )}
+        </Loading>
+      </Section>
+    </>
+  );
+}
+
+export function EventPage({ eventId }: { eventId: string }) {
+  const loaded = useLoad(() => get<EventDetail>(`/events/${encodeURIComponent(eventId)}`), [eventId]);
+  return (
+    <>
+      <p>
+        <a href="#/events">← {t('Events')}</a>
+      </p>
+      <h1>
+        {t('Event')} <span class="mono">{eventId}</span>
+      </h1>
+      <Loading loaded={loaded}>
+        {(e) => (
+          <>
+            <Section title={t('Event')} actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
+              <dl class="facts">
+                <dt>{t('Type')}</dt>
+                <dd>{e.eventType}</dd>
+                <dt>{t('Status')}</dt>
+                <dd>
+                  <Status value={e.status} />
+                </dd>
+                <dt>{t('Order')}</dt>
+                <dd class="mono">
+                  <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
+                </dd>
+                <dt>{t('App')}</dt>
+                <dd class="mono">{e.appId}</dd>
+                <dt>{t('Created')}</dt>
+                <dd>{time(e.createdAt)}</dd>
+                <dt>{t('Delivered')}</dt>
+                <dd>{time(e.deliveredAt)}</dd>
+                <dt>{t('Next try')}</dt>
+                <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
+              </dl>
+            </Section>
+            <Section title={t('Payload (as signed and sent)')}>
+              <Pre value={e.payload} />
+            </Section>
+            <Section title={t('Delivery log')}>
+              <Deliveries deliveries={e.deliveries} />
+            </Section>
+          </>
+        )}
+      </Loading>
+    </>
+  );
+}
