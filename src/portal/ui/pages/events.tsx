@@ -52,7 +52,7 @@ export function RedeliverButton({ event, onDone }: { event: { eventId: string; s
               await post(`/events/${encodeURIComponent(event.eventId)}/redeliver`);
             } catch (err) {
               if (err instanceof ApiError && err.status === 429) {
-                throw new Error(t('Too soon: try again in {seconds} s.', { seconds: err.retryAfter ?? '60' }));
+                throw new Error(t('Too soon: try again in {seconds} s.', { seconds: err.retryAfter ?? '60' }), { cause: err });
               }
               throw err;
             }
