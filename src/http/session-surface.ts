@@ -159,6 +159,9 @@ export const SECURITY_HEADERS: Record<string, string> = {
   'x-robots-tag': 'noindex, nofollow',
 };
 
+const ICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1f5fbf"/><path d="M4 11V5l4 3 4-3v6" fill="none" stroke="#fff" stroke-width="1.6"/></svg>';
+
 /**
  * A browser surface's page, script and stylesheet at `/`, `/assets/<name>.js` and `.css` of its
  * scope (the page routes by the URL's fragment), with the security headers on every answer.
@@ -171,6 +174,7 @@ export function servePages(scope: FastifyInstance, o: { name: string; title: str
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${o.title}</title>
+<link rel="icon" href="${prefix}/assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="${prefix}/assets/${o.name}.css">
 <script type="module" src="${prefix}/assets/${o.name}.js"></script>
 </head>
@@ -186,4 +190,6 @@ export function servePages(scope: FastifyInstance, o: { name: string; title: str
   scope.get('/', async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
   scope.get(`/assets/${o.name}.js`, async (_req, reply) => reply.type('text/javascript; charset=utf-8').send((await o.assets()).script));
   scope.get(`/assets/${o.name}.css`, async (_req, reply) => reply.type('text/css; charset=utf-8').send((await o.assets()).css));
+  // The tab's icon (without one, browsers ask for /favicon.ico and log its 404).
+  scope.get('/assets/icon.svg', async (_req, reply) => reply.type('image/svg+xml').send(ICON));
 }

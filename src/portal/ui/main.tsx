@@ -222,4 +222,7 @@ function App() {
   );
 }
 
-render(<App />, document.getElementById('app')!);
+// The boot text the page carries is replaced, not kept above the app.
+const root = document.getElementById('app')!;
+root.replaceChildren();
+render(<App />, root);
