@@ -6,7 +6,10 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, del, get, onSignedOut, post, rememberSession } from '../../ui/api.ts';
 import type { Session } from './session.ts';
-import { ErrorNote, Field, SessionContext, formValues, useAction } from '../../ui/components.tsx';
+import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
+import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
+import { setupLanguage, t } from '../../ui/i18n.ts';
+import { CONSOLE_ZH } from './zh.ts';
 import { AccountPage } from './pages/account.tsx';
 import { AuditPage } from './pages/audit.tsx';
 import { DashboardPage } from './pages/dashboard.tsx';
@@ -17,6 +20,8 @@ import { OrderPage, OrdersPage } from './pages/orders.tsx';
 import { PlatformPage } from './pages/platform.tsx';
 import { ReconciliationPage, ReconciliationRunPage } from './pages/reconciliation.tsx';
 import { RefundsPage } from './pages/refunds.tsx';
+
+setupLanguage(CONSOLE_ZH);
 
 function currentRoute(): string[] {
   const h = window.location.hash.replace(/^#\/?/, '');
@@ -33,17 +38,17 @@ function useRoute(): string[] {
   return route;
 }
 
-const NAV: { href: string; label: string; permission: string }[] = [
-  { href: '#/', label: 'Dashboard', permission: 'read' },
-  { href: '#/merchants', label: 'Merchants', permission: 'read' },
-  { href: '#/orders', label: 'Orders', permission: 'read' },
-  { href: '#/refunds', label: 'Refunds', permission: 'read' },
-  { href: '#/events', label: 'Events', permission: 'read' },
-  { href: '#/reconciliation', label: 'Reconciliation', permission: 'read' },
-  { href: '#/platform', label: 'Platform', permission: 'read' },
-  { href: '#/operators', label: 'Operators', permission: 'operators.manage' },
-  { href: '#/audit', label: 'Audit log', permission: 'audit.read' },
-  { href: '#/account', label: 'My account', permission: 'read' },
+const NAV: { href: string; label: () => string; permission: string }[] = [
+  { href: '#/', label: () => t('Dashboard'), permission: 'read' },
+  { href: '#/merchants', label: () => t('Merchants'), permission: 'read' },
+  { href: '#/orders', label: () => t('Orders'), permission: 'read' },
+  { href: '#/refunds', label: () => t('Refunds'), permission: 'read' },
+  { href: '#/events', label: () => t('Events'), permission: 'read' },
+  { href: '#/reconciliation', label: () => t('Reconciliation'), permission: 'read' },
+  { href: '#/platform', label: () => t('Platform'), permission: 'read' },
+  { href: '#/operators', label: () => t('Operators'), permission: 'operators.manage' },
+  { href: '#/audit', label: () => t('Audit log'), permission: 'audit.read' },
+  { href: '#/account', label: () => t('My account'), permission: 'read' },
 ];
 
 function Page({ route }: { route: string[] }) {
@@ -70,7 +75,7 @@ function Page({ route }: { route: string[] }) {
     case 'account':
       return <AccountPage />;
     default:
-      return <p class="note error">There is no page {window.location.hash}.</p>;
+      return <p class="note error">{t('There is no page {page}.', { page: window.location.hash })}</p>;
   }
 }
 
@@ -80,24 +85,25 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
     <main class="sign-in">
       <form
         class="card"
-        aria-label="Sign in"
+        aria-label={t('Sign in')}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => onSignedIn(await post<Session>('/console/api/session', { name: v.name, password: v.password })));
         }}
       >
-        <h1>Operator console</h1>
-        <p class="muted">Merchant Payment Service</p>
-        <Field label="Name">
+        <h1>{t('Operator console')}</h1>
+        <p class="muted">{t('Merchant Payment Service')}</p>
+        <Field label={t('Name')}>
           <input name="name" autocomplete="username" required autoFocus />
         </Field>
-        <Field label="Password">
+        <Field label={t('Password')}>
           <input name="password" type="password" autocomplete="current-password" required />
         </Field>
         <button type="submit" class="primary" disabled={action.busy}>
-          Sign in
+          {t('Sign in')}
         </button>
         <ErrorNote error={action.error} />
+        <LanguageSwitch />
       </form>
     </main>
   );
@@ -112,20 +118,24 @@ function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void
       <div class="shell">
         <header class="top">
           <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
-            Menu
+            {t('Menu')}
           </button>
-          <strong class="brand">Operator console</strong>
+          <strong class="brand">{t('Operator console')}</strong>
+          <span class="zone" title={ZONE}>
+            {t('Times: {zone} ({label})', { zone: ZONE, label: ZONE_LABEL })}
+          </span>
           <span class="who" data-operator={session.operator.name}>
             {session.operator.name} · {session.operator.role}
           </span>
+          <LanguageSwitch />
           <button type="button" onClick={onSignOut}>
-            Sign out
+            {t('Sign out')}
           </button>
         </header>
-        <nav class={menu ? 'side open' : 'side'} aria-label="Pages" onClick={() => setMenu(false)}>
+        <nav class={menu ? 'side open' : 'side'} aria-label={t('Pages')} onClick={() => setMenu(false)}>
           {NAV.filter((n) => session.permissions.includes(n.permission)).map((n) => (
             <a key={n.href} href={n.href} aria-current={n.href === active || (n.href === '#/' && active === '#/') ? 'page' : undefined}>
-              {n.label}
+              {n.label()}
             </a>
           ))}
         </nav>
@@ -157,7 +167,7 @@ function App() {
     );
   }, []);
   if (error) return <ErrorNote error={error} />;
-  if (session === undefined) return <p class="boot">Loading the console…</p>;
+  if (session === undefined) return <p class="boot">{t('Loading the console…')}</p>;
   if (session === null) {
     return (
       <SignIn

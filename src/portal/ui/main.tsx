@@ -19,7 +19,7 @@ import { PlatformKeysPage } from './pages/platform-keys.tsx';
 import { SettlementPage } from './pages/settlement.tsx';
 import { StatementsPage } from './pages/statements.tsx';
 import { UsersPage } from './pages/users.tsx';
-import { roleLabel } from './roles.ts';
+import { roleLabel } from '../../ui/roles.ts';
 import type { Session } from './session.ts';
 import { PORTAL_ZH } from './zh.ts';
 

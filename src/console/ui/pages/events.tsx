@@ -1,4 +1,5 @@
 /** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
+import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
 import {
@@ -15,6 +16,7 @@ import {
   useLoad,
 } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
+import { Deliveries, type Delivery } from '../../../ui/views.tsx';
 
 interface EventSummary {
   eventId: string;
@@ -30,13 +32,7 @@ interface EventSummary {
   deliveredAt: string | null;
 }
 
-export interface Delivery {
-  attemptNo: number;
-  attemptedAt: string;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-}
+export { Deliveries };
 
 export interface EventDetail extends EventSummary {
   payload: unknown;
@@ -44,22 +40,6 @@ export interface EventDetail extends EventSummary {
 }
 
 const redeliverable = (status: string) => status === 'DEAD' || status === 'DELIVERED';
-
-export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
-  return (
-    <Table head={['#', 'At', 'Answer', 'Error', 'Took']} empty={deliveries.length === 0}>
-      {deliveries.map((x) => (
-        <tr key={x.attemptNo}>
-          <td>{x.attemptNo}</td>
-          <td>{time(x.attemptedAt)}</td>
-          <td>{x.statusCode ?? '—'}</td>
-          <td>{x.error ?? ''}</td>
-          <td class="num">{x.durationMs} ms</td>
-        </tr>
-      ))}
-    </Table>
-  );
-}
 
 export function RedeliverButton({ event, onDone }: { event: { eventId: string; status: string }; onDone: () => void }) {
   const can = useCan();
@@ -74,10 +54,10 @@ export function RedeliverButton({ event, onDone }: { event: { eventId: string; s
           void action.run(async () => {
             await post(`/events/${encodeURIComponent(event.eventId)}/redeliver`);
             onDone();
-          }, 'Queued for delivery again.')
+          }, t('Queued for delivery again.'))
         }
       >
-        Redeliver
+        {t('Redeliver')}
       </button>
       <ActionNote action={action} />
     </div>
@@ -96,35 +76,35 @@ export function EventsPage() {
   const [results, setResults] = useState<{ eventId: string; status?: string; code?: string; message?: string }[]>([]);
   return (
     <>
-      <h1>Events</h1>
-      <Section title="Filter">
+      <h1>{t('Events')}</h1>
+      <Section title={t('Filter')}>
         <form
           class="inline-form"
-          aria-label="Filter events"
+          aria-label={t('Filter events')}
           onSubmit={(e) => {
             const v = formValues(e);
             setSelected(new Set());
             setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
           }}
         >
-          <Field label="Status">
+          <Field label={t('Status')}>
             <select name="status" defaultValue={filter.status}>
-              <option value="">any</option>
+              <option value="">{t('any')}</option>
               <option>PENDING</option>
               <option>DELIVERED</option>
               <option>DEAD</option>
             </select>
           </Field>
-          <Field label="App id">
+          <Field label={t('App id')}>
             <input name="appId" defaultValue={filter.appId} />
           </Field>
           <button type="submit" class="primary">
-            Show
+            {t('Show')}
           </button>
         </form>
       </Section>
       <Section
-        title="Events, newest first"
+        title={t('Events, newest first')}
         actions={
           can('events.redeliver') ? (
             <button
@@ -139,7 +119,7 @@ export function EventsPage() {
                 })
               }
             >
-              Redeliver selected ({selected.size})
+              {t('Redeliver selected ({n})', { n: selected.size })}
             </button>
           ) : null
         }
@@ -156,7 +136,10 @@ export function EventsPage() {
         ) : null}
         <Loading loaded={loaded}>
           {(d) => (
-            <Table head={['', 'Event id', 'Type', 'Order', 'Status', 'Tries', 'Last error', 'Created']} empty={d.events.length === 0}>
+            <Table
+              head={['', t('Event id'), t('Type'), t('Order'), t('Status'), t('Tries'), t('Last error'), t('Created')]}
+              empty={d.events.length === 0}
+            >
               {d.events.map((e) => (
                 <tr key={e.eventId} data-event={e.eventId}>
                   <td>
@@ -202,7 +185,7 @@ export function EventPage({ eventId }: { eventId: string }) {
   return (
     <>
       <p>
-        <a href="#/events">← Events</a>
+        <a href="#/events">{t('← Events')}</a>
       </p>
       <h1>
         Event <span class="mono">{eventId}</span>
@@ -210,32 +193,32 @@ export function EventPage({ eventId }: { eventId: string }) {
       <Loading loaded={loaded}>
         {(e) => (
           <>
-            <Section title="Event" actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
+            <Section title={t('Event')} actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
               <dl class="facts">
-                <dt>Type</dt>
+                <dt>{t('Type')}</dt>
                 <dd>{e.eventType}</dd>
-                <dt>Status</dt>
+                <dt>{t('Status')}</dt>
                 <dd>
                   <Status value={e.status} />
                 </dd>
-                <dt>Order</dt>
+                <dt>{t('Order')}</dt>
                 <dd class="mono">
                   <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
                 </dd>
-                <dt>App</dt>
+                <dt>{t('App')}</dt>
                 <dd class="mono">{e.appId}</dd>
-                <dt>Created</dt>
+                <dt>{t('Created')}</dt>
                 <dd>{time(e.createdAt)}</dd>
-                <dt>Delivered</dt>
+                <dt>{t('Delivered')}</dt>
                 <dd>{time(e.deliveredAt)}</dd>
-                <dt>Next try</dt>
+                <dt>{t('Next try')}</dt>
                 <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
               </dl>
             </Section>
-            <Section title="Payload (as signed and sent)">
+            <Section title={t('Payload (as signed and sent)')}>
               <Pre value={e.payload} />
             </Section>
-            <Section title="Delivery log">
+            <Section title={t('Delivery log')}>
               <Deliveries deliveries={e.deliveries} />
             </Section>
           </>

@@ -3,6 +3,7 @@
  * with its lines by outcome, and the provider discrepancies (every finding of a run is one, source
  * STATEMENT, next to what notices and queries reported), resolved here once dealt with.
  */
+import { t } from '../../../ui/i18n.ts';
 import { useEffect, useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
@@ -69,7 +70,7 @@ function Pick({
   name,
   options,
   value = '',
-  any = 'any',
+  any = t('any'),
 }: {
   label: string;
   name: string;
@@ -94,24 +95,24 @@ function Pick({
 function RequestRun({ onDone }: { onDone: () => void }) {
   const action = useAction();
   return (
-    <Section title="Reconcile a day">
+    <Section title={t('Reconcile a day')}>
       <form
         class="inline-form"
-        aria-label="Reconcile a day"
+        aria-label={t('Reconcile a day')}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => {
             await post('/reconciliation/runs', { day: v.day, ...(v.provider ? { provider: v.provider } : {}) });
             onDone();
-          }, 'Queued: the workers run it within seconds.');
+          }, t('Queued: the workers run it within seconds.'));
         }}
       >
-        <Field label="Day (Asia/Shanghai)">
+        <Field label={t('Day (Asia/Shanghai)')}>
           <input name="day" type="date" required defaultValue={yesterday()} />
         </Field>
-        <Pick label="Provider" name="provider" options={PROVIDERS} any="every provider with statements" />
+        <Pick label={t('Provider')} name="provider" options={PROVIDERS} any="every provider with statements" />
         <button type="submit" class="primary" disabled={action.busy}>
-          Reconcile
+          {t('Reconcile')}
         </button>
       </form>
       <ActionNote action={action} />
@@ -128,26 +129,37 @@ function Discrepancies() {
   );
   const action = useAction();
   return (
-    <Section title="Provider discrepancies">
+    <Section title={t('Provider discrepancies')}>
       <form
         class="inline-form"
-        aria-label="Filter discrepancies"
+        aria-label={t('Filter discrepancies')}
         onSubmit={(e) => {
           const v = formValues(e);
           setFilter({ status: v.status ?? '', source: v.source ?? '' });
         }}
       >
-        <Pick label="Status" name="status" options={['OPEN', 'RESOLVED']} value={filter.status} />
-        <Pick label="Source" name="source" options={SOURCES} value={filter.source} />
+        <Pick label={t('Status')} name="status" options={['OPEN', 'RESOLVED']} value={filter.status} />
+        <Pick label={t('Source')} name="source" options={SOURCES} value={filter.source} />
         <button type="submit" class="primary">
-          Show
+          {t('Show')}
         </button>
       </form>
       <ActionNote action={action} />
       <Loading loaded={loaded}>
         {(d) => (
           <Table
-            head={['Id', 'Provider', 'Source', 'Kind', 'Subject', 'Ledger', 'Provider said', 'Status', 'Found', '']}
+            head={[
+              t('Id'),
+              t('Provider'),
+              t('Source'),
+              t('Kind'),
+              t('Subject'),
+              t('Ledger'),
+              t('Provider said'),
+              t('Status'),
+              t('Found'),
+              '',
+            ]}
             empty={d.discrepancies.length === 0}
           >
             {d.discrepancies.map((x) => (
@@ -175,7 +187,7 @@ function Discrepancies() {
                         }, `Discrepancy ${x.id} resolved.`)
                       }
                     >
-                      Resolve
+                      {t('Resolve')}
                     </button>
                   ) : null}
                 </td>
@@ -197,40 +209,40 @@ export function ReconciliationPage() {
   );
   return (
     <>
-      <h1>Reconciliation</h1>
+      <h1>{t('Reconciliation')}</h1>
       {can('reconciliation.write') ? <RequestRun onDone={loaded.reload} /> : null}
-      <Section title="Runs, newest first">
+      <Section title={t('Runs, newest first')}>
         <form
           class="inline-form"
-          aria-label="Filter runs"
+          aria-label={t('Filter runs')}
           onSubmit={(e) => {
             const v = formValues(e);
             setFilter({ day: v.day ?? '', provider: v.provider ?? '' });
           }}
         >
-          <Field label="Day">
+          <Field label={t('Day')}>
             <input name="day" type="date" defaultValue={filter.day} />
           </Field>
-          <Pick label="Provider" name="provider" options={PROVIDERS} value={filter.provider} />
+          <Pick label={t('Provider')} name="provider" options={PROVIDERS} value={filter.provider} />
           <button type="submit" class="primary">
-            Show
+            {t('Show')}
           </button>
         </form>
         <Loading loaded={loaded}>
           {(d) => (
             <Table
               head={[
-                'Run',
-                'Provider',
-                'Day',
-                'Trigger',
-                'Status',
-                'Statement lines',
-                'Ledger only',
-                'Matched',
-                'Converged',
-                'Discrepancies',
-                'Finished',
+                t('Run'),
+                t('Provider'),
+                t('Day'),
+                t('Trigger'),
+                t('Status'),
+                t('Statement lines'),
+                t('Ledger only'),
+                t('Matched'),
+                t('Converged'),
+                t('Discrepancies'),
+                t('Finished'),
               ]}
               empty={d.runs.length === 0}
             >
@@ -282,7 +294,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
   return (
     <>
       <p>
-        <a href="#/reconciliation">← Reconciliation</a>
+        <a href="#/reconciliation">{t('← Reconciliation')}</a>
       </p>
       <h1>
         Run <span class="mono">{runId}</span>
@@ -291,35 +303,46 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
         {(r) => (
           <Section title={`${r.provider}, ${r.day}`}>
             <dl class="facts">
-              <dt>Status</dt>
+              <dt>{t('Status')}</dt>
               <dd>
                 <Status value={r.status} /> {r.error ?? ''}
               </dd>
-              <dt>Trigger</dt>
+              <dt>{t('Trigger')}</dt>
               <dd>
                 {r.trigger} (try {r.tries})
               </dd>
-              <dt>Started</dt>
+              <dt>{t('Started')}</dt>
               <dd>{time(r.startedAt)}</dd>
-              <dt>Finished</dt>
+              <dt>{t('Finished')}</dt>
               <dd>{time(r.finishedAt)}</dd>
-              <dt>Next try</dt>
+              <dt>{t('Next try')}</dt>
               <dd>{time(r.nextTryAt)}</dd>
               {Object.entries(r.outcomes).map(([k, n]) => [<dt key={`${k}-t`}>{k}</dt>, <dd key={`${k}-n`}>{n}</dd>])}
             </dl>
           </Section>
         )}
       </Loading>
-      <Section title="Lines">
-        <form class="inline-form" aria-label="Filter lines" onSubmit={(e) => setOutcome(formValues(e).outcome ?? '')}>
-          <Pick label="Outcome" name="outcome" options={Object.keys(run.data?.outcomes ?? {})} value={outcome} />
+      <Section title={t('Lines')}>
+        <form class="inline-form" aria-label={t('Filter lines')} onSubmit={(e) => setOutcome(formValues(e).outcome ?? '')}>
+          <Pick label={t('Outcome')} name="outcome" options={Object.keys(run.data?.outcomes ?? {})} value={outcome} />
           <button type="submit" class="primary">
-            Show
+            {t('Show')}
           </button>
         </form>
         <ActionNote action={lines} />
         <Table
-          head={['#', 'From', 'Kind', 'Subject', 'Provider ref.', 'Amount', 'State', 'At', 'Outcome', 'Discrepancy']}
+          head={[
+            '#',
+            t('From'),
+            t('Kind'),
+            t('Subject'),
+            t('Provider ref.'),
+            t('Amount'),
+            t('State'),
+            t('At'),
+            t('Outcome'),
+            t('Discrepancy'),
+          ]}
           empty={pages.flat().length === 0}
         >
           {pages.flat().map((l) => (
@@ -339,7 +362,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
         </Table>
         {next !== null ? (
           <button type="button" disabled={lines.busy} onClick={() => void load(outcome, next)}>
-            More lines
+            {t('More lines')}
           </button>
         ) : null}
       </Section>

@@ -4,7 +4,7 @@ import { post } from '../../../ui/api.ts';
 import { ActionNote, Field, Section, SessionContext, formValues, useAction } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
-import { roleLabel } from '../roles.ts';
+import { roleLabel } from '../../../ui/roles.ts';
 import type { Session } from '../session.ts';
 
 export function AccountPage() {

@@ -1,5 +1,5 @@
 /** The merchant roles by name, in the page's language. */
-import { t } from '../../ui/i18n.ts';
+import { t } from './i18n.ts';
 
 export function roleLabel(role: string): string {
   const labels: Record<string, string> = { owner: t('owner'), developer: t('developer'), finance: t('finance'), readonly: t('read-only') };
