@@ -118,7 +118,9 @@ export function MerchantUsers({ base }: { base: string }) {
                         type="button"
                         onClick={() =>
                           void change.run(async () => {
-                            issued(await post<{ invitationUrl: string; invitationExpiresAt: string }>(`${base}/users/${u.userId}/invitation`));
+                            issued(
+                              await post<{ invitationUrl: string; invitationExpiresAt: string }>(`${base}/users/${u.userId}/invitation`),
+                            );
                             loaded.reload();
                           })
                         }
