@@ -33,7 +33,8 @@ export function time(iso: string | null | undefined): string {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
   const p = Object.fromEntries(parts.formatToParts(d).map((x) => [x.type, x.value]));
-  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${ZONE_LABEL}`;
+  // (a no-break space keeps the zone with the hour)
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second}\u00a0${ZONE_LABEL}`;
 }
 
 /** The hour of an instant in Asia/Shanghai (0-23). */

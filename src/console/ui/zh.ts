@@ -1,6 +1,7 @@
 /** zh-CN texts of the operators’ console’s pages, by their English text (src/ui/i18n.ts). */
 export const CONSOLE_ZH: Record<string, string> = {
   'Merchant portal users': '商户平台用户',
+  'Discrepancy {id} resolved.': '差异 {id} 已标记处理。',
   Dashboard: '概览',
   Merchants: '商户',
   Orders: '订单',

@@ -169,7 +169,7 @@ export function EventsPage() {
                   </td>
                   <td class="num">{e.attempts}</td>
                   <td>{e.lastError ?? ''}</td>
-                  <td>{time(e.createdAt)}</td>
+                  <td class="when">{time(e.createdAt)}</td>
                 </tr>
               ))}
             </Table>

@@ -60,7 +60,7 @@ export function MerchantsPage() {
                   </td>
                   <td class="mono">{m.merchantId}</td>
                   <td>{m.entityType}</td>
-                  <td>{time(m.createdAt)}</td>
+                  <td class="when">{time(m.createdAt)}</td>
                 </tr>
               ))}
             </Table>
@@ -286,7 +286,7 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
                 <td>
                   <Status value={key.status} />
                 </td>
-                <td>{time(key.createdAt)}</td>
+                <td class="when">{time(key.createdAt)}</td>
                 <td>
                   {write ? (
                     <button
@@ -373,7 +373,7 @@ function Accounts({ merchant, reload }: { merchant: MerchantDetail; reload: () =
             <td class="mono">{a.merchantNo}</td>
             <td class="mono">•••• {a.cardLast4}</td>
             <td>{a.agreedCeilingFen === null ? '—' : money(a.agreedCeilingFen)}</td>
-            <td>{time(a.createdAt)}</td>
+            <td class="when">{time(a.createdAt)}</td>
           </tr>
         ))}
       </Table>

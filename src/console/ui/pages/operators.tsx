@@ -69,8 +69,8 @@ export function OperatorsPage() {
                   <td>
                     <Status value={o.status} />
                   </td>
-                  <td>{time(o.passwordChangedAt)}</td>
-                  <td>{time(o.createdAt)}</td>
+                  <td class="when">{time(o.passwordChangedAt)}</td>
+                  <td class="when">{time(o.createdAt)}</td>
                   <td>
                     <button type="button" onClick={() => setOpen(open === o.operatorId ? null : o.operatorId)}>
                       {open === o.operatorId ? t('Close') : t('Manage')}

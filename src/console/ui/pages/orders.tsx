@@ -267,8 +267,8 @@ export function OrderPage({ orderId }: { orderId: string }) {
                       <td>
                         <Status value={a.state} />
                       </td>
-                      <td>{time(a.createdAt)}</td>
-                      <td>{time(a.expireAt)}</td>
+                      <td class="when">{time(a.createdAt)}</td>
+                      <td class="when">{time(a.expireAt)}</td>
                     </tr>
                   ))}
                 </Table>
@@ -283,7 +283,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
                         <Status value={r.state} /> {r.failureReason ?? ''}
                       </td>
                       <td>{r.reason ?? '—'}</td>
-                      <td>{time(r.createdAt)}</td>
+                      <td class="when">{time(r.createdAt)}</td>
                     </tr>
                   ))}
                 </Table>
@@ -298,7 +298,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
                         <td>
                           <Status value={x.refundState} />
                         </td>
-                        <td>{time(x.createdAt)}</td>
+                        <td class="when">{time(x.createdAt)}</td>
                       </tr>
                     ))}
                   </Table>

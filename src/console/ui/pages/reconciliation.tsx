@@ -164,27 +164,30 @@ function Discrepancies() {
           >
             {d.discrepancies.map((x) => (
               <tr key={x.id}>
-                <td class="mono">{x.id}</td>
+                <td class="mono wrap">{x.id}</td>
                 <td>{x.provider}</td>
                 <td>{x.source}</td>
                 <td>{x.kind}</td>
-                <td class="mono">{x.subjectId}</td>
+                <td class="mono wrap">{x.subjectId}</td>
                 <td class="json-cell">{x.expected === null ? '—' : JSON.stringify(x.expected)}</td>
                 <td class="json-cell">{JSON.stringify(x.reported)}</td>
                 <td>
                   <Status value={x.status} />
                 </td>
-                <td>{time(x.createdAt)}</td>
+                <td class="when">{time(x.createdAt)}</td>
                 <td>
                   {x.status === 'OPEN' && can('reconciliation.write') ? (
                     <button
                       type="button"
                       disabled={action.busy}
                       onClick={() =>
-                        void action.run(async () => {
-                          await post(`/provider-discrepancies/${encodeURIComponent(x.id)}/resolve`);
-                          loaded.reload();
-                        }, `Discrepancy ${x.id} resolved.`)
+                        void action.run(
+                          async () => {
+                            await post(`/provider-discrepancies/${encodeURIComponent(x.id)}/resolve`);
+                            loaded.reload();
+                          },
+                          t('Discrepancy {id} resolved.', { id: x.id }),
+                        )
                       }
                     >
                       {t('Resolve')}
@@ -248,7 +251,7 @@ export function ReconciliationPage() {
             >
               {d.runs.map((r) => (
                 <tr key={r.runId}>
-                  <td class="mono">
+                  <td class="mono wrap">
                     <a href={`#/reconciliation/${r.runId}`}>{r.runId}</a>
                   </td>
                   <td>{r.provider}</td>
@@ -262,7 +265,7 @@ export function ReconciliationPage() {
                   <td class="num">{count(r.matched)}</td>
                   <td class="num">{count(r.converged)}</td>
                   <td class="num">{count(r.discrepancies)}</td>
-                  <td>{time(r.finishedAt)}</td>
+                  <td class="when">{time(r.finishedAt)}</td>
                 </tr>
               ))}
             </Table>
@@ -354,7 +357,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
               <td class="mono">{l.providerRef ?? '—'}</td>
               <td class="num">{money(l.amountFen)}</td>
               <td>{l.state}</td>
-              <td>{time(l.occurredAt)}</td>
+              <td class="when">{time(l.occurredAt)}</td>
               <td>{l.outcome ?? '—'}</td>
               <td class="mono">{l.discrepancyId ?? ''}</td>
             </tr>

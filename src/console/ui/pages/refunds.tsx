@@ -53,7 +53,7 @@ export function RefundsPage() {
                     <Status value={r.state} /> {r.failureReason ?? ''}
                   </td>
                   <td>{r.automatic ? t('automatic (duplicate payment)') : t('merchant')}</td>
-                  <td>{time(r.createdAt)}</td>
+                  <td class="when">{time(r.createdAt)}</td>
                 </tr>
               ))}
             </Table>
