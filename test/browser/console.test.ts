@@ -403,15 +403,13 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
       await go(page, hash);
       await page.locator('.table-wrap table').first().waitFor();
       await page.waitForLoadState('networkidle');
-      const overflowing = await page.evaluate(() =>
-        [
-          ...(
-            globalThis as unknown as { document: { querySelectorAll(s: string): ArrayLike<{ scrollWidth: number; clientWidth: number }> } }
-          ).document.querySelectorAll('.table-wrap'),
-        ]
+      const overflowing = await page.evaluate(() => {
+        type Box = { scrollWidth: number; clientWidth: number };
+        const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): ArrayLike<Box> } }).document;
+        return Array.from(doc.querySelectorAll('.table-wrap'))
           .filter((w) => w.scrollWidth > w.clientWidth + 1)
-          .map((w) => `${w.scrollWidth} > ${w.clientWidth}`),
-      );
+          .map((w) => `${w.scrollWidth} > ${w.clientWidth}`);
+      });
       assert.deepEqual(overflowing, [], `${hash}: tables wider than their card at 1280 px`);
     }
     assert.deepEqual(o.problems, []);
