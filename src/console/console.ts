@@ -21,7 +21,7 @@ import { adminErrorHandler, bodyOf } from '../http/admin-common.ts';
 import { changePasswordSchema, signInSchema } from '../http/admin-schemas.ts';
 import { installRawJsonParser } from '../http/common.ts';
 import { consoleCookie, cookieSession, sessionActor } from '../http/operator-auth.ts';
-import { requestIdOf, sameSiteJson, servePages, sourceIpOf } from '../http/session-surface.ts';
+import { refuseSignIn, requestIdOf, sameSiteJson, servePages, sourceIpOf } from '../http/session-surface.ts';
 import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
 import { changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
@@ -82,13 +82,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
           });
         } catch (err) {
           if (!(err instanceof SignInRefused)) throw err;
-          if (err.kind === 'THROTTLED') {
-            return reply
-              .code(429)
-              .header('retry-after', String(err.retryAfterSeconds))
-              .send({ code: 'ADMIN_RATE_LIMITED', message: err.message });
-          }
-          return reply.code(401).send({ code: 'ADMIN_UNAUTHORIZED', message: err.message });
+          return refuseSignIn(reply, err, 'ADMIN');
         }
         if (previous !== null) {
           const old = await sessionOf(svc, previous);

@@ -58,7 +58,7 @@ export function appView(a: AppRow) {
   };
 }
 
-function accountView(a: AccountRow) {
+export function accountView(a: AccountRow) {
   return {
     accountId: a.accountId,
     entityType: a.entityType,
@@ -70,7 +70,7 @@ function accountView(a: AccountRow) {
   };
 }
 
-function allocationView(a: Allocation & { updatedAt: Date }) {
+export function allocationView(a: Allocation & { updatedAt: Date }) {
   return {
     mode: a.mode,
     participants: a.participants,

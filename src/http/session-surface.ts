@@ -13,6 +13,7 @@ import type { UiAssets } from '../lib/ui-bundle.ts';
 import { CidrList } from '../net/ip.ts';
 import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
 import type { Services } from '../services.ts';
+import type { SignInRefused } from '../usecases/sessions.ts';
 import { secretEquals } from './common.ts';
 
 // --- the request's id and source -----------------------------------------------------------------
@@ -134,6 +135,22 @@ export function requireCsrf(req: FastifyRequest, svc: Services, csrfToken: strin
 }
 
 export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * A refused sign-in as a surface answers it, under its codes' prefix: 429 `_RATE_LIMITED` with
+ * Retry-After when throttled, else 401 (`PORTAL_TOTP_REQUIRED` when the portal's second factor is
+ * asked for, `_UNAUTHORIZED` otherwise).
+ */
+export function refuseSignIn(reply: FastifyReply, err: SignInRefused, prefix: 'ADMIN' | 'PORTAL'): FastifyReply {
+  if (err.kind === 'THROTTLED') {
+    return reply
+      .code(429)
+      .header('retry-after', String(err.retryAfterSeconds))
+      .send({ code: `${prefix}_RATE_LIMITED`, message: err.message });
+  }
+  const code = err.kind === 'SECOND_FACTOR_REQUIRED' ? `${prefix}_TOTP_REQUIRED` : `${prefix}_UNAUTHORIZED`;
+  return reply.code(401).send({ code, message: err.message });
+}
 
 // --- the pages ------------------------------------------------------------------------------------
 

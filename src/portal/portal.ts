@@ -20,9 +20,9 @@ import { actorLabel } from '../domain/operators.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { statementCompression, statementFileName } from '../domain/statements.ts';
-import { appView } from '../http/admin.ts';
+import { accountView, allocationView, appView } from '../http/admin.ts';
 import { bodyOf, installBackOffice } from '../http/admin-common.ts';
-import { int, oneOf, queryOf, text, time } from '../http/admin-query.ts';
+import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text, time } from '../http/admin-query.ts';
 import {
   acceptInvitationSchema,
   addKeySchema,
@@ -36,7 +36,16 @@ import {
   totpCodeSchema,
 } from '../http/admin-schemas.ts';
 import { platformKeysBody, statementBody, statementContentType } from '../http/open-views.ts';
-import { SAFE_METHODS, SessionCookie, requestIdOf, requireCsrf, sameSiteJson, servePages, sourceIpOf } from '../http/session-surface.ts';
+import {
+  SAFE_METHODS,
+  SessionCookie,
+  refuseSignIn,
+  requestIdOf,
+  requireCsrf,
+  sameSiteJson,
+  servePages,
+  sourceIpOf,
+} from '../http/session-surface.ts';
 import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
 import type { AuditRow } from '../store/audit.ts';
@@ -149,13 +158,6 @@ function auditView(e: AuditRow) {
 
 type P = { Params: Record<string, string> };
 
-/** `createdAt_openOrderId` of the last order of a page: the next page starts after it. */
-function cursorOf(v: string, name: string): { createdAt: Date; id: string } {
-  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)_(ord_[A-Za-z0-9]{1,60})$/.exec(v);
-  if (!m) throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must be a nextCursor this API answered`);
-  return { createdAt: new Date(m[1]!), id: m[2]! };
-}
-
 export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
   const { svc } = opts;
   const d = svc.backOffice;
@@ -186,14 +188,7 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
           });
         } catch (err) {
           if (!(err instanceof SignInRefused)) throw err;
-          if (err.kind === 'THROTTLED') {
-            return reply
-              .code(429)
-              .header('retry-after', String(err.retryAfterSeconds))
-              .send({ code: 'PORTAL_RATE_LIMITED', message: err.message });
-          }
-          const code = err.kind === 'SECOND_FACTOR_REQUIRED' ? 'PORTAL_TOTP_REQUIRED' : 'PORTAL_UNAUTHORIZED';
-          return reply.code(401).send({ code, message: err.message });
+          return refuseSignIn(reply, err, 'PORTAL');
         }
         // Whatever session the browser held, signing in starts a new one (and ends that one).
         if (previous !== null) {
@@ -267,34 +262,9 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
 
       // --- orders and refunds ---
       api.get('/orders', perm('orders.read'), async (req) => {
-        const q = queryOf(req, {
-          openOrderId: text(64),
-          outTradeNo: text(64),
-          appId: text(64),
-          status: oneOf(ORDER_STATUSES),
-          channel: oneOf(CHANNELS),
-          from: time,
-          to: time,
-          cursor: cursorOf,
-          limit: int(1, 200),
-        });
-        const limit = q.limit ?? 50;
-        const rows = await portal.searchOrders(d, actorOf(req), {
-          openOrderId: q.openOrderId,
-          outTradeNo: q.outTradeNo,
-          appId: q.appId,
-          status: q.status,
-          channel: q.channel,
-          from: q.from,
-          to: q.to,
-          before: q.cursor,
-          limit,
-        });
-        const last = rows.at(-1);
-        return {
-          orders: rows.map(({ merchantName: _n, ...o }) => o),
-          nextCursor: rows.length === limit && last ? `${last.createdAt.toISOString()}_${last.openOrderId}` : null,
-        };
+        const f = orderSearchOf(req, ORDER_STATUSES, CHANNELS);
+        const rows = await portal.searchOrders(d, actorOf(req), f);
+        return { orders: rows.map(({ merchantName: _n, ...o }) => o), nextCursor: nextOrderCursor(rows, f.limit) };
       });
 
       api.get<P>('/orders/:openOrderId', perm('orders.read'), async (req) => {
@@ -420,24 +390,7 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
 
       api.get('/settlement', perm('settlement.read'), async (req) => {
         const { accounts, allocation } = await portal.settlement(d, actorOf(req));
-        return {
-          accounts: accounts.map((a) => ({
-            accountId: a.accountId,
-            entityType: a.entityType,
-            entityName: a.entityName,
-            merchantNo: a.merchantNo,
-            cardLast4: a.cardLast4,
-            agreedCeilingFen: a.agreedCeilingFen,
-            createdAt: a.createdAt.toISOString(),
-          })),
-          allocation: allocation && {
-            mode: allocation.mode,
-            participants: allocation.participants,
-            ratios: allocation.mode === 'RATIO' ? allocation.ratios : null,
-            unavailablePolicy: allocation.unavailablePolicy,
-            updatedAt: allocation.updatedAt.toISOString(),
-          },
-        };
+        return { accounts: accounts.map(accountView), allocation: allocation && allocationView(allocation) };
       });
 
       // --- the audit log ---

@@ -256,3 +256,41 @@ export function LanguageSwitch() {
     </span>
   );
 }
+
+export interface Pages<T> {
+  /** The rows of the pages read so far (null before the first). */
+  rows: T[] | null;
+  filter: Record<string, string>;
+  /** Reads the first page of a filter (the empty filter at first, without a press on Search). */
+  search: (filter: Record<string, string>) => void;
+  /** Reads the next page, when there is one. */
+  more: (() => void) | null;
+  action: Action;
+}
+
+/** A list read page by page with a cursor, newest first: its first page as soon as it is shown. */
+export function usePages<T>(
+  read: (filter: Record<string, string>, cursor: string | null) => Promise<{ rows: T[]; next: string | null }>,
+): Pages<T> {
+  const [filter, setFilter] = useState<Record<string, string>>({});
+  const [rows, setRows] = useState<T[] | null>(null);
+  const [next, setNext] = useState<string | null>(null);
+  const action = useAction();
+  const load = (f: Record<string, string>, cursor: string | null) =>
+    void action.run(async () => {
+      const r = await read(f, cursor);
+      setRows((old) => (cursor && old ? [...old, ...r.rows] : r.rows));
+      setNext(r.next);
+    });
+  useEffect(() => load({}, null), []);
+  return {
+    rows,
+    filter,
+    search: (f) => {
+      setFilter(f);
+      load(f, null);
+    },
+    more: next === null ? null : () => load(filter, next),
+    action,
+  };
+}

@@ -2,7 +2,8 @@
  * Views both the console and the portal show: an event's delivery log, the audit log's entries
  * (who changed what, before and after), and an order's timeline.
  */
-import { Table } from './components.tsx';
+import type { ComponentChildren } from 'preact';
+import { Pre, Section, Status, Table } from './components.tsx';
 import { money, time } from './format.ts';
 import { t } from './i18n.ts';
 
@@ -144,5 +145,54 @@ export function Timeline({ source }: { source: TimelineSource }) {
         </li>
       ))}
     </ol>
+  );
+}
+
+/** An event as both surfaces show it: what it is, its payload as delivered, and its delivery log. */
+export interface EventView {
+  eventId: string;
+  appId: string;
+  openOrderId: string;
+  eventType: string;
+  status: string;
+  nextAttemptAt: string;
+  createdAt: string;
+  deliveredAt: string | null;
+  payload: unknown;
+  deliveries: Delivery[];
+}
+
+export function EventSections({ e, actions }: { e: EventView; actions: ComponentChildren }) {
+  return (
+    <>
+      <Section title={t('Event')} actions={actions}>
+        <dl class="facts">
+          <dt>{t('Type')}</dt>
+          <dd>{e.eventType}</dd>
+          <dt>{t('Status')}</dt>
+          <dd>
+            <Status value={e.status} />
+          </dd>
+          <dt>{t('Order')}</dt>
+          <dd class="mono">
+            <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
+          </dd>
+          <dt>{t('App')}</dt>
+          <dd class="mono">{e.appId}</dd>
+          <dt>{t('Created')}</dt>
+          <dd>{time(e.createdAt)}</dd>
+          <dt>{t('Delivered')}</dt>
+          <dd>{time(e.deliveredAt)}</dd>
+          <dt>{t('Next try')}</dt>
+          <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
+        </dl>
+      </Section>
+      <Section title={t('Payload (as signed and sent)')}>
+        <Pre value={e.payload} />
+      </Section>
+      <Section title={t('Delivery log')}>
+        <Deliveries deliveries={e.deliveries} />
+      </Section>
+    </>
   );
 }

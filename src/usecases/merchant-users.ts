@@ -18,7 +18,7 @@ import {
   type MerchantRole,
   PORTAL_THROTTLE_PREFIX,
 } from '../domain/merchant-users.ts';
-import { type AuditActor, passwordProblem } from '../domain/operators.ts';
+import type { AuditActor } from '../domain/operators.ts';
 import { hashPassword } from '../lib/password-hash.ts';
 import * as merchants from '../store/merchants.ts';
 import * as users from '../store/merchant-users.ts';
@@ -30,6 +30,7 @@ import { type UseCaseDeps, nowOf } from './deps.ts';
 import {
   type NewSession,
   SignInRefused,
+  checkNewPassword,
   endSession,
   liveSessionOf,
   passwordMatches,
@@ -66,12 +67,6 @@ function checkLogin(login: string): string {
     );
   }
   return l;
-}
-
-function checkPassword(p: string): string {
-  const problem = passwordProblem(p);
-  if (problem) throw invalid(problem);
-  return p;
 }
 
 /** The user, when it belongs to the merchant (in a change's transaction, locked). */
@@ -208,7 +203,7 @@ export async function acceptInvitation(
   d: Deps,
   c: { token: string; password: string; sourceIp: string; requestId: string },
 ): Promise<MerchantUserRow> {
-  const passwordHash = await hashPassword(checkPassword(c.password));
+  const passwordHash = await hashPassword(checkNewPassword(c.password));
   return withTx(d.db, async (tx) => {
     const now = nowOf(d);
     const before = await users.userByInvitation(tx, sha256(c.token), now);
@@ -354,7 +349,7 @@ async function checkCurrentPassword(d: Deps, actor: MerchantActor, current: stri
 /** A user changes its own password (the current one is asked again); its other sessions end. */
 export async function changeOwnPassword(d: Deps, actor: MerchantActor, sessionId: string, current: string, next: string): Promise<void> {
   await checkCurrentPassword(d, actor, current);
-  const passwordHash = await hashPassword(checkPassword(next));
+  const passwordHash = await hashPassword(checkNewPassword(next));
   await audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     await users.updateUser(tx, actor.merchantUserId, { passwordHash }, now);

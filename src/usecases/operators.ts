@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
-import { type Actor, OPERATOR_NAME_RE, type Role, SESSION_TOUCH_SECONDS, passwordProblem } from '../domain/operators.ts';
+import { type Actor, OPERATOR_NAME_RE, type Role, SESSION_TOUCH_SECONDS } from '../domain/operators.ts';
 import { hashPassword } from '../lib/password-hash.ts';
 import * as tokens from '../store/operator-tokens.ts';
 import * as sessions from '../store/sessions.ts';
@@ -16,6 +16,7 @@ import { type UseCaseDeps, nowOf } from './deps.ts';
 import {
   type NewSession,
   SignInRefused,
+  checkNewPassword,
   endSession,
   liveSessionOf,
   passwordMatches,
@@ -43,12 +44,6 @@ function checkName(name: string): string {
   return name;
 }
 
-function checkPassword(p: string): string {
-  const problem = passwordProblem(p);
-  if (problem) throw new DomainError('VALIDATION_FAILED', problem);
-  return p;
-}
-
 async function operatorOf(d: Deps, id: string): Promise<OperatorRow> {
   const o = await operators.getOperator(d.db, id);
   if (!o) throw notFound('operator');
@@ -59,7 +54,7 @@ async function operatorOf(d: Deps, id: string): Promise<OperatorRow> {
 
 export async function createOperator(d: Deps, actor: Actor, b: { name: string; role: Role; password: string }): Promise<OperatorRow> {
   const name = checkName(b.name);
-  const passwordHash = await hashPassword(checkPassword(b.password));
+  const passwordHash = await hashPassword(checkNewPassword(b.password));
   return audited(d, actor, async (tx, record) => {
     const o = await operators.insertOperator(
       tx,
@@ -97,7 +92,7 @@ export async function updateOperator(
   id: string,
   b: { role?: Role; status?: 'ACTIVE' | 'DISABLED'; password?: string },
 ): Promise<OperatorRow> {
-  const passwordHash = b.password === undefined ? undefined : await hashPassword(checkPassword(b.password));
+  const passwordHash = b.password === undefined ? undefined : await hashPassword(checkNewPassword(b.password));
   return audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     const before = await operators.getOperator(tx, id, true);
@@ -148,7 +143,7 @@ export async function changeOwnPassword(
   const row = await operators.operatorForSignIn(d.db, o.name);
   if (!row || !(await passwordMatches(current, row.passwordHash)))
     throw new DomainError('VALIDATION_FAILED', 'the current password is not right');
-  const passwordHash = await hashPassword(checkPassword(next));
+  const passwordHash = await hashPassword(checkNewPassword(next));
   await audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     await operators.updateOperator(tx, o.id, { passwordHash }, now);

@@ -6,6 +6,7 @@
  * sign in through these functions, so both get the same rules and the same password-hashing path.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { DomainError } from '../domain/errors.ts';
 import {
   type AuditActor,
   SESSION_ABSOLUTE_SECONDS,
@@ -14,6 +15,7 @@ import {
   SIGN_IN_MAX_FAILURES_PER_ADDRESS,
   SIGN_IN_MAX_FAILURES_PER_NAME,
   SIGN_IN_WINDOW_SECONDS,
+  passwordProblem,
 } from '../domain/operators.ts';
 import { dummyHash, verifyPassword } from '../lib/password-hash.ts';
 import * as sessions from '../store/sessions.ts';
@@ -44,6 +46,13 @@ export class SignInRefused extends Error {
     this.kind = kind;
     this.retryAfterSeconds = retryAfterSeconds;
   }
+}
+
+/** A new password, as every account's rules want it (length only: domain/operators.ts passwordProblem). */
+export function checkNewPassword(p: string): string {
+  const problem = passwordProblem(p);
+  if (problem) throw new DomainError('VALIDATION_FAILED', problem);
+  return p;
 }
 
 /**

@@ -2,9 +2,9 @@
  * The operators' console: sign-in, then one page per fragment route (`#/orders/ord_...`). What the
  * operator's role does not allow is left out of the pages; the server refuses it anyway.
  */
-import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, del, get, onSignedOut, post, rememberSession } from '../../ui/api.ts';
+import { useState } from 'preact/hooks';
+import { post } from '../../ui/api.ts';
+import { startApp, useRoute } from '../../ui/app.tsx';
 import type { Session } from './session.ts';
 import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
 import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
@@ -22,21 +22,6 @@ import { ReconciliationPage, ReconciliationRunPage } from './pages/reconciliatio
 import { RefundsPage } from './pages/refunds.tsx';
 
 setupLanguage(CONSOLE_ZH);
-
-function currentRoute(): string[] {
-  const h = window.location.hash.replace(/^#\/?/, '');
-  return h.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
-}
-
-function useRoute(): string[] {
-  const [route, setRoute] = useState(currentRoute);
-  useEffect(() => {
-    const on = () => setRoute(currentRoute());
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return route;
-}
 
 const NAV: { href: string; label: () => string; permission: string }[] = [
   { href: '#/', label: () => t('Dashboard'), permission: 'read' },
@@ -147,54 +132,9 @@ function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void
   );
 }
 
-function App() {
-  const [session, setSession] = useState<Session | null | undefined>(undefined);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    onSignedOut(() => {
-      rememberSession(null);
-      setSession(null);
-    });
-    get<Session>('/console/api/session').then(
-      (s) => {
-        rememberSession(s);
-        setSession(s);
-      },
-      (err: unknown) => {
-        if (err instanceof ApiError && err.status === 401) setSession(null);
-        else setError(err);
-      },
-    );
-  }, []);
-  if (error) return <ErrorNote error={error} />;
-  if (session === undefined) return <p class="boot">{t('Loading the console…')}</p>;
-  if (session === null) {
-    return (
-      <SignIn
-        onSignedIn={(s) => {
-          rememberSession(s);
-          setSession(s);
-        }}
-      />
-    );
-  }
-  return (
-    <Shell
-      session={session}
-      onSignOut={() => {
-        void del('/console/api/session')
-          .catch(() => {})
-          .finally(() => {
-            rememberSession(null);
-            setSession(null);
-            window.location.hash = '#/';
-          });
-      }}
-    />
-  );
-}
-
-// The boot text the page carries is replaced, not kept above the app.
-const root = document.getElementById('app')!;
-root.replaceChildren();
-render(<App />, root);
+startApp<Session>({
+  sessionPath: '/console/api/session',
+  boot: t('Loading the console…'),
+  signIn: (onSignedIn) => <SignIn onSignedIn={onSignedIn} />,
+  shell: (session, onSignOut) => <Shell session={session} onSignOut={onSignOut} />,
+});

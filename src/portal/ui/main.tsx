@@ -3,9 +3,9 @@
  * on), an invitation's acceptance, then one page per fragment route (`#/orders/ord_...`). What the
  * user's role does not allow is left out of the pages; the server refuses it anyway.
  */
-import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, configureApi, del, get, onSignedOut, post, rememberSession } from '../../ui/api.ts';
+import { useState } from 'preact/hooks';
+import { ApiError, configureApi, post } from '../../ui/api.ts';
+import { SessionApp, startPage, useRoute } from '../../ui/app.tsx';
 import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
 import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
 import { setupLanguage, t } from '../../ui/i18n.ts';
@@ -25,21 +25,6 @@ import { PORTAL_ZH } from './zh.ts';
 
 configureApi({ ownPrefix: '/portal/', base: '/portal/api', sessionPath: '/portal/api/session' });
 setupLanguage(PORTAL_ZH);
-
-function currentRoute(): string[] {
-  const h = window.location.hash.replace(/^#\/?/, '');
-  return h.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
-}
-
-function useRoute(): string[] {
-  const [route, setRoute] = useState(currentRoute);
-  useEffect(() => {
-    const on = () => setRoute(currentRoute());
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return route;
-}
 
 const NAV: { href: string; label: () => string; permission: string | null }[] = [
   { href: '#/', label: () => t('Orders'), permission: 'orders.read' },
@@ -173,56 +158,18 @@ function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void
   );
 }
 
-function App() {
+function Portal() {
   const route = useRoute();
-  const [session, setSession] = useState<Session | null | undefined>(undefined);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    onSignedOut(() => {
-      rememberSession(null);
-      setSession(null);
-    });
-    get<Session>('/portal/api/session').then(
-      (s) => {
-        rememberSession(s);
-        setSession(s);
-      },
-      (err: unknown) => {
-        if (err instanceof ApiError && err.status === 401) setSession(null);
-        else setError(err);
-      },
-    );
-  }, []);
+  // An invitation link is opened without a session.
   if (route[0] === 'invitation' && route[1]) return <InvitationPage token={route[1]} />;
-  if (error) return <ErrorNote error={error} />;
-  if (session === undefined) return <p class="boot">{t('Loading…')}</p>;
-  if (session === null) {
-    return (
-      <SignIn
-        onSignedIn={(s) => {
-          rememberSession(s);
-          setSession(s);
-        }}
-      />
-    );
-  }
   return (
-    <Shell
-      session={session}
-      onSignOut={() => {
-        void del('/portal/api/session')
-          .catch(() => {})
-          .finally(() => {
-            rememberSession(null);
-            setSession(null);
-            window.location.hash = '#/';
-          });
-      }}
+    <SessionApp<Session>
+      sessionPath="/portal/api/session"
+      boot={t('Loading…')}
+      signIn={(onSignedIn) => <SignIn onSignedIn={onSignedIn} />}
+      shell={(session, onSignOut) => <Shell session={session} onSignOut={onSignOut} />}
     />
   );
 }
 
-// The boot text the page carries is replaced, not kept above the app.
-const root = document.getElementById('app')!;
-root.replaceChildren();
-render(<App />, root);
+startPage(<Portal />);

@@ -2,21 +2,9 @@
 import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
-import {
-  ActionNote,
-  Field,
-  Loading,
-  Pre,
-  Section,
-  Status,
-  Table,
-  formValues,
-  useAction,
-  useCan,
-  useLoad,
-} from '../../../ui/components.tsx';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
-import { Deliveries, type Delivery } from '../../../ui/views.tsx';
+import { Deliveries, type Delivery, EventSections } from '../../../ui/views.tsx';
 
 interface EventSummary {
   eventId: string;
@@ -188,39 +176,12 @@ export function EventPage({ eventId }: { eventId: string }) {
         <a href="#/events">{t('← Events')}</a>
       </p>
       <h1>
-        Event <span class="mono">{eventId}</span>
+        {t('Event')} <span class="mono">{eventId}</span>
       </h1>
       <Loading loaded={loaded}>
         {(e) => (
           <>
-            <Section title={t('Event')} actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
-              <dl class="facts">
-                <dt>{t('Type')}</dt>
-                <dd>{e.eventType}</dd>
-                <dt>{t('Status')}</dt>
-                <dd>
-                  <Status value={e.status} />
-                </dd>
-                <dt>{t('Order')}</dt>
-                <dd class="mono">
-                  <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
-                </dd>
-                <dt>{t('App')}</dt>
-                <dd class="mono">{e.appId}</dd>
-                <dt>{t('Created')}</dt>
-                <dd>{time(e.createdAt)}</dd>
-                <dt>{t('Delivered')}</dt>
-                <dd>{time(e.deliveredAt)}</dd>
-                <dt>{t('Next try')}</dt>
-                <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
-              </dl>
-            </Section>
-            <Section title={t('Payload (as signed and sent)')}>
-              <Pre value={e.payload} />
-            </Section>
-            <Section title={t('Delivery log')}>
-              <Deliveries deliveries={e.deliveries} />
-            </Section>
+            <EventSections e={e} actions={<RedeliverButton event={e} onDone={loaded.reload} />} />
           </>
         )}
       </Loading>

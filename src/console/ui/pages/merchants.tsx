@@ -5,6 +5,7 @@ import { get, patch, post, put } from '../../../ui/api.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
 import { MerchantUsers } from '../../../ui/merchant-users.tsx';
+import { type Account, AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
 
 interface MerchantSummary {
   merchantId: string;
@@ -81,16 +82,6 @@ interface App {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
-  createdAt: string;
-}
-
-interface Account {
-  accountId: string;
-  entityType: string;
-  entityName: string;
-  merchantNo: string;
-  cardLast4: string;
-  agreedCeilingFen: number | null;
   createdAt: string;
 }
 
@@ -208,8 +199,6 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
   const can = useCan();
   const keys = useLoad(() => get<{ keys: Key[] }>(`/apps/${app.appId}/keys`), [app.appId]);
   const change = useAction();
-  const upload = useAction();
-  const [pem, setPem] = useState('');
   const write = can('merchants.write');
   return (
     <article class="app" data-app={app.appId}>
@@ -310,46 +299,14 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
         )}
       </Loading>
       {write ? (
-        <form
-          class="stack-form"
-          aria-label={t('Upload a key for {app}', { app: app.appId })}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            void upload.run(async () => {
-              await post(`/apps/${app.appId}/keys`, { keyId: v.keyId, publicKeyPem: pem });
-              setPem('');
-              keys.reload();
-            }, t('Key registered.'));
-          }}
-        >
-          <h4>{t('Upload a public key')}</h4>
-          <Field label={t('Key id')}>
-            <input name="keyId" required maxLength={128} />
-          </Field>
-          <Field label={t('PEM file')}>
-            <input
-              type="file"
-              accept=".pem,.pub,.txt"
-              onChange={(e) => {
-                const f = (e.currentTarget as HTMLInputElement).files?.[0];
-                if (f) void f.text().then(setPem);
-              }}
-            />
-          </Field>
-          <Field label={t('Public key (PEM)')} hint={t('-----BEGIN PUBLIC KEY----- … RSA 2048 to 4096 bits; never the private key')}>
-            <textarea
-              name="publicKeyPem"
-              rows={5}
-              value={pem}
-              onInput={(e) => setPem((e.currentTarget as HTMLTextAreaElement).value)}
-              required
-            />
-          </Field>
-          <button type="submit" class="primary" disabled={upload.busy}>
-            {t('Upload key')}
-          </button>
-          <ActionNote action={upload} />
-        </form>
+        <PublicKeyForm
+          path={`/apps/${app.appId}/keys`}
+          label={t('Upload a key for {app}', { app: app.appId })}
+          title={t('Upload a public key')}
+          submit={t('Upload key')}
+          done={t('Key registered.')}
+          onAdded={keys.reload}
+        />
       ) : null}
     </article>
   );
@@ -360,23 +317,7 @@ function Accounts({ merchant, reload }: { merchant: MerchantDetail; reload: () =
   const add = useAction();
   return (
     <Section title={t('Settlement accounts')}>
-      <Table
-        head={[t('Account id'), t('Entity'), t('Merchant no.'), t('Card'), t('Agreed ceiling'), t('Created')]}
-        empty={merchant.settlementAccounts.length === 0}
-      >
-        {merchant.settlementAccounts.map((a) => (
-          <tr key={a.accountId}>
-            <td class="mono">{a.accountId}</td>
-            <td>
-              {a.entityName} ({a.entityType})
-            </td>
-            <td class="mono">{a.merchantNo}</td>
-            <td class="mono">•••• {a.cardLast4}</td>
-            <td>{a.agreedCeilingFen === null ? '—' : money(a.agreedCeilingFen)}</td>
-            <td class="when">{time(a.createdAt)}</td>
-          </tr>
-        ))}
-      </Table>
+      <AccountsTable accounts={merchant.settlementAccounts} />
       {can('settlement.write') ? (
         <form
           class="inline-form"

@@ -1,6 +1,6 @@
 /** Orders: search by number, id, status, channel and dates; one order with its attempts, refunds, events, deliveries and timeline. */
 import { t } from '../../../ui/i18n.ts';
-import { useEffect, useState } from 'preact/hooks';
+
 import { get, post, query } from '../../../ui/api.ts';
 import {
   ActionNote,
@@ -16,6 +16,7 @@ import {
   useAction,
   useCan,
   useLoad,
+  usePages,
 } from '../../../ui/components.tsx';
 import { dayRange, money, time } from '../../../ui/format.ts';
 import { type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
@@ -38,21 +39,10 @@ interface OrderRow {
 const STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'];
 
 export function OrdersPage() {
-  const [filter, setFilter] = useState<Record<string, string>>({});
-  const [pages, setPages] = useState<OrderRow[][] | null>(null);
-  const [next, setNext] = useState<string | null>(null);
-  const search = useAction();
-  const load = (f: Record<string, string>, cursor: string | null) =>
-    search.run(async () => {
-      const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
-      setPages((p) => (cursor && p ? [...p, r.orders] : [r.orders]));
-      setNext(r.nextCursor);
-    });
-  // The most recent orders at once: no need to press Search.
-  useEffect(() => {
-    void load({}, null);
-  }, []);
-  const rows = (pages ?? []).flat();
+  const pages = usePages(async (f, cursor) => {
+    const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
+    return { rows: r.orders, next: r.nextCursor };
+  });
   return (
     <>
       <h1>{t('Orders')}</h1>
@@ -69,8 +59,7 @@ export function OrdersPage() {
               channel: v.channel ?? '',
               ...dayRange(v.from, v.to),
             };
-            setFilter(f);
-            void load(f, null);
+            pages.search(f);
           }}
         >
           <Field label={t('Open order id')}>
@@ -95,16 +84,16 @@ export function OrdersPage() {
             </select>
           </Field>
           <DayRangeFields />
-          <button type="submit" class="primary" disabled={search.busy}>
+          <button type="submit" class="primary" disabled={pages.action.busy}>
             {t('Search')}
           </button>
         </form>
-        <ErrorNote error={search.error} />
+        <ErrorNote error={pages.action.error} />
       </Section>
       <Section title={t('Orders, newest first')}>
-        {pages === null ? <p class="muted">{t('Loading…')}</p> : <OrderTable rows={rows} />}
-        {next ? (
-          <button type="button" disabled={search.busy} onClick={() => void load(filter, next)}>
+        {pages.rows === null ? <p class="muted">{t('Loading…')}</p> : <OrderTable rows={pages.rows} />}
+        {pages.more ? (
+          <button type="button" disabled={pages.action.busy} onClick={pages.more}>
             {t('Load more')}
           </button>
         ) : null}

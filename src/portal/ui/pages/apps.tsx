@@ -3,10 +3,10 @@
  * and the app's public keys: add a new key (pasted or from a file), then retire the old one after
  * an overlap chosen here; both are accepted until then.
  */
-import { useState } from 'preact/hooks';
 import { get, patch, post } from '../../../ui/api.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
+import { PublicKeyForm } from '../../../ui/merchant-views.tsx';
 import { t } from '../../../ui/i18n.ts';
 
 interface Key {
@@ -107,8 +107,6 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
 function Keys({ app, reload }: { app: App; reload: () => void }) {
   const can = useCan();
   const retire = useAction();
-  const upload = useAction();
-  const [pem, setPem] = useState('');
   const write = can('keys.write');
   return (
     <>
@@ -156,51 +154,21 @@ function Keys({ app, reload }: { app: App; reload: () => void }) {
       </Table>
       <ActionNote action={retire} />
       {write ? (
-        <form
-          class="stack-form"
-          aria-label={t('Add a key to {app}', { app: app.appId })}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            void upload.run(async () => {
-              await post(`/apps/${app.appId}/keys`, { keyId: v.keyId, publicKeyPem: pem });
-              setPem('');
-              reload();
-            }, t('Key added: requests signed with it are accepted now, beside the others.'));
-          }}
-        >
-          <h4>{t('Add a public key')}</h4>
-          <p class="muted">
-            {t(
-              'Rotate without a gap: add the new key, switch your systems to it, then retire the old key after an overlap. Both are accepted until then.',
-            )}
-          </p>
-          <Field label={t('Key id')}>
-            <input name="keyId" required maxLength={128} />
-          </Field>
-          <Field label={t('PEM file')}>
-            <input
-              type="file"
-              accept=".pem,.pub,.txt"
-              onChange={(e) => {
-                const f = (e.currentTarget as HTMLInputElement).files?.[0];
-                if (f) void f.text().then(setPem);
-              }}
-            />
-          </Field>
-          <Field label={t('Public key (PEM)')} hint={t('-----BEGIN PUBLIC KEY----- … RSA, 2048 to 4096 bits; never the private key')}>
-            <textarea
-              name="publicKeyPem"
-              rows={5}
-              value={pem}
-              onInput={(e) => setPem((e.currentTarget as HTMLTextAreaElement).value)}
-              required
-            />
-          </Field>
-          <button type="submit" class="primary" disabled={upload.busy}>
-            {t('Add key')}
-          </button>
-          <ActionNote action={upload} />
-        </form>
+        <PublicKeyForm
+          path={`/apps/${app.appId}/keys`}
+          label={t('Add a key to {app}', { app: app.appId })}
+          title={t('Add a public key')}
+          submit={t('Add key')}
+          done={t('Key added: requests signed with it are accepted now, beside the others.')}
+          intro={
+            <p class="muted">
+              {t(
+                'Rotate without a gap: add the new key, switch your systems to it, then retire the old key after an overlap. Both are accepted until then.',
+              )}
+            </p>
+          }
+          onAdded={reload}
+        />
       ) : null}
     </>
   );

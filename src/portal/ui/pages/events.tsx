@@ -1,22 +1,10 @@
 /** The merchant's events: by status and app; one event's payload and delivery log; redelivery. */
 import { useState } from 'preact/hooks';
 import { ApiError, get, post, query } from '../../../ui/api.ts';
-import {
-  ActionNote,
-  Field,
-  Loading,
-  Pre,
-  Section,
-  Status,
-  Table,
-  formValues,
-  useAction,
-  useCan,
-  useLoad,
-} from '../../../ui/components.tsx';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
-import { Deliveries, type Delivery } from '../../../ui/views.tsx';
+import { type Delivery, EventSections } from '../../../ui/views.tsx';
 
 interface EventSummary {
   eventId: string;
@@ -146,34 +134,7 @@ export function EventPage({ eventId }: { eventId: string }) {
       <Loading loaded={loaded}>
         {(e) => (
           <>
-            <Section title={t('Event')} actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
-              <dl class="facts">
-                <dt>{t('Type')}</dt>
-                <dd>{e.eventType}</dd>
-                <dt>{t('Status')}</dt>
-                <dd>
-                  <Status value={e.status} />
-                </dd>
-                <dt>{t('Order')}</dt>
-                <dd class="mono">
-                  <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
-                </dd>
-                <dt>{t('App')}</dt>
-                <dd class="mono">{e.appId}</dd>
-                <dt>{t('Created')}</dt>
-                <dd>{time(e.createdAt)}</dd>
-                <dt>{t('Delivered')}</dt>
-                <dd>{time(e.deliveredAt)}</dd>
-                <dt>{t('Next try')}</dt>
-                <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
-              </dl>
-            </Section>
-            <Section title={t('Payload (as signed and sent)')}>
-              <Pre value={e.payload} />
-            </Section>
-            <Section title={t('Delivery log')}>
-              <Deliveries deliveries={e.deliveries} />
-            </Section>
+            <EventSections e={e} actions={<RedeliverButton event={e} onDone={loaded.reload} />} />
           </>
         )}
       </Loading>

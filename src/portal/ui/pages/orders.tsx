@@ -1,5 +1,5 @@
 /** The merchant's orders (recent first, searchable), one order with its attempts, refunds, events and timeline; its refunds. */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { get, query } from '../../../ui/api.ts';
 import {
   DayRangeFields,
@@ -10,8 +10,8 @@ import {
   Status,
   Table,
   formValues,
-  useAction,
   useLoad,
+  usePages,
 } from '../../../ui/components.tsx';
 import { dayRange, money, time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
@@ -32,20 +32,11 @@ interface OrderRow {
 const STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'];
 
 export function OrdersPage() {
-  const [filter, setFilter] = useState<Record<string, string>>({});
-  const [pages, setPages] = useState<OrderRow[][] | null>(null);
-  const [next, setNext] = useState<string | null>(null);
-  const search = useAction();
-  const load = (f: Record<string, string>, cursor: string | null) =>
-    search.run(async () => {
-      const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
-      setPages((p) => (cursor && p ? [...p, r.orders] : [r.orders]));
-      setNext(r.nextCursor);
-    });
-  useEffect(() => {
-    void load({}, null);
-  }, []);
-  const rows = (pages ?? []).flat();
+  const pages = usePages(async (f, cursor) => {
+    const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
+    return { rows: r.orders, next: r.nextCursor };
+  });
+  const rows = pages.rows ?? [];
   return (
     <>
       <h1>{t('Orders')}</h1>
@@ -62,8 +53,7 @@ export function OrdersPage() {
               channel: v.channel ?? '',
               ...dayRange(v.from, v.to),
             };
-            setFilter(f);
-            void load(f, null);
+            pages.search(f);
           }}
         >
           <Field label={t('Order number')}>
@@ -88,14 +78,14 @@ export function OrdersPage() {
             </select>
           </Field>
           <DayRangeFields />
-          <button type="submit" class="primary" disabled={search.busy}>
+          <button type="submit" class="primary" disabled={pages.action.busy}>
             {t('Search')}
           </button>
         </form>
-        <ErrorNote error={search.error} />
+        <ErrorNote error={pages.action.error} />
       </Section>
       <Section title={t('Orders, newest first')}>
-        {pages === null ? (
+        {pages.rows === null ? (
           <p class="muted">{t('Loading…')}</p>
         ) : (
           <Table
@@ -119,8 +109,8 @@ export function OrdersPage() {
             ))}
           </Table>
         )}
-        {next ? (
-          <button type="button" disabled={search.busy} onClick={() => void load(filter, next)}>
+        {pages.more ? (
+          <button type="button" disabled={pages.action.busy} onClick={pages.more}>
             {t('Load more')}
           </button>
         ) : null}

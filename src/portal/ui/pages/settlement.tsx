@@ -1,23 +1,16 @@
 /** The merchant's settlement accounts and collection allocation (read-only: the platform sets them). */
 import { get } from '../../../ui/api.ts';
-import { Loading, Section, Table, useLoad } from '../../../ui/components.tsx';
-import { money, time } from '../../../ui/format.ts';
+import { Loading, Section, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
+import { type Account, AccountsTable } from '../../../ui/merchant-views.tsx';
 
 interface Settlement {
-  accounts: {
-    accountId: string;
-    entityType: string;
-    entityName: string;
-    merchantNo: string;
-    cardLast4: string;
-    agreedCeilingFen: number | null;
-    createdAt: string;
-  }[];
+  accounts: Account[];
   allocation: {
     mode: string;
     participants: string[];
-    ratios: { accountId: string; shareBps: number }[] | null;
+    ratios?: { accountId: string; shareBps: number }[];
     unavailablePolicy: string;
     updatedAt: string;
   } | null;
@@ -33,23 +26,7 @@ export function SettlementPage() {
         {(d) => (
           <>
             <Section title={t('Accounts')}>
-              <Table
-                head={[t('Account id'), t('Entity'), t('Merchant no.'), t('Card'), t('Agreed ceiling'), t('Created')]}
-                empty={d.accounts.length === 0}
-              >
-                {d.accounts.map((a) => (
-                  <tr key={a.accountId}>
-                    <td class="mono">{a.accountId}</td>
-                    <td>
-                      {a.entityName} ({a.entityType})
-                    </td>
-                    <td class="mono">{a.merchantNo}</td>
-                    <td class="mono">•••• {a.cardLast4}</td>
-                    <td>{a.agreedCeilingFen === null ? '—' : money(a.agreedCeilingFen)}</td>
-                    <td class="when">{time(a.createdAt)}</td>
-                  </tr>
-                ))}
-              </Table>
+              <AccountsTable accounts={d.accounts} />
             </Section>
             <Section title={t('Collection allocation')}>
               {d.allocation === null ? (
