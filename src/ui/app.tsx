@@ -6,7 +6,9 @@
 import { type ComponentChildren, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, del, get, onSignedOut, rememberSession } from './api.ts';
-import { ErrorNote } from './components.tsx';
+import { ErrorNote, LanguageSwitch, SessionContext } from './components.tsx';
+import { ZONE, ZONE_LABEL } from './format.ts';
+import { t } from './i18n.ts';
 
 function currentRoute(): string[] {
   const h = window.location.hash.replace(/^#\/?/, '');
@@ -74,4 +76,59 @@ export function startPage(app: ComponentChildren): void {
 /** Draws the session's app (SessionApp) as the page. */
 export function startApp<S extends { csrfToken: string }>(props: AppProps<S>): void {
   startPage(<SessionApp<S> {...props} />);
+}
+
+/** A page of the side menu: shown when the session's permissions include `permission` (null: always). */
+export interface NavItem {
+  href: string;
+  label: () => string;
+  permission: string | null;
+}
+
+/**
+ * The signed-in frame of both surfaces: the top bar (menu button on a phone, the brand, the zone
+ * every time is shown in, who is signed in, the language switch, sign out), the side menu of what
+ * the session may see (the current page marked), and the page.
+ */
+export function Shell(o: {
+  session: { permissions: string[] };
+  brand: string;
+  who: ComponentChildren;
+  nav: NavItem[];
+  /** The menu entry of the current route (`#/` + its first segment, unless said otherwise). */
+  active: string;
+  onSignOut: () => void;
+  children: ComponentChildren;
+}) {
+  const [menu, setMenu] = useState(false);
+  return (
+    <SessionContext.Provider value={o.session}>
+      <div class="shell">
+        <header class="top">
+          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
+            {t('Menu')}
+          </button>
+          <strong class="brand">{o.brand}</strong>
+          <span class="zone" title={ZONE}>
+            {t('Times: {zone} ({label})', { zone: ZONE, label: ZONE_LABEL })}
+          </span>
+          {o.who}
+          <LanguageSwitch />
+          <button type="button" onClick={o.onSignOut}>
+            {t('Sign out')}
+          </button>
+        </header>
+        <nav class={menu ? 'side open' : 'side'} aria-label={t('Pages')} onClick={() => setMenu(false)}>
+          {o.nav
+            .filter((n) => n.permission === null || o.session.permissions.includes(n.permission))
+            .map((n) => (
+              <a key={n.href} href={n.href} aria-current={n.href === o.active ? 'page' : undefined}>
+                {n.label()}
+              </a>
+            ))}
+        </nav>
+        <main class="content">{o.children}</main>
+      </div>
+    </SessionContext.Provider>
+  );
 }

@@ -2,12 +2,10 @@
  * The operators' console: sign-in, then one page per fragment route (`#/orders/ord_...`). What the
  * operator's role does not allow is left out of the pages; the server refuses it anyway.
  */
-import { useState } from 'preact/hooks';
 import { post } from '../../ui/api.ts';
-import { startApp, useRoute } from '../../ui/app.tsx';
+import { type NavItem, Shell, startApp, useRoute } from '../../ui/app.tsx';
 import type { Session } from './session.ts';
-import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
-import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
+import { ErrorNote, Field, LanguageSwitch, formValues, useAction } from '../../ui/components.tsx';
 import { setupLanguage, t } from '../../ui/i18n.ts';
 import { CONSOLE_ZH } from './zh.ts';
 import { AccountPage } from './pages/account.tsx';
@@ -23,7 +21,7 @@ import { RefundsPage } from './pages/refunds.tsx';
 
 setupLanguage(CONSOLE_ZH);
 
-const NAV: { href: string; label: () => string; permission: string }[] = [
+const NAV: NavItem[] = [
   { href: '#/', label: () => t('Dashboard'), permission: 'read' },
   { href: '#/merchants', label: () => t('Merchants'), permission: 'read' },
   { href: '#/orders', label: () => t('Orders'), permission: 'read' },
@@ -94,41 +92,23 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   );
 }
 
-function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+function ConsoleShell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
   const route = useRoute();
-  const [menu, setMenu] = useState(false);
-  const active = `#/${route[0] ?? ''}`;
   return (
-    <SessionContext.Provider value={session}>
-      <div class="shell">
-        <header class="top">
-          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
-            {t('Menu')}
-          </button>
-          <strong class="brand">{t('Operator console')}</strong>
-          <span class="zone" title={ZONE}>
-            {t('Times: {zone} ({label})', { zone: ZONE, label: ZONE_LABEL })}
-          </span>
-          <span class="who" data-operator={session.operator.name}>
-            {session.operator.name} · {session.operator.role}
-          </span>
-          <LanguageSwitch />
-          <button type="button" onClick={onSignOut}>
-            {t('Sign out')}
-          </button>
-        </header>
-        <nav class={menu ? 'side open' : 'side'} aria-label={t('Pages')} onClick={() => setMenu(false)}>
-          {NAV.filter((n) => session.permissions.includes(n.permission)).map((n) => (
-            <a key={n.href} href={n.href} aria-current={n.href === active || (n.href === '#/' && active === '#/') ? 'page' : undefined}>
-              {n.label()}
-            </a>
-          ))}
-        </nav>
-        <main class="content">
-          <Page route={route} />
-        </main>
-      </div>
-    </SessionContext.Provider>
+    <Shell
+      session={session}
+      brand={t('Operator console')}
+      who={
+        <span class="who" data-operator={session.operator.name}>
+          {session.operator.name} · {session.operator.role}
+        </span>
+      }
+      nav={NAV}
+      active={`#/${route[0] ?? ''}`}
+      onSignOut={onSignOut}
+    >
+      <Page route={route} />
+    </Shell>
   );
 }
 
@@ -136,5 +116,5 @@ startApp<Session>({
   sessionPath: '/console/api/session',
   boot: t('Loading the console…'),
   signIn: (onSignedIn) => <SignIn onSignedIn={onSignedIn} />,
-  shell: (session, onSignOut) => <Shell session={session} onSignOut={onSignOut} />,
+  shell: (session, onSignOut) => <ConsoleShell session={session} onSignOut={onSignOut} />,
 });

@@ -5,9 +5,8 @@
  */
 import { useState } from 'preact/hooks';
 import { ApiError, configureApi, post } from '../../ui/api.ts';
-import { SessionApp, startPage, useRoute } from '../../ui/app.tsx';
-import { ErrorNote, Field, LanguageSwitch, SessionContext, formValues, useAction } from '../../ui/components.tsx';
-import { ZONE, ZONE_LABEL } from '../../ui/format.ts';
+import { type NavItem, SessionApp, Shell, startPage, useRoute } from '../../ui/app.tsx';
+import { ErrorNote, Field, LanguageSwitch, formValues, useAction } from '../../ui/components.tsx';
 import { setupLanguage, t } from '../../ui/i18n.ts';
 import { AccountPage } from './pages/account.tsx';
 import { AppsPage } from './pages/apps.tsx';
@@ -26,7 +25,7 @@ import { PORTAL_ZH } from './zh.ts';
 configureApi({ ownPrefix: '/portal/', base: '/portal/api', sessionPath: '/portal/api/session' });
 setupLanguage(PORTAL_ZH);
 
-const NAV: { href: string; label: () => string; permission: string | null }[] = [
+const NAV: NavItem[] = [
   { href: '#/', label: () => t('Orders'), permission: 'orders.read' },
   { href: '#/refunds', label: () => t('Refunds'), permission: 'orders.read' },
   { href: '#/events', label: () => t('Events'), permission: 'events.read' },
@@ -120,41 +119,23 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   );
 }
 
-function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+function PortalShell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
   const route = useRoute();
-  const [menu, setMenu] = useState(false);
-  const active = `#/${route[0] === 'orders' ? '' : (route[0] ?? '')}`;
   return (
-    <SessionContext.Provider value={session}>
-      <div class="shell">
-        <header class="top">
-          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
-            {t('Menu')}
-          </button>
-          <strong class="brand">{session.merchant.name}</strong>
-          <span class="zone muted" title={ZONE}>
-            {t('Times: {zone} ({label})', { zone: ZONE, label: ZONE_LABEL })}
-          </span>
-          <span class="who" data-user={session.user.login}>
-            {session.user.login} · {roleLabel(session.user.role)}
-          </span>
-          <LanguageSwitch />
-          <button type="button" onClick={onSignOut}>
-            {t('Sign out')}
-          </button>
-        </header>
-        <nav class={menu ? 'side open' : 'side'} aria-label={t('Pages')} onClick={() => setMenu(false)}>
-          {NAV.filter((n) => n.permission === null || session.permissions.includes(n.permission)).map((n) => (
-            <a key={n.href} href={n.href} aria-current={n.href === active ? 'page' : undefined}>
-              {n.label()}
-            </a>
-          ))}
-        </nav>
-        <main class="content">
-          <Page route={route} />
-        </main>
-      </div>
-    </SessionContext.Provider>
+    <Shell
+      session={session}
+      brand={session.merchant.name}
+      who={
+        <span class="who" data-user={session.user.login}>
+          {session.user.login} · {roleLabel(session.user.role)}
+        </span>
+      }
+      nav={NAV}
+      active={`#/${route[0] === 'orders' ? '' : (route[0] ?? '')}`}
+      onSignOut={onSignOut}
+    >
+      <Page route={route} />
+    </Shell>
   );
 }
 
@@ -167,7 +148,7 @@ function Portal() {
       sessionPath="/portal/api/session"
       boot={t('Loading…')}
       signIn={(onSignedIn) => <SignIn onSignedIn={onSignedIn} />}
-      shell={(session, onSignOut) => <Shell session={session} onSignOut={onSignOut} />}
+      shell={(session, onSignOut) => <PortalShell session={session} onSignOut={onSignOut} />}
     />
   );
 }

@@ -1,8 +1,9 @@
 /** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
 import { t } from '../../../ui/i18n.ts';
+import { EventFilter } from '../../../ui/lists.tsx';
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { ActionNote, Loading, Section, Status, Table, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { Deliveries, type Delivery, EventSections } from '../../../ui/views.tsx';
 
@@ -65,32 +66,13 @@ export function EventsPage() {
   return (
     <>
       <h1>{t('Events')}</h1>
-      <Section title={t('Filter')}>
-        <form
-          class="inline-form"
-          aria-label={t('Filter events')}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            setSelected(new Set());
-            setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
-          }}
-        >
-          <Field label={t('Status')}>
-            <select name="status" defaultValue={filter.status}>
-              <option value="">{t('any')}</option>
-              <option>PENDING</option>
-              <option>DELIVERED</option>
-              <option>DEAD</option>
-            </select>
-          </Field>
-          <Field label={t('App id')}>
-            <input name="appId" defaultValue={filter.appId} />
-          </Field>
-          <button type="submit" class="primary">
-            {t('Show')}
-          </button>
-        </form>
-      </Section>
+      <EventFilter
+        filter={filter}
+        onFilter={(f) => {
+          setSelected(new Set());
+          setFilter(f);
+        }}
+      />
       <Section
         title={t('Events, newest first')}
         actions={

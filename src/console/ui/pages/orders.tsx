@@ -1,24 +1,10 @@
 /** Orders: search by number, id, status, channel and dates; one order with its attempts, refunds, events, deliveries and timeline. */
 import { t } from '../../../ui/i18n.ts';
+import { OrderSearch } from '../../../ui/lists.tsx';
 
 import { get, post, query } from '../../../ui/api.ts';
-import {
-  ActionNote,
-  Confirm,
-  DayRangeFields,
-  ErrorNote,
-  Field,
-  Loading,
-  Section,
-  Status,
-  Table,
-  formValues,
-  useAction,
-  useCan,
-  useLoad,
-  usePages,
-} from '../../../ui/components.tsx';
-import { dayRange, money, time } from '../../../ui/format.ts';
+import { ActionNote, Confirm, Loading, Section, Status, Table, useAction, useCan, useLoad, usePages } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 import { type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 
@@ -36,8 +22,6 @@ interface OrderRow {
   paidAt: string | null;
 }
 
-const STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'];
-
 export function OrdersPage() {
   const pages = usePages(async (f, cursor) => {
     const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
@@ -46,58 +30,7 @@ export function OrdersPage() {
   return (
     <>
       <h1>{t('Orders')}</h1>
-      <Section title={t('Search')}>
-        <form
-          class="inline-form"
-          aria-label={t('Search orders')}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            const f = {
-              openOrderId: v.openOrderId ?? '',
-              outTradeNo: v.outTradeNo ?? '',
-              status: v.status ?? '',
-              channel: v.channel ?? '',
-              ...dayRange(v.from, v.to),
-            };
-            pages.search(f);
-          }}
-        >
-          <Field label={t('Open order id')}>
-            <input name="openOrderId" placeholder="ord_…" />
-          </Field>
-          <Field label={t('Merchant order number')}>
-            <input name="outTradeNo" />
-          </Field>
-          <Field label={t('Status')}>
-            <select name="status">
-              <option value="">{t('any')}</option>
-              {STATUSES.map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <Field label={t('Channel')}>
-            <select name="channel">
-              <option value="">{t('any')}</option>
-              <option>ALIPAY_H5</option>
-              <option>WECHAT_H5</option>
-            </select>
-          </Field>
-          <DayRangeFields />
-          <button type="submit" class="primary" disabled={pages.action.busy}>
-            {t('Search')}
-          </button>
-        </form>
-        <ErrorNote error={pages.action.error} />
-      </Section>
-      <Section title={t('Orders, newest first')}>
-        {pages.rows === null ? <p class="muted">{t('Loading…')}</p> : <OrderTable rows={pages.rows} />}
-        {pages.more ? (
-          <button type="button" disabled={pages.action.busy} onClick={pages.more}>
-            {t('Load more')}
-          </button>
-        ) : null}
-      </Section>
+      <OrderSearch pages={pages} table={(rows) => <OrderTable rows={rows} />} />
     </>
   );
 }

@@ -1,8 +1,9 @@
 /** Refunds, newest first, by state. */
 import { t } from '../../../ui/i18n.ts';
+import { RefundFilter } from '../../../ui/lists.tsx';
 import { useState } from 'preact/hooks';
 import { get, query } from '../../../ui/api.ts';
-import { Field, Loading, Section, Status, Table, formValues, useLoad } from '../../../ui/components.tsx';
+import { Loading, Section, Status, Table, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
 
 interface Refund {
@@ -23,21 +24,7 @@ export function RefundsPage() {
   return (
     <>
       <h1>{t('Refunds')}</h1>
-      <Section title={t('Filter')}>
-        <form class="inline-form" aria-label={t('Filter refunds')} onSubmit={(e) => setState(formValues(e).state ?? '')}>
-          <Field label={t('State')}>
-            <select name="state">
-              <option value="">{t('any')}</option>
-              {['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'].map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <button type="submit" class="primary">
-            {t('Show')}
-          </button>
-        </form>
-      </Section>
+      <RefundFilter onFilter={setState} />
       <Section title={t('Refunds, newest first')}>
         <Loading loaded={loaded}>
           {(d) => (

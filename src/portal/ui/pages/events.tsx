@@ -1,9 +1,10 @@
 /** The merchant's events: by status and app; one event's payload and delivery log; redelivery. */
 import { useState } from 'preact/hooks';
 import { ApiError, get, post, query } from '../../../ui/api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { ActionNote, Loading, Section, Status, Table, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
+import { EventFilter } from '../../../ui/lists.tsx';
 import { type Delivery, EventSections } from '../../../ui/views.tsx';
 
 interface EventSummary {
@@ -64,31 +65,7 @@ export function EventsPage() {
   return (
     <>
       <h1>{t('Events')}</h1>
-      <Section title={t('Filter')}>
-        <form
-          class="inline-form"
-          aria-label={t('Filter events')}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
-          }}
-        >
-          <Field label={t('Status')}>
-            <select name="status" defaultValue={filter.status}>
-              <option value="">{t('any')}</option>
-              <option>PENDING</option>
-              <option>DELIVERED</option>
-              <option>DEAD</option>
-            </select>
-          </Field>
-          <Field label={t('App id')}>
-            <input name="appId" defaultValue={filter.appId} />
-          </Field>
-          <button type="submit" class="primary">
-            {t('Show')}
-          </button>
-        </form>
-      </Section>
+      <EventFilter filter={filter} onFilter={setFilter} />
       <Section title={t('Events, newest first')}>
         <Loading loaded={loaded}>
           {(d) => (

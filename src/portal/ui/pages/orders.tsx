@@ -1,20 +1,10 @@
 /** The merchant's orders (recent first, searchable), one order with its attempts, refunds, events and timeline; its refunds. */
 import { useState } from 'preact/hooks';
 import { get, query } from '../../../ui/api.ts';
-import {
-  DayRangeFields,
-  ErrorNote,
-  Field,
-  Loading,
-  Section,
-  Status,
-  Table,
-  formValues,
-  useLoad,
-  usePages,
-} from '../../../ui/components.tsx';
-import { dayRange, money, time } from '../../../ui/format.ts';
+import { Loading, Section, Status, Table, useLoad, usePages } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
+import { OrderSearch, RefundFilter } from '../../../ui/lists.tsx';
 import { Deliveries, type Delivery, Timeline } from '../../../ui/views.tsx';
 import { RedeliverButton } from './events.tsx';
 
@@ -29,65 +19,17 @@ interface OrderRow {
   paidAt: string | null;
 }
 
-const STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'];
-
 export function OrdersPage() {
   const pages = usePages(async (f, cursor) => {
     const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
     return { rows: r.orders, next: r.nextCursor };
   });
-  const rows = pages.rows ?? [];
   return (
     <>
       <h1>{t('Orders')}</h1>
-      <Section title={t('Search')}>
-        <form
-          class="inline-form"
-          aria-label={t('Search orders')}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            const f = {
-              openOrderId: v.openOrderId ?? '',
-              outTradeNo: v.outTradeNo ?? '',
-              status: v.status ?? '',
-              channel: v.channel ?? '',
-              ...dayRange(v.from, v.to),
-            };
-            pages.search(f);
-          }}
-        >
-          <Field label={t('Order number')}>
-            <input name="outTradeNo" />
-          </Field>
-          <Field label={t('Open order id')}>
-            <input name="openOrderId" placeholder="ord_…" />
-          </Field>
-          <Field label={t('Status')}>
-            <select name="status">
-              <option value="">{t('any')}</option>
-              {STATUSES.map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <Field label={t('Channel')}>
-            <select name="channel">
-              <option value="">{t('any')}</option>
-              <option>ALIPAY_H5</option>
-              <option>WECHAT_H5</option>
-            </select>
-          </Field>
-          <DayRangeFields />
-          <button type="submit" class="primary" disabled={pages.action.busy}>
-            {t('Search')}
-          </button>
-        </form>
-        <ErrorNote error={pages.action.error} />
-      </Section>
-      <Section title={t('Orders, newest first')}>
-        {pages.rows === null ? (
-          <p class="muted">{t('Loading…')}</p>
-        ) : (
+      <OrderSearch
+        pages={pages}
+        table={(rows) => (
           <Table
             head={[t('Order number'), t('Open order id'), t('App'), t('Channel'), t('Amount'), t('Status'), t('Created')]}
             empty={rows.length === 0}
@@ -109,12 +51,7 @@ export function OrdersPage() {
             ))}
           </Table>
         )}
-        {pages.more ? (
-          <button type="button" disabled={pages.action.busy} onClick={pages.more}>
-            {t('Load more')}
-          </button>
-        ) : null}
-      </Section>
+      />
     </>
   );
 }
@@ -263,21 +200,7 @@ export function RefundsPage() {
   return (
     <>
       <h1>{t('Refunds')}</h1>
-      <Section title={t('Filter')}>
-        <form class="inline-form" aria-label={t('Filter refunds')} onSubmit={(e) => setState(formValues(e).state ?? '')}>
-          <Field label={t('State')}>
-            <select name="state">
-              <option value="">{t('any')}</option>
-              {['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'].map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <button type="submit" class="primary">
-            {t('Show')}
-          </button>
-        </form>
-      </Section>
+      <RefundFilter onFilter={setState} />
       <Section title={t('Refunds, newest first')}>
         <Loading loaded={loaded}>{(d) => <RefundTable refunds={d.refunds} />}</Loading>
       </Section>
