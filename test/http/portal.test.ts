@@ -12,7 +12,7 @@ import { createHash, generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { MERCHANT_PERMISSIONS, MERCHANT_ROLES, type MerchantPermission, merchantCan } from '../../src/domain/merchant-users.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
-import { FakeClock, Receiver, waitFor } from '../helpers/events.ts';
+import { FakeClock, Receiver, reopenApp, waitFor } from '../helpers/events.ts';
 import { PASSWORD } from '../helpers/operators.ts';
 import { type PortalSession, createPortalUser, invitationToken, portalCall, portalSignIn, totpCode } from '../helpers/portal.ts';
 
@@ -32,6 +32,9 @@ function keyPair(bits = 2048) {
 
 const signed = (mch: Merchant, method: string, url: string, body?: unknown) =>
   call(t, mch, method, url, body, { timestamp: String(Math.floor(clock.now() / 1000)) });
+/** The same signed request, to another instance's server. */
+const signedOn = (server: TestApp['server'], mch: Merchant, method: string, url: string) =>
+  call({ ...t, server }, mch, method, url, undefined, { timestamp: String(Math.floor(clock.now() / 1000)) });
 
 before(async () => {
   rx = await Receiver.start();
@@ -224,6 +227,21 @@ describe('the owner helps itself', () => {
       merchantId: string;
     }[];
     assert.ok(ops.some((e) => e.action === 'appKey.retire' && e.actorKind === 'MERCHANT_USER' && e.merchantId === shop.merchantId));
+  });
+
+  test('a key added through one instance is accepted at once by another, which had just refused it', async () => {
+    const other = await reopenApp(t, clock);
+    try {
+      const k = keyPair();
+      const third: Merchant = { ...shop, keyId: 'key-3', privateKeyPem: k.privateKeyPem };
+      const onOther = () => signedOn(other.server, third, 'GET', '/api/open/v1/settlement/accounts');
+      assert.equal((await onOther()).statusCode, 401);
+      const added = await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys`, { keyId: 'key-3', publicKeyPem: k.publicKeyPem });
+      assert.equal(added.statusCode, 201, added.body);
+      assert.equal((await onOther()).statusCode, 200);
+    } finally {
+      await other.close();
+    }
   });
 
   test('the notify URL and the IP allowlist: changed, checked, audited', async () => {
