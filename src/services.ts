@@ -26,6 +26,7 @@ import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor, OrderInserter, OrderReader, purgeDailyAmounts } from './store/orders.ts';
+import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
@@ -185,7 +186,9 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       (await units.purge()) +
       (await purgeSessionRows(svc)) +
       // Daily amount counters of the days before yesterday (Asia/Shanghai).
-      (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))),
+      (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))) +
+      // The cashier's WeChat authorization states an hour after they ended.
+      (await purgeOAuthStates(db, new Date(clock.now() - 3_600_000), 1000)),
     // Replaced by the worker runner's wake-up once the workers exist (app.ts).
     wakeWorkers: () => {},
   };

@@ -6,7 +6,11 @@
  */
 import type { Queryable } from './db.ts';
 
-export type FollowUpKind = 'CLOSE_STRAY_ATTEMPT' | 'REFUND_DUPLICATE';
+/**
+ * CLOSE_TRADE (migrations/0020) closes one provider order of an attempt (a trade of it, or its own
+ * when another of its trades was paid); it is its own kind so that it moves to a job queue as is.
+ */
+export type FollowUpKind = 'CLOSE_STRAY_ATTEMPT' | 'REFUND_DUPLICATE' | 'CLOSE_TRADE';
 
 export interface FollowUp {
   id: string;

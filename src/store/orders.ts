@@ -34,6 +34,8 @@ export interface OrderRow {
   feeProjection: FeeProjection;
   stateVersion: number;
   paidAttemptId: string | null;
+  /** The provider order that paid, when it is a trade of the paid attempt rather than its own (migrations/0020). */
+  paidTradeNo: string | null;
   paidAt: Date | null;
   closePending: ClosedReason | null;
   createdAt: Date;
@@ -44,7 +46,7 @@ const ORDER_COLS = `id, app_id AS "appId", merchant_id AS "merchantId", out_trad
   trade_scope AS "tradeScope", amount_fen AS "amountFen", currency, subject, description, attach, return_url AS "returnUrl",
   payer_client_ip AS "payerClientIp", digest, links, status, closed_reason AS "closedReason", failure_reason AS "failureReason",
   expire_at AS "expireAt", fee_projection AS "feeProjection", state_version AS "stateVersion", paid_attempt_id AS "paidAttemptId",
-  paid_at AS "paidAt", close_pending AS "closePending", created_at AS "createdAt", updated_at AS "updatedAt"`;
+  paid_trade_no AS "paidTradeNo", paid_at AS "paidAt", close_pending AS "closePending", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 export interface AttemptRow {
   id: string;
@@ -250,7 +252,7 @@ export class OrderReader {
 /** What a new order is written with; the rest of its row is set by the database or later changes. */
 export type NewOrder = Omit<
   OrderRow,
-  'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidAt' | 'closePending' | 'updatedAt'
+  'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidTradeNo' | 'paidAt' | 'closePending' | 'updatedAt'
 >;
 
 /**
@@ -706,10 +708,20 @@ export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: st
   await tx.query('UPDATE attempts SET provider_ref = $2 WHERE id = $1 AND provider_ref IS DISTINCT FROM $2', [id, providerRef]);
 }
 
+/**
+ * A fresh address of the provider's own page for an attempt still ACCEPTED (the identical order
+ * asked again: WeChat Pay's h5_url lives 5 minutes). Its updated_at tells the page's age.
+ */
+export async function noteAttemptPage(db: Queryable, id: string, redirectUrl: string, now: Date): Promise<void> {
+  await db.query(`UPDATE attempts SET redirect_url = $2, updated_at = $3 WHERE id = $1 AND state = 'ACCEPTED'`, [id, redirectUrl, now]);
+}
+
 export interface OrderChange {
   closedReason?: ClosedReason;
   failureReason?: string;
   paidAttemptId?: string;
+  /** With paidAttemptId: the trade of it that was paid, when not its own provider order. */
+  paidTradeNo?: string;
 }
 
 /**
@@ -720,11 +732,12 @@ export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>,
   const r = await tx.query<OrderRow>({
     name: 'order_set_status',
     text: `UPDATE orders SET status = $3, closed_reason = COALESCE($4, closed_reason), failure_reason = COALESCE($5, failure_reason),
-            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
+            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_trade_no = COALESCE($8, paid_trade_no),
+            paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
             close_pending = CASE WHEN $3 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
             state_version = state_version + 1, updated_at = $7
       WHERE id = $1 AND status = $2 RETURNING ${ORDER_COLS}`,
-    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now],
+    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now, c.paidTradeNo ?? null],
   });
   const fresh = r.rows[0];
   if (!fresh) throw new Error(`order ${id} is not ${t.from}: the caller must hold its lock`);

@@ -22,6 +22,7 @@ import * as merchants from '../store/merchants.ts';
 import type { AppPatch, AppRow } from '../store/merchants.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 import { audited, recorder } from './audit.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
@@ -373,13 +374,14 @@ export async function getFeeRule(d: BackOfficeDeps, merchantId: string) {
 export async function orderDetail(d: BackOfficeDeps, orderId: string) {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw notFound('order');
-  const [attempts, refundRows, eventRows, duplicates] = await Promise.all([
+  const [attempts, refundRows, eventRows, duplicates, tradeRows] = await Promise.all([
     orders.attemptsOf(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
     refunds.duplicatesOfOrder(d.db, order.id),
+    trades.tradesOfOrder(d.db, order.id),
   ]);
-  return { order, attempts, refunds: refundRows, events: eventRows, duplicates };
+  return { order, attempts, refunds: refundRows, events: eventRows, duplicates, trades: tradeRows };
 }
 
 /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */

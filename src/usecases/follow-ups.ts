@@ -9,6 +9,12 @@
  *   duplicate, refunded).
  * - REFUND_DUPLICATE: a second payment of an order is refunded automatically; its outcome is
  *   recorded on the duplicate (visible in the back office) and the reconciler follows it.
+ * - CLOSE_TRADE: one provider order of an attempt that can no longer be used is closed there: a
+ *   trade of an attempt that ended or was paid another way, or the attempt's own order when one of
+ *   its trades paid. Tried again (2 s doubling, at most 1 h) until the provider answers; given up
+ *   after CLOSE_TRADE_RETRIES tries once the order's window is over (nobody can pay it any more;
+ *   a payment made before would be in the provider's statement, which reconciliation applies). A
+ *   provider that reports it paid: the payment is applied (a duplicate, refunded).
  */
 import { randomBytes } from 'node:crypto';
 import { transition } from '../domain/states.ts';
@@ -18,12 +24,17 @@ import * as followUps from '../store/follow-ups.ts';
 import type { FollowUp } from '../store/follow-ups.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { applyNotification } from './notifications.ts';
-import { reopenIfNoLiveAttempt, setAttempt } from './payment-state.ts';
+import { applyNotification, ownerOfTradeNo } from './notifications.ts';
+import { reopenIfNoLiveAttempt, setAttempt, setTrade } from './payment-state.ts';
 
 /** Retries of a stray close before it is handed to the reconciler. */
 export const STRAY_CLOSE_RETRIES = 5;
+/** Tries of a trade's close after which, the order's window being over, it is given up. */
+export const CLOSE_TRADE_RETRIES = 10;
+/** The longest wait between two tries of a follow-up. */
+const MAX_RETRY_MS = 3_600_000;
 /** A claimed follow-up is leased this long (a provider call is bounded well below it). */
 const LEASE_MS = 60_000;
 
@@ -37,9 +48,15 @@ export async function runFollowUps(d: UseCaseDeps, limit: number): Promise<numbe
   const due = await followUps.claimFollowUps(d.db, limit, token, now, new Date(now.getTime() + LEASE_MS));
   for (const f of due) {
     try {
-      const done = f.kind === 'CLOSE_STRAY_ATTEMPT' ? await closeStrayAttempt(d, f) : await refundDuplicate(d, f);
+      const done =
+        f.kind === 'CLOSE_STRAY_ATTEMPT'
+          ? await closeStrayAttempt(d, f)
+          : f.kind === 'CLOSE_TRADE'
+            ? await closeTrade(d, f)
+            : await refundDuplicate(d, f);
+      const retryAt = new Date(nowOf(d).getTime() + Math.min(2000 * 2 ** f.tries, MAX_RETRY_MS));
       if (done) await followUps.finishFollowUp(d.db, f.id, token);
-      else await followUps.retryFollowUp(d.db, f.id, token, new Date(nowOf(d).getTime() + 2000 * 2 ** f.tries), 'provider call failed');
+      else await followUps.retryFollowUp(d.db, f.id, token, retryAt, 'provider call failed');
     } catch (err) {
       // The lease runs out and the work is claimed again: at least once, never lost.
       d.log.warn({ err, followUp: f.kind, subject: f.subjectId }, 'follow-up failed; it will be retried');
@@ -97,6 +114,38 @@ async function handOver(d: UseCaseDeps, attemptId: string, err: unknown): Promis
   d.log.warn({ err, attemptId, handedToReconciler: handed }, 'stray attempt not closed yet');
 }
 
+/** CLOSE_TRADE: answers true when the provider order is closed (or found paid, and applied), or given up. */
+async function closeTrade(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
+  const owner = await ownerOfTradeNo(d.db, f.subjectId);
+  if (!owner) return true;
+  const { attempt, trade } = owner;
+  if (trade && trade.state !== 'NEW' && trade.state !== 'OPEN') return true;
+  let out;
+  try {
+    out = await d.providers.byName(trade?.provider ?? attempt.provider).closePayment(f.subjectId, { background: true });
+  } catch (err) {
+    const order = await orders.getOrder(d.db, attempt.orderId);
+    if (f.tries + 1 < CLOSE_TRADE_RETRIES || (order && order.expireAt.getTime() > nowOf(d).getTime())) return false;
+    d.log.warn(
+      { err, tradeNo: f.subjectId },
+      'provider order not closed; given up after the payment window (the statement shows any payment)',
+    );
+    return true;
+  }
+  if (out.outcome === 'PAID') {
+    await applyNotification(d, { kind: 'PAYMENT', attemptId: f.subjectId, state: 'PAID', reason: null });
+    return true;
+  }
+  if (trade) {
+    await withTx(d.db, async (tx) => {
+      await orders.lockOrder(tx, trade.orderId);
+      const fresh = await trades.getTrade(tx, trade.id);
+      if (fresh && (fresh.state === 'NEW' || fresh.state === 'OPEN')) await setTrade(tx, 'close trade', fresh, 'CLOSED', {}, nowOf(d));
+    });
+  }
+  return true;
+}
+
 async function refundDuplicate(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
   const dup = await refunds.getDuplicate(d.db, f.subjectId);
   if (!dup || dup.refundState === 'REFUNDED') return true;
@@ -106,7 +155,7 @@ async function refundDuplicate(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
     const out = await d.providers.byName(dup.provider).refund(
       {
         refundId: dup.id,
-        paidAttemptId: dup.attemptId,
+        paidAttemptId: dup.tradeNo,
         amountFen: dup.amountFen,
         paymentAmountFen: dup.amountFen,
         reason: 'DUPLICATE_PAYMENT',

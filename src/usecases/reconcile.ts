@@ -4,12 +4,13 @@
  * converging UNKNOWN attempts, refunds, pending closes and duplicate-payment refunds by asking the
  * provider again with backoff.
  */
-import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_NOT_RECEIVED, isLiveAttempt } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import { addFollowUp } from '../store/follow-ups.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import { type CreateOutcome, callProvider } from './attempts.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { INSTANCE_GONE_AFTER_MS } from './request-units.ts';
@@ -65,6 +66,24 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
       );
       continue;
     }
+    // Open at the provider, but its material (the code, the provider's page) was in the answer that
+    // was lost, and a query does not give it: the identical order is sent again, which answers the
+    // same material (docs/decisions.md, "A create whose answer was lost"). Never PAYING without it.
+    let material = q.material;
+    let unrecoverable = false;
+    if (q.state === 'OPEN' && material === null) {
+      const again = await askAgain(d, id);
+      if (again === 'UNCERTAIN') {
+        await orders.rescheduleAttemptCheck(d.db, id, nextCheckAt(nowOf(d), checks));
+        continue;
+      }
+      if (again !== 'REJECTED' && again !== null && again.outcome === 'PAID') {
+        await applyNotification(d, { kind: 'PAYMENT', attemptId: id, state: 'PAID', reason: null, providerRef: again.providerRef });
+        continue;
+      }
+      if (again !== 'REJECTED' && again !== null) material = again.material;
+      else unrecoverable = true;
+    }
     const strays = await withTx(d.db, async (tx): Promise<number> => {
       const a0 = await orders.getAttempt(tx, id);
       if (!a0) return 0;
@@ -81,9 +100,16 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
           flow,
           a,
           'ACCEPTED',
-          { providerRef: q.providerRef, qrCode: q.material?.qrCode ?? null, redirectUrl: q.material?.redirectUrl ?? null },
+          { providerRef: q.providerRef, qrCode: material?.qrCode ?? null, redirectUrl: material?.redirectUrl ?? null },
           now,
         );
+        if (unrecoverable) {
+          // The provider would not give its material again: closed there, and the order is
+          // payable again with a new attempt (nextAction: CREATE_ATTEMPT), never PAYING without a way to pay.
+          if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+          await closeStrayLater(tx, a.id, now);
+          return 1;
+        }
         if (isLatest && (o.status === 'UNKNOWN' || o.status === 'CREATED')) {
           await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
           return 0;
@@ -119,6 +145,17 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
     if (strays > 0) d.wakeWorkers();
   }
   return due.length;
+}
+
+/**
+ * The identical order of an attempt sent again (its material); null, without asking, when the
+ * attempt was settled meanwhile or its order can no longer be paid (then it is only closed).
+ */
+async function askAgain(d: UseCaseDeps, attemptId: string): Promise<CreateOutcome | null> {
+  const a = await orders.getAttempt(d.db, attemptId);
+  const o = a ? await orders.getOrder(d.db, a.orderId) : null;
+  if (!a || !o || !isLiveAttempt(a) || a.state === 'ACCEPTED' || !['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status)) return null;
+  return callProvider(d, o, a);
 }
 
 /**
@@ -183,7 +220,7 @@ export async function reconcileDuplicates(d: UseCaseDeps, limit: number): Promis
   let again = false;
   for (const dup of due) {
     try {
-      const state = (await d.providers.byName(dup.provider).queryRefund({ refundId: dup.id, paidAttemptId: dup.attemptId })).state;
+      const state = (await d.providers.byName(dup.provider).queryRefund({ refundId: dup.id, paidAttemptId: dup.tradeNo })).state;
       if (state === 'SUCCEEDED') await refunds.setDuplicateRefundState(d.db, dup.id, 'REFUNDED', null, nowOf(d));
       else if (state === 'NOT_FOUND' || state === 'FAILED') {
         await addFollowUp(d.db, 'REFUND_DUPLICATE', dup.id, nowOf(d));
