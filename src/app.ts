@@ -19,6 +19,7 @@ import { createMetrics, installMetrics } from './http/metrics.ts';
 import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
 import { consolePlugin } from './console/console.ts';
+import { portalPlugin } from './portal/portal.ts';
 import { requestTarget } from './gate/gate.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
@@ -65,7 +66,7 @@ function platformEnvelope(status: number, error: string, message: string) {
  * a name) is a malformed header of the open API, answered as the gate's step 3 answers one.
  */
 const OPEN_ROUTE =
-  /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close)|events\/[^/?\s]+\/redeliveries)|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts|statements\/[^/?\s]+(?:\/file)?|events(?:\/[^/?\s]+)?))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
+  /^(?:POST \/api\/open\/v1\/(?:payments|refunds|payments\/[^/?\s]+\/(?:attempts|close)|events\/[^/?\s]+\/redeliveries)|GET \/api\/open\/v1\/(?:payments\/[^/?\s]+|refunds\/[^/?\s]+|settlement\/accounts|platform-keys|statements\/[^/?\s]+(?:\/file)?|events(?:\/[^/?\s]+)?))(?:\?\S*)? HTTP\/1\.[01]\r?\n/;
 
 /** Parser errors of a bad byte in the header section: a control character or a byte not allowed in a name (INVALID_HEADER_TOKEN), a lone CR (LF_EXPECTED), a bare LF (CR_EXPECTED). */
 const BAD_HEADER_BYTE = new Set(['HPE_INVALID_HEADER_TOKEN', 'HPE_LF_EXPECTED', 'HPE_CR_EXPECTED']);
@@ -273,6 +274,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
     await server.register(cashierPlugin, { prefix: '/cashier', svc });
     await server.register(consolePlugin, { prefix: '/console', svc });
+    await server.register(portalPlugin, { prefix: '/portal', svc });
     await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
     server.get('/healthz', async () => ({ status: 'ok' }));
     registerFrontPage(server);

@@ -29,7 +29,7 @@ import { AttemptAcceptor, OrderInserter, OrderReader, purgeDailyAmounts } from '
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
-import { purgeOperatorRows } from './usecases/operators.ts';
+import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 
 export type { Clock } from './domain/clock.ts';
@@ -184,7 +184,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     purge: async () =>
       (await nonces.purge()) +
       (await units.purge()) +
-      (await purgeOperatorRows(svc)) +
+      (await purgeSessionRows(svc)) +
       // Daily amount counters of the days before yesterday (Asia/Shanghai).
       (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))) +
       // The cashier's WeChat authorization states an hour after they ended.

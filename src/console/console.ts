@@ -1,6 +1,6 @@
 /**
  * The operators' web console at /console (docs/console.md): one HTML page with no inline script or
- * style, its script and stylesheet (src/console/bundle.ts), and the session endpoints under
+ * style, its script and stylesheet (built by src/lib/ui-bundle.ts), and the session endpoints under
  * /console/api (sign in, who am I, sign out, change my password). Every other read and change goes
  * to the admin API (/api/admin/v1) with the session cookie and the session's CSRF token, where each
  * route's role rule is the one check (src/http/operator-auth.ts).
@@ -12,62 +12,24 @@
  *   DELETE /console/api/session       sign out (CSRF token)
  *   POST   /console/api/password      {currentPassword, newPassword} (CSRF token); the other sessions end
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import path from 'node:path';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
 import { type Actor, PERMISSIONS, can } from '../domain/operators.ts';
 import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
 import { adminErrorHandler, bodyOf } from '../http/admin-common.ts';
 import { changePasswordSchema, signInSchema } from '../http/admin-schemas.ts';
 import { installRawJsonParser } from '../http/common.ts';
-import {
-  cookieSession,
-  crossSite,
-  requestIdOf,
-  sessionActor,
-  sessionCookieOf,
-  setSessionCookie,
-  sourceIpOf,
-} from '../http/operator-auth.ts';
+import { consoleCookie, cookieSession, sessionActor } from '../http/operator-auth.ts';
+import { refuseSignIn, requestIdOf, sameSiteJson, servePages, sourceIpOf } from '../http/session-surface.ts';
+import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
-import { SignInRefused, changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
-import { consoleAssets } from './bundle.ts';
+import { changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
+import { SignInRefused } from '../usecases/sessions.ts';
 
-const SECURITY_HEADERS: Record<string, string> = {
-  'content-security-policy': [
-    "default-src 'none'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self'",
-    "connect-src 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-    "base-uri 'none'",
-  ].join('; '),
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'same-origin',
-  'x-content-type-options': 'nosniff',
-  'cache-control': 'no-store',
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-resource-policy': 'same-origin',
-  'permissions-policy': 'camera=(), microphone=(), geolocation=(), payment=()',
-  'x-robots-tag': 'noindex, nofollow',
-};
-
-const PAGE = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Operator console · Merchant Payment Service</title>
-<link rel="stylesheet" href="/console/assets/console.css">
-<script type="module" src="/console/assets/console.js"></script>
-</head>
-<body>
-<div id="app"><p class="boot">Loading the console…</p></div>
-<noscript><p class="boot">The console needs JavaScript.</p></noscript>
-</body>
-</html>
-`;
+const SRC = path.join(import.meta.dirname, '..');
+/** The console's front end: src/console/ui (Preact), with the styles the UIs share (src/ui). */
+export const consoleAssets = uiAssets(path.join(SRC, 'console/ui/main.tsx'), [path.join(SRC, 'ui/ui.css')]);
 
 function sessionView(s: { operatorId: string; operatorName: string; role: Actor['role']; csrfToken: string; expiresAt: Date }) {
   return {
@@ -80,25 +42,9 @@ function sessionView(s: { operatorId: string; operatorName: string; role: Actor[
 
 const unauthorized = () => new AdminError('ADMIN_UNAUTHORIZED', 'sign in first');
 
-/** A state-changing console request: JSON (a cross-site form cannot send it) from this site. */
-function sameSiteJson(req: FastifyRequest, svc: Services): void {
-  if (crossSite(req, svc)) throw new AdminError('ADMIN_FORBIDDEN', 'a request from another site is refused');
-  const type = req.headers['content-type'];
-  if (req.body !== undefined && (typeof type !== 'string' || !/^application\/json\s*(;|$)/i.test(type))) {
-    throw new AdminError('ADMIN_VALIDATION_FAILED', 'Content-Type must be application/json');
-  }
-}
-
 export async function consolePlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
   const { svc } = opts;
-  scope.addHook('onSend', async (_req, reply) => {
-    reply.headers(SECURITY_HEADERS);
-  });
-
-  const page = async (_req: FastifyRequest, reply: FastifyReply) => reply.type('text/html; charset=utf-8').send(PAGE);
-  scope.get('/', page);
-  scope.get('/assets/console.js', async (_req, reply) => reply.type('text/javascript; charset=utf-8').send((await consoleAssets()).script));
-  scope.get('/assets/console.css', async (_req, reply) => reply.type('text/css; charset=utf-8').send((await consoleAssets()).css));
+  servePages(scope, { name: 'console', title: 'Operator console · Merchant Payment Service', assets: consoleAssets });
 
   await scope.register(
     async (api) => {
@@ -124,7 +70,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
         const requestId = requestIdOf(req);
         const sourceIp = sourceIpOf(req, svc);
         // Whatever session the browser holds, signing in starts a new one (and ends that one).
-        const previous = sessionCookieOf(req, svc);
+        const previous = consoleCookie.read(req, svc);
         let created;
         try {
           created = await signIn(svc, {
@@ -136,13 +82,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
           });
         } catch (err) {
           if (!(err instanceof SignInRefused)) throw err;
-          if (err.kind === 'THROTTLED') {
-            return reply
-              .code(429)
-              .header('retry-after', String(err.retryAfterSeconds))
-              .send({ code: 'ADMIN_RATE_LIMITED', message: err.message });
-          }
-          return reply.code(401).send({ code: 'ADMIN_UNAUTHORIZED', message: err.message });
+          return refuseSignIn(reply, err, 'ADMIN');
         }
         if (previous !== null) {
           const old = await sessionOf(svc, previous);
@@ -150,7 +90,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
             await signOut(svc, sessionActor(old, { sourceIp, requestId }), previous);
           }
         }
-        setSessionCookie(reply, svc, created.sessionId);
+        consoleCookie.write(reply, svc, created.sessionId);
         return sessionView({
           operatorId: created.operator.id,
           operatorName: created.operator.name,
@@ -163,7 +103,7 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
       api.delete('/session', async (req, reply) => {
         const { id, actor } = await session(req, true);
         await signOut(svc, actor, id);
-        setSessionCookie(reply, svc, null);
+        consoleCookie.write(reply, svc, null);
         return reply.code(204).send();
       });
 

@@ -48,15 +48,15 @@ export function can(role: Role, permission: Permission): boolean {
   return ROLE_PERMISSIONS[role].includes(permission);
 }
 
-/** Who makes a back-office request. */
-export type ActorKind = 'SESSION' | 'TOKEN' | 'ADMIN_TOKEN';
-/** Where it came through: the console (a session), the admin API, or the operator CLI (over the admin API). */
-export type Channel = 'console' | 'api' | 'cli';
+/** Who makes a back-office request: an operator (a console session, an API token) or the ADMIN_TOKEN; in the portal, a merchant user. */
+export type ActorKind = 'SESSION' | 'TOKEN' | 'ADMIN_TOKEN' | 'MERCHANT_USER';
+/** Where it came through: the console (a session), the admin API, the operator CLI (over the admin API), or the merchant portal. */
+export type Channel = 'console' | 'api' | 'cli' | 'portal';
 
-export interface Actor {
+/** What an audit entry says of who made a change (an operator's Actor, or a merchant user's, src/domain/merchant-users.ts). */
+export interface AuditActor {
   kind: ActorKind;
-  role: Role;
-  /** null for the ADMIN_TOKEN (the bootstrap super-admin, no operator). */
+  /** null for the ADMIN_TOKEN (the bootstrap super-admin, no operator) and for merchant users. */
   operatorId: string | null;
   operatorName: string | null;
   /** The operator token's id (kind TOKEN). */
@@ -64,6 +64,17 @@ export interface Actor {
   channel: Channel;
   sourceIp: string | null;
   requestId: string;
+  /** A merchant user's merchant, id and login (kind MERCHANT_USER). */
+  merchantId?: string;
+  merchantUserId?: string;
+  merchantUserName?: string;
+}
+
+/** The actor of a back-office request: an operator, or the ADMIN_TOKEN. */
+export interface Actor extends AuditActor {
+  kind: 'SESSION' | 'TOKEN' | 'ADMIN_TOKEN';
+  channel: 'console' | 'api' | 'cli';
+  role: Role;
 }
 
 /** An operator's own tokens: the operator, or whoever manages operators. */
@@ -72,8 +83,15 @@ export function mayManageTokensOf(actor: Actor, operatorId: string): boolean {
 }
 
 /** How an actor is named in lists and the audit export. */
-export function actorLabel(a: { kind: ActorKind; operatorName: string | null; tokenId: string | null }): string {
+export function actorLabel(a: {
+  kind: ActorKind;
+  operatorName: string | null;
+  tokenId: string | null;
+  merchantUserName?: string | null;
+  merchantId?: string | null;
+}): string {
   if (a.kind === 'ADMIN_TOKEN') return 'ADMIN_TOKEN';
+  if (a.kind === 'MERCHANT_USER') return `${a.merchantUserName ?? '?'} (merchant ${a.merchantId ?? '?'})`;
   return a.kind === 'TOKEN' ? `${a.operatorName} (token ${a.tokenId})` : (a.operatorName ?? '?');
 }
 

@@ -451,3 +451,46 @@ export const redeliverySchema = {
   },
   description: 'requestId plus the event queued for delivery again.',
 } as const satisfies ObjectSchema;
+
+/** One published platform key (the platform-keys read). */
+export const platformKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['keyId', 'publicKeyPem', 'state', 'signsFrom', 'signsUntil', 'endorsement'],
+  properties: {
+    keyId: { type: 'string', minLength: 1, maxLength: 128 },
+    publicKeyPem: { type: 'string', description: 'SPKI PEM of an RSA key, 2048 to 4096 bits.' },
+    state: {
+      type: 'string',
+      enum: ['CURRENT', 'NEXT', 'PREVIOUS'],
+      description: 'CURRENT signs now; NEXT is published ahead of signing; PREVIOUS signed before.',
+    },
+    signsFrom: nullable(timestampSchema, 'From when the key signs (null: from when the platform read it).'),
+    signsUntil: nullable(timestampSchema, 'Until when (the next key signs from then), or null.'),
+    endorsement: nullable(
+      {
+        type: 'object',
+        additionalProperties: false,
+        required: ['keyId', 'signature'],
+        properties: {
+          keyId: { type: 'string', minLength: 1, maxLength: 128, description: 'The key published before this one, which signed it.' },
+          signature: { type: 'string', description: 'Standard Base64 RSASSA-PKCS1-v1_5 / SHA-256 over the endorsement string.' },
+        },
+      },
+      'The signature of the key published before it over "mps-platform-key-endorsement/v1\\n{keyId}\\n{hex SHA-256 of the SPKI DER}\\n"; null for the first key.',
+    ),
+  },
+} as const satisfies ObjectSchema;
+
+export const platformKeysSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['requestId', 'currentKeyId', 'nextKeyId', 'keys'],
+  properties: {
+    requestId,
+    currentKeyId: nullable({ type: 'string' }, 'The key that signs now.'),
+    nextKeyId: nullable({ type: 'string' }, 'The key staged to sign next, if any.'),
+    keys: { type: 'array', items: platformKeySchema, maxItems: 1000, description: 'Every published key, in the order they sign.' },
+  },
+  description: "requestId plus the platform's published public keys.",
+} as const satisfies ObjectSchema;

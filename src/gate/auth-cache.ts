@@ -20,10 +20,16 @@ interface Entry<T> {
 const TTL_MS = 3000;
 const MAX_ENTRIES = 10_000;
 
+/** A merchant key as the gate checks it: parsed, with the end of its validity (epoch ms, or null). */
+export interface AuthKey {
+  key: KeyObject;
+  validUntilMs: number | null;
+}
+
 export class AuthCache {
   readonly #db: Db;
   readonly #apps = new Map<string, Entry<AuthApp | null>>();
-  readonly #keys = new Map<string, Entry<KeyObject | null>>();
+  readonly #keys = new Map<string, Entry<AuthKey>>();
 
   constructor(db: Db) {
     this.#db = db;
@@ -39,19 +45,22 @@ export class AuthCache {
     return value;
   }
 
-  /** The active public key registered for (appId, keyId), or null. */
-  async key(appId: string, keyId: string): Promise<KeyObject | null> {
+  /**
+   * The active public key registered for (appId, keyId) with the end of its validity, or null. A
+   * key that is not there is not remembered: a key just added (on any instance) is accepted at once,
+   * so a rotation never refuses a request signed with a key that is valid.
+   */
+  async key(appId: string, keyId: string): Promise<AuthKey | null> {
     const k = `${appId}\u0000${keyId}`;
     const hit = this.#keys.get(k);
     if (hit && hit.expires > Date.now()) return hit.value;
     const row = await getAppKey(this.#db, appId, keyId);
-    let value: KeyObject | null = null;
-    if (row && row.status === 'ACTIVE') {
-      try {
-        value = createPublicKey(row.publicKeyPem);
-      } catch {
-        value = null;
-      }
+    if (!row || row.status !== 'ACTIVE') return null;
+    let value: AuthKey;
+    try {
+      value = { key: createPublicKey(row.publicKeyPem), validUntilMs: row.validUntil?.getTime() ?? null };
+    } catch {
+      return null;
     }
     this.#put(this.#keys, k, value);
     return value;

@@ -358,7 +358,9 @@ async function runGate(svc: GateDeps, req: FastifyRequest): Promise<OpenAnswer |
   if (Math.abs(nowSec - Number(h.timestamp)) > TIMESTAMP_WINDOW_SECONDS) return authFailed();
   // Both lookups always, and a verification even when the app or key is unknown: the answer and
   // its timing do not reveal whether the app or the key exists.
-  const [authApp, key] = await Promise.all([svc.authCache.app(h.appId), svc.authCache.key(h.appId, h.keyId)]);
+  const [authApp, authKey] = await Promise.all([svc.authCache.app(h.appId), svc.authCache.key(h.appId, h.keyId)]);
+  // A key past its validity (the end of a rotation's overlap, docs/portal.md) is refused like an unknown one.
+  const key = authKey !== null && (authKey.validUntilMs === null || svc.clock.now() < authKey.validUntilMs) ? authKey.key : null;
   const known = authApp !== null && authApp.app.status === 'ACTIVE' && key !== null;
   if (!isStrictBase64(h.sign)) return authFailed();
   const signingString = requestSigningString({

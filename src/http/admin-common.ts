@@ -41,8 +41,18 @@ export function optionalBodyOf(req: FastifyRequest, schema: ObjectSchema): Body 
  * Errors of the back-office surfaces (admin and sandbox helpers) as `{code, message}`: a refused
  * body is 400 (413 when too large), any other fault 503, never a 500.
  */
-export function adminErrorHandler(logMessage: string) {
-  return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
+export function adminErrorHandler(logMessage: string, codePrefix: 'ADMIN' | 'PORTAL' = 'ADMIN') {
+  // The portal answers the same codes under its own prefix (PORTAL_NOT_FOUND, ...).
+  const renamed =
+    codePrefix === 'ADMIN'
+      ? (reply: FastifyReply) => reply
+      : (reply: FastifyReply) =>
+          reply.serializer((b: unknown) => {
+            const body = b as { code?: unknown };
+            return JSON.stringify(typeof body.code === 'string' ? { ...body, code: body.code.replace(/^ADMIN_/, `${codePrefix}_`) } : b);
+          });
+  return (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, raw: FastifyReply) => {
+    const reply = renamed(raw);
     if (err instanceof AdminError) return reply.code(err.status).send({ code: err.code, message: err.message });
     if (err instanceof DomainError) {
       const a = adminErrorOf(err);
@@ -79,6 +89,7 @@ export function installBackOffice(
   scope: FastifyInstance,
   auth: string | ((req: FastifyRequest, reply: FastifyReply) => Promise<unknown>),
   logMessage: string,
+  codePrefix: 'ADMIN' | 'PORTAL' = 'ADMIN',
 ): void {
   installRawJsonParser(scope, BODY_LIMIT_BYTES);
   scope.addHook('onRequest', async (req, reply) => {
@@ -97,9 +108,9 @@ export function installBackOffice(
       }
     }
   });
-  scope.setErrorHandler(adminErrorHandler(logMessage));
+  scope.setErrorHandler(adminErrorHandler(logMessage, codePrefix));
   scope.setNotFoundHandler((req, reply) =>
-    reply.code(404).send({ code: 'ADMIN_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` }),
+    reply.code(404).send({ code: `${codePrefix}_NOT_FOUND`, message: `no route ${req.method} ${req.url.split('?')[0]}` }),
   );
 }
 

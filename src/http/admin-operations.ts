@@ -9,18 +9,11 @@ import * as reads from '../usecases/back-office-reads.ts';
 import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
 import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
 import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
-import { int, oneOf, queryOf, text, time } from './admin-query.ts';
+import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from './admin-query.ts';
 import { actorOf, need } from './operator-auth.ts';
 
 type O = { Params: { openOrderId: string } };
 type E = { Params: { eventId: string } };
-
-/** `createdAt_openOrderId` of the last order of a page: the next page starts after it. */
-function cursorOf(v: string, name: string): { createdAt: Date; id: string } {
-  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)_(ord_[A-Za-z0-9]{1,60})$/.exec(v);
-  if (!m) throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must be a nextCursor this API answered`);
-  return { createdAt: new Date(m[1]!), id: m[2]! };
-}
 
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {
   const d = svc.backOffice;
@@ -152,31 +145,9 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   scope.get('/dashboard', need('read'), async () => reads.dashboard(d));
 
   scope.get('/orders', need('read'), async (req) => {
-    const q = queryOf(req, {
-      openOrderId: text(64),
-      outTradeNo: text(64),
-      appId: text(64),
-      status: oneOf(ORDER_STATUSES),
-      channel: oneOf(CHANNELS),
-      from: time,
-      to: time,
-      cursor: cursorOf,
-      limit: int(1, 200),
-    });
-    const limit = q.limit ?? 50;
-    const rows = await reads.searchOrders(d, {
-      openOrderId: q.openOrderId,
-      outTradeNo: q.outTradeNo,
-      appId: q.appId,
-      status: q.status,
-      channel: q.channel,
-      from: q.from,
-      to: q.to,
-      before: q.cursor,
-      limit,
-    });
-    const last = rows.at(-1);
-    return { orders: rows, nextCursor: rows.length === limit && last ? `${last.createdAt.toISOString()}_${last.openOrderId}` : null };
+    const f = orderSearchOf(req, ORDER_STATUSES, CHANNELS);
+    const rows = await reads.searchOrders(d, f);
+    return { orders: rows, nextCursor: nextOrderCursor(rows, f.limit) };
   });
 
   scope.get('/refunds', need('read'), async (req) => {

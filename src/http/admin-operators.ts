@@ -32,7 +32,7 @@ function auditView(e: AuditRow) {
   return {
     id: e.id,
     at: e.at,
-    actor: actorLabel({ kind: e.actorKind, operatorName: e.operatorName, tokenId: e.tokenId }),
+    actor: actorLabel({ ...e, kind: e.actorKind }),
     actorKind: e.actorKind,
     operatorId: e.operatorId,
     operatorName: e.operatorName,
@@ -45,6 +45,8 @@ function auditView(e: AuditRow) {
     entityId: e.entityId,
     before: e.before,
     after: e.after,
+    merchantId: e.merchantId,
+    merchantUserName: e.merchantUserName,
   };
 }
 

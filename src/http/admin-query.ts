@@ -57,3 +57,33 @@ export const time: Parser<Date> = (v, name) => {
   if (Number.isNaN(ms)) throw invalid(`${name} must be a date (2025-01-31) or an ISO 8601 time with its offset`);
   return new Date(ms);
 };
+
+/** `createdAt_openOrderId` of the last order of a page: the next page starts after it. */
+function orderCursor(v: string, name: string): { createdAt: Date; id: string } {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)_(ord_[A-Za-z0-9]{1,60})$/.exec(v);
+  if (!m) throw invalid(`${name} must be a nextCursor this API answered`);
+  return { createdAt: new Date(m[1]!), id: m[2]! };
+}
+
+/** The order search of a query string (the admin API's and the portal's): its filters, page size and cursor. */
+export function orderSearchOf(req: FastifyRequest, statuses: readonly string[], channels: readonly string[]) {
+  const q = queryOf(req, {
+    openOrderId: text(64),
+    outTradeNo: text(64),
+    appId: text(64),
+    status: oneOf(statuses),
+    channel: oneOf(channels),
+    from: time,
+    to: time,
+    cursor: orderCursor,
+    limit: int(1, 200),
+  });
+  const { cursor, limit, ...filters } = q;
+  return { ...filters, before: cursor, limit: limit ?? 50 };
+}
+
+/** The cursor of the page after `rows` (a full page), or null. */
+export function nextOrderCursor(rows: readonly { createdAt: Date; openOrderId: string }[], limit: number): string | null {
+  const last = rows.at(-1);
+  return rows.length === limit && last ? `${last.createdAt.toISOString()}_${last.openOrderId}` : null;
+}

@@ -195,3 +195,69 @@ export const reconciliationRequestSchema = {
     provider: { type: 'string', minLength: 1, maxLength: 32 },
   },
 } as const satisfies ObjectSchema;
+
+// --- merchant users and the portal (docs/portal.md) ---
+
+const MERCHANT_ROLE = { type: 'string', enum: ['owner', 'developer', 'finance', 'readonly'] } as const;
+
+export const inviteUserSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['login', 'role'],
+  properties: { login: { type: 'string', minLength: 1, maxLength: 128 }, role: MERCHANT_ROLE },
+} as const satisfies ObjectSchema;
+
+export const patchUserSchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { role: MERCHANT_ROLE, status: { type: 'string', enum: ['ACTIVE', 'DISABLED'] } },
+} as const satisfies ObjectSchema;
+
+export const portalSignInSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['login', 'password'],
+  properties: {
+    login: { type: 'string', minLength: 1, maxLength: 128 },
+    password: PASSWORD,
+    totpCode: nullable({ type: 'string', maxLength: 16 }),
+  },
+} as const satisfies ObjectSchema;
+
+export const acceptInvitationSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['password'],
+  properties: { password: PASSWORD },
+} as const satisfies ObjectSchema;
+
+export const totpCodeSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['code'],
+  properties: { code: { type: 'string', minLength: 1, maxLength: 16 } },
+} as const satisfies ObjectSchema;
+
+export const currentPasswordSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['currentPassword'],
+  properties: { currentPassword: PASSWORD },
+} as const satisfies ObjectSchema;
+
+/** What a merchant changes of its app itself. */
+export const portalAppSchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { notifyUrl: appFields.notifyUrl, ipAllowlist: appFields.ipAllowlist },
+} as const satisfies ObjectSchema;
+
+/** A key's retirement: after this many seconds (0: now; at most 30 days), or null to take a retirement back. */
+export const retireKeySchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['afterSeconds'],
+  properties: { afterSeconds: nullable({ type: 'integer', minimum: 0, maximum: 30 * 86_400 }) },
+} as const satisfies ObjectSchema;

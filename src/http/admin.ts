@@ -10,6 +10,9 @@ import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
 import type { Services } from '../services.ts';
 import type { AccountRow, AppRow } from '../store/merchants.ts';
 import * as bo from '../usecases/back-office.ts';
+import * as mu from '../usecases/merchant-users.ts';
+import type { MerchantRole } from '../domain/merchant-users.ts';
+import { invitationView, userView } from './merchant-user-views.ts';
 import {
   addKeySchema,
   allocationSchema,
@@ -17,9 +20,12 @@ import {
   createAppSchema,
   createMerchantSchema,
   feeRuleSchema,
+  inviteUserSchema,
   ipPolicySchema,
+  noFieldsSchema,
   patchAppSchema,
   patchKeySchema,
+  patchUserSchema,
   rotateKeySchema,
 } from './admin-schemas.ts';
 import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
@@ -52,7 +58,7 @@ export function appView(a: AppRow) {
   };
 }
 
-function accountView(a: AccountRow) {
+export function accountView(a: AccountRow) {
   return {
     accountId: a.accountId,
     entityType: a.entityType,
@@ -64,7 +70,7 @@ function accountView(a: AccountRow) {
   };
 }
 
-function allocationView(a: Allocation & { updatedAt: Date }) {
+export function allocationView(a: Allocation & { updatedAt: Date }) {
   return {
     mode: a.mode,
     participants: a.participants,
@@ -133,7 +139,15 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
 
   scope.get<A>('/apps/:appId/keys', need('read'), async (req) => {
     const keys = await bo.listAppKeys(d, req.params.appId);
-    return { keys: keys.map((k) => ({ keyId: k.keyId, status: k.status, publicKeyPem: k.publicKeyPem, createdAt: k.createdAt })) };
+    return {
+      keys: keys.map((k) => ({
+        keyId: k.keyId,
+        status: k.status,
+        validUntil: k.validUntil,
+        publicKeyPem: k.publicKeyPem,
+        createdAt: k.createdAt,
+      })),
+    };
   });
 
   scope.patch<{ Params: { appId: string; keyId: string } }>('/apps/:appId/keys/:keyId', need('merchants.write'), async (req) => {
@@ -199,6 +213,28 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   scope.put('/platform/ip-policy', need('ipPolicy.write'), async (req) => {
     const b = bodyOf(req, ipPolicySchema) as Parameters<typeof bo.setIpPolicy>[2];
     return bo.setIpPolicy(d, actorOf(req), b);
+  });
+
+  // --- the merchant's portal users (docs/portal.md): invited from the console ---
+  type U = { Params: { merchantId: string; userId: string } };
+  scope.get<M>('/merchants/:merchantId/users', need('read'), async (req) => {
+    await bo.merchantDetail(d, req.params.merchantId);
+    return { users: (await mu.listUsers(svc, req.params.merchantId)).map(userView) };
+  });
+
+  scope.post<M>('/merchants/:merchantId/users', need('merchants.write'), async (req, reply) => {
+    const b = bodyOf(req, inviteUserSchema) as { login: string; role: MerchantRole };
+    return reply.code(201).send(invitationView(svc, await mu.inviteUser(svc, actorOf(req), req.params.merchantId, b)));
+  });
+
+  scope.patch<U>('/merchants/:merchantId/users/:userId', need('merchants.write'), async (req) => {
+    const b = bodyOf(req, patchUserSchema) as { role?: MerchantRole; status?: 'ACTIVE' | 'DISABLED' };
+    return userView(await mu.updateUser(svc, actorOf(req), req.params.merchantId, req.params.userId, b));
+  });
+
+  scope.post<U>('/merchants/:merchantId/users/:userId/invitation', need('merchants.write'), async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
+    return invitationView(svc, await mu.reissueInvitation(svc, actorOf(req), req.params.merchantId, req.params.userId));
   });
 
   registerAdminOperations(scope, svc);

@@ -5,7 +5,15 @@
 import type { DomainCode, DomainError, OpenApiCode } from '../domain/errors.ts';
 import { type OpenAnswer, failureAnswer } from '../gate/gate.ts';
 import type { OpenResult } from '../usecases/results.ts';
-import { eventDetailBody, eventPageBody, orderSnapshot, refundProjection, settlementBody, statementBody } from './open-views.ts';
+import {
+  eventDetailBody,
+  eventPageBody,
+  orderSnapshot,
+  platformKeysBody,
+  refundProjection,
+  settlementBody,
+  statementBody,
+} from './open-views.ts';
 
 /** What the rendering of a result needs from the request and the deployment. */
 export interface RenderContext {
@@ -39,6 +47,8 @@ export function renderResult(r: OpenResult, c: RenderContext): OpenAnswer {
       return ok(200, eventDetailBody(r));
     case 'event-redelivery':
       return ok(202, { eventId: r.eventId, status: 'PENDING', nextAttemptAt: r.nextAttemptAt.toISOString() });
+    case 'platform-keys':
+      return ok(200, platformKeysBody(r.keys));
   }
 }
 

@@ -2,6 +2,7 @@
  * The open API's projections: order snapshot, refund projection, settlement view (seed "Resources
  * and their fields"; decisions.md section 6); statement summaries and the event log.
  */
+import type { PublishedPlatformKey } from '../domain/platform-keys.ts';
 import { endedAttempt, needsNewAttempt, validAttempt } from '../domain/payability.ts';
 import type { AttemptRow, OrderRow } from '../store/orders.ts';
 import type { RefundRow } from '../store/refunds.ts';
@@ -163,4 +164,24 @@ export function eventPageBody(p: EventPage): Record<string, unknown> {
 
 export function eventDetailBody(e: EventDetail): Record<string, unknown> {
   return { ...eventView(e.event), deliveries: e.deliveries.map(attemptView) };
+}
+
+/**
+ * The platform-keys read: every published key in the order they sign, with its state and validity
+ * and its endorsement by the key before it; `currentKeyId` and `nextKeyId` name the key that signs
+ * now and the one staged to sign next (null when none).
+ */
+export function platformKeysBody(keys: readonly PublishedPlatformKey[]) {
+  return {
+    currentKeyId: keys.find((k) => k.state === 'CURRENT')?.keyId ?? null,
+    nextKeyId: keys.find((k) => k.state === 'NEXT')?.keyId ?? null,
+    keys: keys.map((k) => ({
+      keyId: k.keyId,
+      publicKeyPem: k.publicKeyPem,
+      state: k.state,
+      signsFrom: k.signsFrom?.toISOString() ?? null,
+      signsUntil: k.signsUntil?.toISOString() ?? null,
+      endorsement: k.endorsement,
+    })),
+  };
 }

@@ -38,6 +38,7 @@ export const OPEN_ROUTES = [
   { method: 'GET', url: '/events', operationId: 'listEvents' },
   { method: 'GET', url: '/events/:eventId', operationId: 'getEvent' },
   { method: 'POST', url: '/events/:eventId/redeliveries', operationId: 'redeliverEvent' },
+  { method: 'GET', url: '/platform-keys', operationId: 'listPlatformKeys' },
 ] as const;
 
 function caller(req: FastifyRequest): Caller {
@@ -206,6 +207,11 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   scope.get<P>('/events/:eventId', (req, reply) => runRead(req, reply, () => getEvent(svc, caller(req), req.params.eventId!)));
   scope.post<P>('/events/:eventId/redeliveries', (req, reply) =>
     runPost(req, reply, () => redeliverEvent(svc, caller(req), req.params.eventId!)),
+  );
+
+  // The platform's public keys, signed like every answer (docs/authentication.md, "Platform keys").
+  scope.get('/platform-keys', (req, reply) =>
+    runRead(req, reply, async () => ({ kind: 'platform-keys', keys: await svc.keys.published() })),
   );
 }
 

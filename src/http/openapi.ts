@@ -24,6 +24,7 @@ import {
   orderSnapshotSchema,
   ratiosSchema,
   refundProjectionSchema,
+  platformKeysSchema,
   redeliverySchema,
   refundSchema,
   settlementAccountSchema,
@@ -68,6 +69,7 @@ export const COMPONENT_SCHEMAS: Record<string, object> = {
   EventListResponse: eventListSchema,
   EventResponse: eventDetailSchema,
   RedeliveryResponse: redeliverySchema,
+  PlatformKeysResponse: platformKeysSchema,
   FailureEnvelope: failureSchema,
   WebhookEventPayload: webhookEventSchema,
 };
@@ -140,7 +142,7 @@ const GATE_CODES: OpenApiCode[] = [
 /** Step 7 and the request-id replay of step 9, on the four POSTs. */
 const POST_CODES: OpenApiCode[] = ['OPEN_API_CONTENT_TYPE_INVALID', 'OPEN_API_REQUEST_ID_CONFLICT'];
 
-type Tag = 'Orders' | 'Refunds' | 'Settlement' | 'Statements' | 'Event log';
+type Tag = 'Orders' | 'Refunds' | 'Settlement' | 'Statements' | 'Event log' | 'Platform keys';
 
 type PathParam = 'outTradeNo' | 'outRefundNo' | 'settlementDate' | 'eventId';
 type QueryParam = 'compression' | 'type' | 'status' | 'from' | 'to' | 'limit' | 'cursor';
@@ -352,6 +354,17 @@ const OPS: Op[] = [
     success: { '202': { description: 'Queued: the event is sent again at nextAttemptAt.', schema: redeliverySchema } },
     codes: ['OPEN_API_NOT_FOUND'],
   },
+  {
+    method: 'get',
+    path: '/platform-keys',
+    operationId: 'listPlatformKeys',
+    tag: 'Platform keys',
+    summary: "The platform's public keys, with their validity",
+    description:
+      "Every public key the platform publishes, in the order they sign: the one that signs now (CURRENT, also named by currentKeyId), one staged to sign later (NEXT, nextKeyId: published ahead of a rotation), and the earlier ones (PREVIOUS), each with from when and until when it signs. Each key after the first carries its endorsement: the signature of the key published before it over the endorsement string. Pin the first key you take from the portal or the docs; trust a later key only when a key you already trust endorses it and this answer's response signature verifies with a trusted key (the SDK does both by itself, and reads this again when an answer or a notification names a key it does not know). Answered from the service's keys; no body, no query.",
+    success: { '200': { description: 'The published keys.', schema: platformKeysSchema } },
+    codes: [],
+  },
 ];
 
 const TAGS: Record<Tag | 'Events', string> = {
@@ -361,6 +374,7 @@ const TAGS: Record<Tag | 'Events', string> = {
   Settlement: "The merchant's settlement accounts and collection allocation.",
   Statements: "The app's statement of a settlement day: its summary and its file.",
   'Event log': "The app's events and their deliveries; asking for one to be delivered again.",
+  'Platform keys': "The platform's public keys that sign answers and notifications, each endorsed by the one before.",
 };
 
 /** The six signed request headers (their forms are the gate's, SIGNED_HEADERS). */
@@ -552,6 +566,7 @@ export function openApiDocument(publicBaseUrl: string): Record<string, unknown> 
     Events: page('events'),
     Statements: page('statements'),
     'Event log': page('events', '#your-event-log'),
+    'Platform keys': page('authentication', '#platform-keys'),
   };
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of OPS) paths[op.path] = { ...(paths[op.path] ?? {}), [op.method]: operation(op) };

@@ -4,106 +4,18 @@
  * the one authorization check of each route, from the role table of src/domain/operators.ts.
  * Also the request id and source address every audit entry carries, and the console's cookie.
  */
-import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AdminError } from '../domain/errors.ts';
-import { type Actor, type Channel, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
-import { forwardingHeaders } from '../gate/gate.ts';
-import { CidrList } from '../net/ip.ts';
-import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
+import { type Actor, type Permission, can } from '../domain/operators.ts';
 import type { Services } from '../services.ts';
 import { isOperatorToken, sessionOf, tokenOperator } from '../usecases/operators.ts';
 import { secretEquals } from './common.ts';
-
-// --- the request's id and source -----------------------------------------------------------------
-
-const REQUEST_ID_RE = /^[\x21-\x7e]{1,128}$/;
-
-/** The caller's `X-Request-Id` when it is one (visible ASCII, at most 128), else a new `bo_` id. */
-export function requestIdOf(req: FastifyRequest): string {
-  const given = req.headers['x-request-id'];
-  return typeof given === 'string' && REQUEST_ID_RE.test(given) ? given : `bo_${randomBytes(12).toString('base64url')}`;
-}
-
-/**
- * The client's address as the open API resolves it (forwarding headers honoured from
- * TRUSTED_PROXIES only), without the open API's allow and deny lists: the TCP peer when the chain
- * cannot be read.
- */
-export function sourceIpOf(req: FastifyRequest, svc: Services): string {
-  const peer = req.raw.socket.remoteAddress;
-  const r = resolveSource(peer, forwardingHeaders(req.raw.rawHeaders), policyOf(svc.ipPolicy.view().trustedProxies));
-  return r.ok ? r.key : (peer ?? 'unknown');
-}
-
-/** The source policy of back-office requests: the platform's trusted proxies, every address accepted. */
-let compiled: { text: string; policy: SourceIpPolicy } | null = null;
-function policyOf(trustedProxies: string[]): SourceIpPolicy {
-  const text = trustedProxies.join(',');
-  if (compiled?.text !== text) {
-    compiled = {
-      text,
-      policy: {
-        trustedProxies: CidrList.parse(trustedProxies),
-        allowlist: null,
-        denylist: CidrList.parse([]),
-        allowIpv4: true,
-        allowIpv6: true,
-      },
-    };
-  }
-  return compiled.policy;
-}
+import { SAFE_METHODS, SessionCookie, requestIdOf, requireCsrf, sourceIpOf } from './session-surface.ts';
 
 // --- the console's cookie ------------------------------------------------------------------------
 
-/**
- * The session cookie: `HttpOnly`, `SameSite=Strict`, `Path=/`; `Secure` (and the `__Host-` name,
- * which browsers accept only so) when operators reach the service over TLS, as PUBLIC_BASE_URL says.
- */
-export function sessionCookieName(svc: Services): string {
-  return secureCookies(svc) ? '__Host-mps_console' : 'mps_console';
-}
-
-function secureCookies(svc: Services): boolean {
-  return svc.config.publicBaseUrl.startsWith('https://');
-}
-
-export function sessionCookieOf(req: FastifyRequest, svc: Services): string | null {
-  const header = req.headers.cookie;
-  if (typeof header !== 'string') return null;
-  const name = sessionCookieName(svc);
-  for (const part of header.split(';')) {
-    const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) {
-      const v = part.slice(i + 1).trim();
-      return /^[A-Za-z0-9_-]{43}$/.test(v) ? v : null;
-    }
-  }
-  return null;
-}
-
-export function setSessionCookie(reply: FastifyReply, svc: Services, sessionId: string | null): void {
-  const attrs = ['Path=/', 'HttpOnly', 'SameSite=Strict', ...(secureCookies(svc) ? ['Secure'] : [])];
-  const value = sessionId === null ? `=; Max-Age=0` : `=${sessionId}; Max-Age=${SESSION_ABSOLUTE_SECONDS}`;
-  reply.header('set-cookie', `${sessionCookieName(svc)}${value}; ${attrs.join('; ')}`);
-}
-
-/**
- * A browser's request from another site: its `Origin` (sent with every cross-origin request and
- * every POST) names another host than the one it was sent to and than PUBLIC_BASE_URL's.
- */
-export function crossSite(req: FastifyRequest, svc: Services): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return false;
-  let host: string;
-  try {
-    host = new URL(origin).host;
-  } catch {
-    return true;
-  }
-  return host !== req.headers.host && host !== new URL(svc.config.publicBaseUrl).host;
-}
+/** The console's session cookie: `mps_console` (`__Host-mps_console` over TLS). */
+export const consoleCookie = new SessionCookie('mps_console');
 
 /** A live console session, as sessionOf answers it. */
 export type ConsoleSession = NonNullable<Awaited<ReturnType<typeof sessionOf>>>;
@@ -119,15 +31,12 @@ export async function cookieSession(
   svc: Services,
   o: { change: boolean; unauthorized: () => Error; beforeCsrf?: () => void },
 ): Promise<{ id: string; s: ConsoleSession }> {
-  const id = sessionCookieOf(req, svc);
+  const id = consoleCookie.read(req, svc);
   const s = id === null ? null : await sessionOf(svc, id);
   if (!s || id === null) throw o.unauthorized();
   if (o.change) {
     o.beforeCsrf?.();
-    const csrf = req.headers['x-csrf-token'];
-    if (typeof csrf !== 'string' || !secretEquals(csrf, s.csrfToken) || crossSite(req, svc)) {
-      throw new AdminError('ADMIN_FORBIDDEN', 'a console request that changes something needs its session CSRF token (X-CSRF-Token)');
-    }
+    requireCsrf(req, svc, s.csrfToken);
   }
   return { id, s };
 }
@@ -159,9 +68,7 @@ export function actorOf(req: FastifyRequest): Actor {
   return a;
 }
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-function channelOf(req: FastifyRequest): Channel {
+function channelOf(req: FastifyRequest): Actor['channel'] {
   const ua = req.headers['user-agent'];
   return typeof ua === 'string' && ua.startsWith('mps-ops/') ? 'cli' : 'api';
 }

@@ -9,6 +9,8 @@ import { type KeyObject, createHash, createPrivateKey, createPublicKey, generate
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { keyEndorsementSigningString } from '@mps/sdk/signing';
+import type { PublishedPlatformKey } from '../domain/platform-keys.ts';
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 
@@ -253,13 +255,59 @@ export class PlatformKeyRing {
   sign(data: string): Promise<{ keyId: string; signature: string }> {
     const k = this.current;
     if (k === null) return Promise.reject(new SigningKeyUnavailableError());
-    return new Promise((resolve, reject) => {
-      sign('sha256', Buffer.from(data, 'utf8'), k.privateKey, (err, sig) => {
-        if (err) reject(new SigningKeyUnavailableError(err.message));
-        else resolve({ keyId: k.keyId, signature: sig.toString('base64') });
-      });
-    });
+    return signWith(k, data);
   }
+
+  /**
+   * The published keys in the order they sign, with their validity (docs/authentication.md,
+   * "Platform keys"): CURRENT signs now, NEXT signs from `signsFrom` (published ahead, a staged
+   * rotation), PREVIOUS signed until `signsUntil`; and each one's endorsement by the key published
+   * before it, so that whoever trusts an earlier key can verify a later one. An endorsement is
+   * computed once per pair (deterministic signatures) and kept.
+   */
+  async published(): Promise<PublishedPlatformKey[]> {
+    const keys = this.#keys;
+    const now = Date.now();
+    const cur = this.current?.keyId;
+    const at = (d: Date) => (d.getTime() === 0 ? null : d);
+    return Promise.all(
+      keys.map(async (k, i) => {
+        const following = keys[i + 1];
+        const state = k.keyId === cur ? 'CURRENT' : k.activatesAt.getTime() > now ? 'NEXT' : 'PREVIOUS';
+        const previous = keys[i - 1];
+        return {
+          keyId: k.keyId,
+          publicKeyPem: k.publicKeyPem,
+          state,
+          signsFrom: at(k.activatesAt),
+          signsUntil: following ? at(following.activatesAt) : null,
+          endorsement: previous ? await this.#endorse(previous, k) : null,
+        } as const;
+      }),
+    );
+  }
+
+  readonly #endorsements = new Map<string, Promise<string>>();
+
+  #endorse(by: PlatformKey, k: PlatformKey): Promise<{ keyId: string; signature: string }> {
+    const id = `${by.keyId}>${k.keyId}`;
+    let sig = this.#endorsements.get(id);
+    if (sig === undefined) {
+      sig = signWith(by, keyEndorsementSigningString({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })).then((s) => s.signature);
+      sig.catch(() => this.#endorsements.delete(id));
+      this.#endorsements.set(id, sig);
+    }
+    return sig.then((signature) => ({ keyId: by.keyId, signature }));
+  }
+}
+
+function signWith(k: PlatformKey, data: string): Promise<{ keyId: string; signature: string }> {
+  return new Promise((resolve, reject) => {
+    sign('sha256', Buffer.from(data, 'utf8'), k.privateKey, (err, sig) => {
+      if (err) reject(new SigningKeyUnavailableError(err.message));
+      else resolve({ keyId: k.keyId, signature: sig.toString('base64') });
+    });
+  });
 }
 
 export class SigningKeyUnavailableError extends Error {

@@ -18,6 +18,11 @@ export interface NewAuditEntry {
   entityId: string;
   before: Record<string, unknown> | null;
   after: Record<string, unknown> | null;
+  /** The merchant the change concerns (its things, or its users' own changes), else null. */
+  merchantId: string | null;
+  /** A merchant user who made the change (actor kind MERCHANT_USER). */
+  merchantUserId: string | null;
+  merchantUserName: string | null;
 }
 
 export interface AuditRow extends NewAuditEntry {
@@ -28,8 +33,8 @@ export interface AuditRow extends NewAuditEntry {
 export async function insertAuditEntry(db: Queryable, e: NewAuditEntry, now: Date): Promise<void> {
   await db.query(
     `INSERT INTO audit_log(at, actor_kind, operator_id, operator_name, token_id, channel, source_ip, request_id, action, entity_type,
-                           entity_id, before, after)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+                           entity_id, before, after, merchant_id, merchant_user_id, merchant_user_name)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
     [
       now,
       e.actorKind,
@@ -44,6 +49,9 @@ export async function insertAuditEntry(db: Queryable, e: NewAuditEntry, now: Dat
       e.entityId,
       e.before === null ? null : JSON.stringify(e.before),
       e.after === null ? null : JSON.stringify(e.after),
+      e.merchantId,
+      e.merchantUserId,
+      e.merchantUserName,
     ],
   );
 }
@@ -54,6 +62,8 @@ export interface AuditFilter {
   entityType: string | null;
   entityId: string | null;
   requestId: string | null;
+  /** Only the entries concerning this merchant (the portal's view). */
+  merchantId?: string | null;
   from: Date | null;
   to: Date | null;
   /** Entries older than this id (the next page). */
@@ -66,7 +76,7 @@ export async function listAuditEntries(db: Queryable, f: AuditFilter): Promise<A
   const r = await db.query<AuditRow>(
     `SELECT id::text, at, actor_kind AS "actorKind", operator_id AS "operatorId", operator_name AS "operatorName", token_id AS "tokenId",
             channel, source_ip AS "sourceIp", request_id AS "requestId", action, entity_type AS "entityType", entity_id AS "entityId",
-            before, after
+            before, after, merchant_id AS "merchantId", merchant_user_id AS "merchantUserId", merchant_user_name AS "merchantUserName"
        FROM audit_log
       WHERE ($1::text IS NULL OR operator_name = $1)
         AND ($2::text IS NULL OR action = $2)
@@ -76,9 +86,10 @@ export async function listAuditEntries(db: Queryable, f: AuditFilter): Promise<A
         AND ($6::timestamptz IS NULL OR at >= $6)
         AND ($7::timestamptz IS NULL OR at < $7)
         AND ($8::bigint IS NULL OR audit_log.id < $8)
+        AND ($10::text IS NULL OR merchant_id = $10)
       ORDER BY audit_log.id DESC
       LIMIT $9`,
-    [f.operatorName, f.action, f.entityType, f.entityId, f.requestId, f.from, f.to, f.beforeId, f.limit],
+    [f.operatorName, f.action, f.entityType, f.entityId, f.requestId, f.from, f.to, f.beforeId, f.limit, f.merchantId ?? null],
   );
   return r.rows;
 }

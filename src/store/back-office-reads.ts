@@ -57,6 +57,8 @@ export async function hourlyOrders(db: Queryable, now: Date): Promise<HourFigure
 }
 
 export interface OrderSearch {
+  /** Only this merchant's orders (the portal), or every merchant's (null). */
+  merchantId?: string | null;
   openOrderId: string | null;
   outTradeNo: string | null;
   appId: string | null;
@@ -73,6 +75,7 @@ export interface OrderListRow {
   openOrderId: string;
   appId: string;
   merchantId: string;
+  merchantName: string;
   outTradeNo: string;
   channel: string;
   amountFen: number;
@@ -84,9 +87,10 @@ export interface OrderListRow {
 
 export async function searchOrders(db: Queryable, f: OrderSearch): Promise<OrderListRow[]> {
   const r = await db.query<OrderListRow>(
-    `SELECT id AS "openOrderId", app_id AS "appId", merchant_id AS "merchantId", out_trade_no AS "outTradeNo", channel,
-            amount_fen AS "amountFen", status, closed_reason AS "closedReason", created_at AS "createdAt", paid_at AS "paidAt"
-       FROM orders
+    `SELECT o.id AS "openOrderId", o.app_id AS "appId", o.merchant_id AS "merchantId", m.name AS "merchantName",
+            o.out_trade_no AS "outTradeNo", o.channel, o.amount_fen AS "amountFen", o.status, o.closed_reason AS "closedReason",
+            o.created_at AS "createdAt", o.paid_at AS "paidAt"
+       FROM (SELECT * FROM orders
       WHERE ($1::text IS NULL OR id = $1)
         AND ($2::text IS NULL OR out_trade_no = $2)
         AND ($3::text IS NULL OR app_id = $3)
@@ -95,9 +99,23 @@ export async function searchOrders(db: Queryable, f: OrderSearch): Promise<Order
         AND ($6::timestamptz IS NULL OR created_at >= $6)
         AND ($7::timestamptz IS NULL OR created_at < $7)
         AND ($8::timestamptz IS NULL OR (created_at, id) < ($8, $9::text))
+        AND ($11::text IS NULL OR merchant_id = $11)
       ORDER BY created_at DESC, id DESC
-      LIMIT $10`,
-    [f.openOrderId, f.outTradeNo, f.appId, f.status, f.channel, f.from, f.to, f.before?.createdAt ?? null, f.before?.id ?? null, f.limit],
+      LIMIT $10) o JOIN merchants m ON m.id = o.merchant_id
+      ORDER BY o.created_at DESC, o.id DESC`,
+    [
+      f.openOrderId,
+      f.outTradeNo,
+      f.appId,
+      f.status,
+      f.channel,
+      f.from,
+      f.to,
+      f.before?.createdAt ?? null,
+      f.before?.id ?? null,
+      f.limit,
+      f.merchantId ?? null,
+    ],
   );
   return r.rows;
 }
@@ -117,14 +135,15 @@ export interface RefundListRow {
 
 export async function listRefunds(
   db: Queryable,
-  f: { state: string | null; appId: string | null; limit: number },
+  f: { state: string | null; appId: string | null; limit: number; merchantId?: string | null },
 ): Promise<RefundListRow[]> {
   const r = await db.query<RefundListRow>(
     `SELECT id AS "refundAttemptId", order_id AS "openOrderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
             state, automatic, failure_reason AS "failureReason", created_at AS "createdAt", updated_at AS "updatedAt"
        FROM refunds WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR app_id = $2)
+        AND ($4::text IS NULL OR app_id IN (SELECT id FROM apps WHERE merchant_id = $4))
       ORDER BY created_at DESC, id DESC LIMIT $3`,
-    [f.state, f.appId, f.limit],
+    [f.state, f.appId, f.limit, f.merchantId ?? null],
   );
   return r.rows;
 }

@@ -6,7 +6,7 @@
  */
 import type { EventType, WebhookEventPayload } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
-import { type Db, type Queryable, type Tx, withTx } from './db.ts';
+import { type Db, type Queryable, type Tx } from './db.ts';
 
 /** Writes the event (its payload is the exact text that will be delivered and signed). */
 export async function insertEvent(
@@ -292,12 +292,13 @@ const SUMMARY_COLS = `id AS "eventId", app_id AS "appId", order_id AS "openOrder
 
 export async function listEvents(
   db: Queryable,
-  f: { status: string | null; appId: string | null; limit: number },
+  f: { status: string | null; appId: string | null; limit: number; merchantId?: string | null },
 ): Promise<EventSummary[]> {
   const r = await db.query<EventSummary>(
     `SELECT ${SUMMARY_COLS} FROM events WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR app_id = $2)
+        AND ($4::text IS NULL OR app_id IN (SELECT id FROM apps WHERE merchant_id = $4))
       ORDER BY created_at DESC LIMIT $3`,
-    [f.status, f.appId, f.limit],
+    [f.status, f.appId, f.limit, f.merchantId ?? null],
   );
   return r.rows;
 }
@@ -444,42 +445,40 @@ export type RedeliveryOutcome =
  * The merchant asks for an event of its app to be delivered again: a delivered or dead event goes
  * back to the queue, due now, with a fresh schedule; a pending one is made due now (one being
  * delivered at this moment is due again as soon as that attempt ends, unless it succeeded).
- * Refused (TOO_SOON) within `minIntervalMs` of the event's previous request, or when the app has
+ * In the caller's transaction (the event's row locked). Refused (TOO_SOON) within `minIntervalMs` of the event's previous request, or when the app has
  * made `perAppMax` requests within `perAppWindowMs`.
  */
 export async function requestRedelivery(
-  db: Db,
+  tx: Tx,
   appId: string,
   eventId: string,
   now: Date,
   limits: { minIntervalMs: number; perAppWindowMs: number; perAppMax: number },
 ): Promise<RedeliveryOutcome> {
-  return withTx(db, async (tx) => {
-    const e = await tx.query<{ last: Date | null }>(
-      'SELECT redelivery_requested_at AS last FROM events WHERE id = $1 AND app_id = $2 FOR UPDATE',
-      [eventId, appId],
-    );
-    const row = e.rows[0];
-    if (!row) return { outcome: 'NOT_FOUND' };
-    if (row.last !== null && now.getTime() - row.last.getTime() < limits.minIntervalMs) {
-      return { outcome: 'TOO_SOON', retryAfterMs: row.last.getTime() + limits.minIntervalMs - now.getTime() };
-    }
-    const recent = await tx.query<{ n: number; oldest: Date | null }>(
-      `SELECT count(*)::int AS n, min(redelivery_requested_at) AS oldest FROM events
-        WHERE app_id = $1 AND redelivery_requested_at > $2 AND redelivery_requested_at <= $3`,
-      [appId, new Date(now.getTime() - limits.perAppWindowMs), now],
-    );
-    const { n, oldest } = recent.rows[0]!;
-    if (n >= limits.perAppMax && oldest !== null) {
-      return { outcome: 'TOO_SOON', retryAfterMs: oldest.getTime() + limits.perAppWindowMs - now.getTime() };
-    }
-    const u = await tx.query<{ nextAttemptAt: Date }>(
-      `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
-              next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
-              redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
-        WHERE id = $1 RETURNING next_attempt_at AS "nextAttemptAt"`,
-      [eventId, now],
-    );
-    return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
-  });
+  const e = await tx.query<{ last: Date | null }>(
+    'SELECT redelivery_requested_at AS last FROM events WHERE id = $1 AND app_id = $2 FOR UPDATE',
+    [eventId, appId],
+  );
+  const row = e.rows[0];
+  if (!row) return { outcome: 'NOT_FOUND' };
+  if (row.last !== null && now.getTime() - row.last.getTime() < limits.minIntervalMs) {
+    return { outcome: 'TOO_SOON', retryAfterMs: row.last.getTime() + limits.minIntervalMs - now.getTime() };
+  }
+  const recent = await tx.query<{ n: number; oldest: Date | null }>(
+    `SELECT count(*)::int AS n, min(redelivery_requested_at) AS oldest FROM events
+      WHERE app_id = $1 AND redelivery_requested_at > $2 AND redelivery_requested_at <= $3`,
+    [appId, new Date(now.getTime() - limits.perAppWindowMs), now],
+  );
+  const { n, oldest } = recent.rows[0]!;
+  if (n >= limits.perAppMax && oldest !== null) {
+    return { outcome: 'TOO_SOON', retryAfterMs: oldest.getTime() + limits.perAppWindowMs - now.getTime() };
+  }
+  const u = await tx.query<{ nextAttemptAt: Date }>(
+    `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
+            next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
+            redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
+      WHERE id = $1 RETURNING next_attempt_at AS "nextAttemptAt"`,
+    [eventId, now],
+  );
+  return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
 }

@@ -54,15 +54,18 @@ export interface AppKeyRow {
   keyId: string;
   publicKeyPem: string;
   status: 'ACTIVE' | 'DISABLED';
+  /** From this instant the key is no longer accepted (the end of a rotation's overlap); null: until disabled. */
+  validUntil: Date | null;
   createdAt: Date;
 }
 
+const KEY_COLS = `app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, valid_until AS "validUntil", created_at AS "createdAt"`;
+
 export async function getAppKey(db: Queryable, appId: string, keyId: string, lock = false): Promise<AppKeyRow | null> {
-  const r = await db.query<AppKeyRow>(
-    `SELECT app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"
-       FROM app_keys WHERE app_id = $1 AND key_id = $2${lock ? ' FOR UPDATE' : ''}`,
-    [appId, keyId],
-  );
+  const r = await db.query<AppKeyRow>(`SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 AND key_id = $2${lock ? ' FOR UPDATE' : ''}`, [
+    appId,
+    keyId,
+  ]);
   return r.rows[0] ?? null;
 }
 
@@ -198,18 +201,14 @@ export async function insertAppKey(
 ): Promise<AppKeyRow | null> {
   const r = await db.query<AppKeyRow>(
     `INSERT INTO app_keys(app_id, key_id, public_key_pem, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
-     RETURNING app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"`,
+     RETURNING ${KEY_COLS}`,
     [k.appId, k.keyId, k.publicKeyPem, now],
   );
   return r.rows[0] ?? null;
 }
 
 export async function listAppKeys(db: Queryable, appId: string): Promise<AppKeyRow[]> {
-  const r = await db.query<AppKeyRow>(
-    `SELECT app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"
-       FROM app_keys WHERE app_id = $1 ORDER BY created_at`,
-    [appId],
-  );
+  const r = await db.query<AppKeyRow>(`SELECT ${KEY_COLS} FROM app_keys WHERE app_id = $1 ORDER BY created_at, key_id`, [appId]);
   return r.rows;
 }
 
@@ -220,11 +219,21 @@ export async function setAppKeyStatus(
   keyId: string,
   status: 'ACTIVE' | 'DISABLED',
 ): Promise<AppKeyRow | null> {
-  const r = await db.query<AppKeyRow>(
-    `UPDATE app_keys SET status = $3 WHERE app_id = $1 AND key_id = $2
-     RETURNING app_id AS "appId", key_id AS "keyId", public_key_pem AS "publicKeyPem", status, created_at AS "createdAt"`,
-    [appId, keyId, status],
-  );
+  const r = await db.query<AppKeyRow>(`UPDATE app_keys SET status = $3 WHERE app_id = $1 AND key_id = $2 RETURNING ${KEY_COLS}`, [
+    appId,
+    keyId,
+    status,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+/** Sets when a key stops being accepted (null: no end); answers the fresh row, or null when there is no such key. */
+export async function setAppKeyValidUntil(db: Queryable, appId: string, keyId: string, validUntil: Date | null): Promise<AppKeyRow | null> {
+  const r = await db.query<AppKeyRow>(`UPDATE app_keys SET valid_until = $3 WHERE app_id = $1 AND key_id = $2 RETURNING ${KEY_COLS}`, [
+    appId,
+    keyId,
+    validUntil,
+  ]);
   return r.rows[0] ?? null;
 }
 

@@ -3,7 +3,7 @@
  * same transaction as the change (so there is no change without its entry, nor an entry of a
  * change that was rolled back); reads and the CSV export for the surfaces.
  */
-import { type Actor, auditDiff } from '../domain/operators.ts';
+import { type AuditActor, auditDiff } from '../domain/operators.ts';
 import * as audit from '../store/audit.ts';
 import type { AuditFilter, AuditRow } from '../store/audit.ts';
 import { type Tx, withTx } from '../store/db.ts';
@@ -17,12 +17,14 @@ export interface AuditChange {
   /** The entity before (null for a creation) and after (null for a removal): only changed fields are kept, secrets redacted. */
   before: object | null;
   after: object | null;
+  /** The merchant whose things changed (a merchant user's changes are its merchant's whatever this says). */
+  merchantId?: string | null;
 }
 
 /** Writes an audit entry in `tx` (the change's own transaction). */
 export type RecordChange = (c: AuditChange) => Promise<void>;
 
-export function recorder(tx: Tx, actor: Actor, now: Date): RecordChange {
+export function recorder(tx: Tx, actor: AuditActor, now: Date): RecordChange {
   return async (c) => {
     const { before, after } = auditDiff(c.before, c.after);
     await audit.insertAuditEntry(
@@ -40,6 +42,9 @@ export function recorder(tx: Tx, actor: Actor, now: Date): RecordChange {
         entityId: c.entityId,
         before,
         after,
+        merchantId: actor.merchantId ?? c.merchantId ?? null,
+        merchantUserId: actor.merchantUserId ?? null,
+        merchantUserName: actor.merchantUserName ?? null,
       },
       now,
     );
@@ -49,7 +54,7 @@ export function recorder(tx: Tx, actor: Actor, now: Date): RecordChange {
 /** Runs a change in a transaction with its audit entries: `fn` makes the change on `tx` and records it. */
 export function audited<T>(
   d: Pick<UseCaseDeps, 'db' | 'clock'>,
-  actor: Actor,
+  actor: AuditActor,
   fn: (tx: Tx, record: RecordChange) => Promise<T>,
 ): Promise<T> {
   return withTx(d.db, (tx) => fn(tx, recorder(tx, actor, nowOf(d))));

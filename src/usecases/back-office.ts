@@ -12,7 +12,7 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
 import type { IpPolicyView } from '../domain/ip-policy.ts';
-import type { Actor } from '../domain/operators.ts';
+import type { Actor, AuditActor } from '../domain/operators.ts';
 import { checkNotifyUrl, type NotifyUrlPolicy } from '../events/notify-url.ts';
 import { CidrList } from '../net/ip.ts';
 import type { Tx } from '../store/db.ts';
@@ -102,7 +102,7 @@ function checkNotify(d: BackOfficeDeps, url: string): string {
 export function createMerchant(d: BackOfficeDeps, actor: Actor, m: { name: string; entityType: EntityType }) {
   return audited(d, actor, async (tx, record) => {
     const row = await merchants.insertMerchant(tx, { id: newId.merchant(), ...m }, nowOf(d));
-    await record({ action: 'merchant.create', entityType: 'merchant', entityId: row.id, before: null, after: row });
+    await record({ action: 'merchant.create', entityType: 'merchant', entityId: row.id, before: null, after: row, merchantId: row.id });
     return row;
   });
 }
@@ -149,7 +149,7 @@ export async function createApp(d: BackOfficeDeps, actor: Actor, merchantId: str
   };
   return audited(d, actor, async (tx, record) => {
     const app = await merchants.insertApp(tx, input, nowOf(d));
-    await record({ action: 'app.create', entityType: 'app', entityId: app.id, before: null, after: appFields(app) });
+    await record({ action: 'app.create', entityType: 'app', entityId: app.id, before: null, after: appFields(app), merchantId });
     return app;
   });
 }
@@ -162,7 +162,7 @@ export async function getApp(d: BackOfficeDeps, appId: string): Promise<AppRow> 
 
 export async function updateApp(
   d: BackOfficeDeps,
-  actor: Actor,
+  actor: AuditActor,
   appId: string,
   b: AppInput & { status?: 'ACTIVE' | 'DISABLED' },
 ): Promise<AppRow> {
@@ -181,7 +181,14 @@ export async function updateApp(
     const before = await merchants.getApp(tx, appId, true);
     if (!before) throw notFound('app');
     const after = (await merchants.updateApp(tx, appId, patch, now))!;
-    await record({ action: 'app.update', entityType: 'app', entityId: appId, before: appFields(before), after: appFields(after) });
+    await record({
+      action: 'app.update',
+      entityType: 'app',
+      entityId: appId,
+      before: appFields(before),
+      after: appFields(after),
+      merchantId: before.merchantId,
+    });
     // The daily counter is kept only while a ceiling is set: recount from the orders when it changes.
     if ('dailyAmountCeilingFen' in b) await orders.forgetDailyAmounts(tx, appId);
     return after;
@@ -195,9 +202,9 @@ export async function updateApp(
   return app;
 }
 
-export async function addAppKey(d: BackOfficeDeps, actor: Actor, appId: string, keyId: string, publicKeyPem: string) {
+export async function addAppKey(d: BackOfficeDeps, actor: AuditActor, appId: string, keyId: string, publicKeyPem: string) {
   const pem = checkPublicKeyPem(publicKeyPem);
-  await getApp(d, appId);
+  const app = await getApp(d, appId);
   const k = await audited(d, actor, async (tx, record) => {
     const row = await merchants.insertAppKey(tx, { appId, keyId, publicKeyPem: pem }, nowOf(d));
     if (!row) throw new DomainError('CONFLICT', `key ${keyId} already exists for this app`);
@@ -207,6 +214,7 @@ export async function addAppKey(d: BackOfficeDeps, actor: Actor, appId: string, 
       entityId: `${appId}/${keyId}`,
       before: null,
       after: { appId, keyId, status: row.status, fingerprint: keyFingerprint(pem) },
+      merchantId: app.merchantId,
     });
     return row;
   });
@@ -230,6 +238,7 @@ export async function setAppKeyStatus(d: BackOfficeDeps, actor: Actor, appId: st
       entityId: `${appId}/${keyId}`,
       before: { status: before.status },
       after: { status: row.status },
+      merchantId: (await merchants.getApp(tx, appId))?.merchantId ?? null,
     });
     return row;
   });
@@ -263,7 +272,14 @@ export async function addSettlementAccount(
       nowOf(d),
     );
     const row = (await merchants.listAccounts(tx, merchantId)).find((a) => a.accountId === id)!;
-    await record({ action: 'settlementAccount.create', entityType: 'settlementAccount', entityId: id, before: null, after: row });
+    await record({
+      action: 'settlementAccount.create',
+      entityType: 'settlementAccount',
+      entityId: id,
+      before: null,
+      after: row,
+      merchantId,
+    });
     return row;
   });
   d.merchantConfigChanged(merchantId);
@@ -319,7 +335,7 @@ export async function setAllocation(
       nowOf(d),
     );
     const after = (await merchants.getAllocation(tx, merchantId))!;
-    await record({ action: 'allocation.set', entityType: 'allocation', entityId: merchantId, before, after });
+    await record({ action: 'allocation.set', entityType: 'allocation', entityId: merchantId, before, after, merchantId });
     return after;
   });
   d.merchantConfigChanged(merchantId);
@@ -339,7 +355,7 @@ export async function setFeeRule(d: BackOfficeDeps, actor: Actor, merchantId: st
     const before = await merchants.getFeeRule(tx, merchantId);
     await merchants.upsertFeeRule(tx, merchantId, rule, nowOf(d));
     const after = await merchants.getFeeRule(tx, merchantId);
-    await record({ action: 'feeRule.set', entityType: 'feeRule', entityId: merchantId, before, after: { ...after } });
+    await record({ action: 'feeRule.set', entityType: 'feeRule', entityId: merchantId, before, after: { ...after }, merchantId });
     return after;
   });
   d.merchantConfigChanged(merchantId);
@@ -387,6 +403,7 @@ export async function closeOrderByOperator(
         entityId: orderId,
         before: { status: c.before.status, closedReason: c.before.closedReason, closePending: null },
         after: { status: c.after.status, closedReason: c.after.closedReason, closePending: c.after.closePending },
+        merchantId: c.before.merchantId,
       }),
     );
   } catch (err) {
@@ -420,6 +437,7 @@ export async function redeliverEvent(d: BackOfficeDeps, actor: Actor, eventId: s
       entityId: eventId,
       before: { status: before!.event.status, attempts: before!.event.attempts },
       after: { status: 'PENDING', attempts: 0 },
+      merchantId: (await merchants.getApp(tx, before!.event.appId))?.merchantId ?? null,
     });
   });
   d.wakeWorkers();

@@ -6,6 +6,7 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import { EVENT_ID_RE, type EventQuery } from '../domain/event-log.ts';
+import { withTx } from '../store/db.ts';
 import * as events from '../store/events.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
 import type { EventDetail, EventPage, EventRedelivery } from './results.ts';
@@ -33,7 +34,7 @@ export async function getEvent(d: UseCaseDeps, caller: Caller, eventId: string):
 /** Rate-limited (REDELIVERY_LIMITS): 429 OPEN_API_RATE_LIMITED with Retry-After, as the gate's rate limit answers. */
 export async function redeliverEvent(d: UseCaseDeps, caller: Caller, eventId: string): Promise<EventRedelivery> {
   if (!EVENT_ID_RE.test(eventId)) throw new DomainError('NOT_FOUND');
-  const r = await events.requestRedelivery(d.db, caller.app.id, eventId, nowOf(d), REDELIVERY_LIMITS);
+  const r = await withTx(d.db, (tx) => events.requestRedelivery(tx, caller.app.id, eventId, nowOf(d), REDELIVERY_LIMITS));
   if (r.outcome === 'NOT_FOUND') throw new DomainError('NOT_FOUND');
   if (r.outcome === 'TOO_SOON') {
     throw new DomainError('RATE_LIMITED', 'Redelivery is limited to one request per event a minute and 20 events of an app a minute.', {

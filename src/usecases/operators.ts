@@ -3,31 +3,30 @@
  * operators, signing in (throttled per login name and per address), resolving a session cookie or
  * a bearer token to the actor of a request. Every change is audited in its own transaction.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { DomainError } from '../domain/errors.ts';
-import {
-  type Actor,
-  OPERATOR_NAME_RE,
-  type Role,
-  SESSION_ABSOLUTE_SECONDS,
-  SESSION_IDLE_SECONDS,
-  SESSION_TOUCH_SECONDS,
-  SIGN_IN_MAX_FAILURES_PER_ADDRESS,
-  SIGN_IN_MAX_FAILURES_PER_NAME,
-  SIGN_IN_WINDOW_SECONDS,
-  passwordProblem,
-} from '../domain/operators.ts';
-import { dummyHash, hashPassword, verifyPassword } from '../lib/password-hash.ts';
+import { type Actor, OPERATOR_NAME_RE, type Role, SESSION_TOUCH_SECONDS } from '../domain/operators.ts';
+import { hashPassword } from '../lib/password-hash.ts';
 import * as tokens from '../store/operator-tokens.ts';
-import * as sessions from '../store/operator-sessions.ts';
+import * as sessions from '../store/sessions.ts';
 import * as operators from '../store/operators.ts';
 import type { OperatorRow } from '../store/operators.ts';
 import { audited } from './audit.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
+import {
+  type NewSession,
+  SignInRefused,
+  checkNewPassword,
+  endSession,
+  liveSessionOf,
+  passwordMatches,
+  sha256,
+  startSession,
+  underThrottle,
+} from './sessions.ts';
 
 type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
 
-const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const notFound = (entity: string) => new DomainError('NOT_FOUND', undefined, { entity });
 
 /** An operator as it leaves the back office and enters the audit log: never the hash. */
@@ -45,12 +44,6 @@ function checkName(name: string): string {
   return name;
 }
 
-function checkPassword(p: string): string {
-  const problem = passwordProblem(p);
-  if (problem) throw new DomainError('VALIDATION_FAILED', problem);
-  return p;
-}
-
 async function operatorOf(d: Deps, id: string): Promise<OperatorRow> {
   const o = await operators.getOperator(d.db, id);
   if (!o) throw notFound('operator');
@@ -61,7 +54,7 @@ async function operatorOf(d: Deps, id: string): Promise<OperatorRow> {
 
 export async function createOperator(d: Deps, actor: Actor, b: { name: string; role: Role; password: string }): Promise<OperatorRow> {
   const name = checkName(b.name);
-  const passwordHash = await hashPassword(checkPassword(b.password));
+  const passwordHash = await hashPassword(checkNewPassword(b.password));
   return audited(d, actor, async (tx, record) => {
     const o = await operators.insertOperator(
       tx,
@@ -99,7 +92,7 @@ export async function updateOperator(
   id: string,
   b: { role?: Role; status?: 'ACTIVE' | 'DISABLED'; password?: string },
 ): Promise<OperatorRow> {
-  const passwordHash = b.password === undefined ? undefined : await hashPassword(checkPassword(b.password));
+  const passwordHash = b.password === undefined ? undefined : await hashPassword(checkNewPassword(b.password));
   return audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     const before = await operators.getOperator(tx, id, true);
@@ -110,7 +103,8 @@ export async function updateOperator(
         throw new DomainError('STATE_INVALID', 'this is the last active admin: make another operator admin first');
       }
     }
-    const ended = passwordHash !== undefined || after.status === 'DISABLED' ? await sessions.revokeOperatorSessions(tx, id, now) : 0;
+    const ended =
+      passwordHash !== undefined || after.status === 'DISABLED' ? await sessions.revokeOwnerSessions(tx, 'operator', id, now) : 0;
     await record({
       action: 'operator.update',
       entityType: 'operator',
@@ -130,7 +124,7 @@ export async function updateOperator(
 export async function revokeSessions(d: Deps, actor: Actor, id: string): Promise<number> {
   await operatorOf(d, id);
   return audited(d, actor, async (tx, record) => {
-    const n = await sessions.revokeOperatorSessions(tx, id, nowOf(d));
+    const n = await sessions.revokeOwnerSessions(tx, 'operator', id, nowOf(d));
     await record({ action: 'operator.revokeSessions', entityType: 'operator', entityId: id, before: null, after: { sessionsEnded: n } });
     return n;
   });
@@ -147,13 +141,13 @@ export async function changeOwnPassword(
   if (actor.operatorId === null) throw new DomainError('STATE_INVALID', 'the ADMIN_TOKEN has no password');
   const o = await operatorOf(d, actor.operatorId);
   const row = await operators.operatorForSignIn(d.db, o.name);
-  if (!row || !(await verifyPassword(current, row.passwordHash)))
+  if (!row || !(await passwordMatches(current, row.passwordHash)))
     throw new DomainError('VALIDATION_FAILED', 'the current password is not right');
-  const passwordHash = await hashPassword(checkPassword(next));
+  const passwordHash = await hashPassword(checkNewPassword(next));
   await audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     await operators.updateOperator(tx, o.id, { passwordHash }, now);
-    const ended = await sessions.revokeOperatorSessions(tx, o.id, now, sessionIdSha256);
+    const ended = await sessions.revokeOwnerSessions(tx, 'operator', o.id, now, sessionIdSha256);
     await record({
       action: 'operator.changePassword',
       entityType: 'operator',
@@ -226,62 +220,27 @@ export async function tokenOperator(d: Deps, bearer: string) {
 
 // --- sessions and sign-in ------------------------------------------------------------------------
 
-/** A refused sign-in: wrong credentials (one answer whatever was wrong), or too many failures. */
-export class SignInRefused extends Error {
-  readonly kind: 'INVALID' | 'THROTTLED';
-  readonly retryAfterSeconds: number;
-  constructor(kind: 'INVALID' | 'THROTTLED', retryAfterSeconds = 0) {
-    super(kind === 'INVALID' ? 'the name or the password is not right' : 'too many failed sign-ins: try again later');
-    this.kind = kind;
-    this.retryAfterSeconds = retryAfterSeconds;
-  }
-}
-
-export interface NewSession {
-  /** The cookie's value: shown to the browser only, stored as its SHA-256. */
-  sessionId: string;
-  csrfToken: string;
+export interface OperatorSession extends NewSession {
   operator: OperatorRow;
-  expiresAt: Date;
 }
 
 /**
- * Signs an operator in. Throttled before the password is checked: more than
- * SIGN_IN_MAX_FAILURES_PER_NAME failures of the name, or SIGN_IN_MAX_FAILURES_PER_ADDRESS from the
- * address, within SIGN_IN_WINDOW_SECONDS refuse every attempt until the window frees a place. The
- * attempt is written first and the counts read after it, in a statement of their own: of attempts
- * racing on any number of instances, the k-th written sees at least k, so no more than the limit
- * have a password checked in a window. An unknown name costs a hash like a wrong password, and
- * both get the same answer. A session id is always new (never one the browser offered: no session
- * fixation).
+ * Signs an operator in, under the sign-in throttle (usecases/sessions.ts): an unknown name costs a
+ * hash like a wrong password, and both get the same answer.
  */
 export async function signIn(
   d: Deps,
   c: { name: string; password: string; sourceIp: string; userAgent: string | null; requestId: string },
-): Promise<NewSession> {
-  const now = nowOf(d);
+): Promise<OperatorSession> {
   const name = c.name.toLowerCase();
   const key = name.slice(0, 128); // what the throttle counts the name by
-  const since = new Date(now.getTime() - SIGN_IN_WINDOW_SECONDS * 1000);
-  const attemptId = await sessions.recordSignInAttempt(d.db, key, c.sourceIp, now);
-  const f = await sessions.signInFailures(d.db, key, c.sourceIp, since); // this attempt included
-  if (f.byName > SIGN_IN_MAX_FAILURES_PER_NAME || f.byAddress > SIGN_IN_MAX_FAILURES_PER_ADDRESS) {
-    await sessions.dropSignInAttempt(d.db, attemptId); // refused unjudged: not a failure
-    const oldest = [
-      f.byName > SIGN_IN_MAX_FAILURES_PER_NAME ? f.oldestByName : null,
-      f.byAddress > SIGN_IN_MAX_FAILURES_PER_ADDRESS ? f.oldestByAddress : null,
-    ]
-      .filter((x): x is Date => x !== null)
-      .map((x) => x.getTime() + SIGN_IN_WINDOW_SECONDS * 1000 - now.getTime());
-    throw new SignInRefused('THROTTLED', Math.max(1, Math.ceil(Math.max(...oldest) / 1000)));
-  }
-  const row = OPERATOR_NAME_RE.test(name) ? await operators.operatorForSignIn(d.db, name) : null;
-  const ok = await verifyPassword(c.password, row?.passwordHash ?? (await dummyHash()));
-  if (!row || !ok || row.status !== 'ACTIVE') throw new SignInRefused('INVALID'); // its attempt stays counted
-  const { passwordHash: _h, ...operator } = row;
-  const sessionId = randomBytes(32).toString('base64url');
-  const csrfToken = randomBytes(32).toString('base64url');
-  const expiresAt = new Date(now.getTime() + SESSION_ABSOLUTE_SECONDS * 1000);
+  const operator = await underThrottle(d, key, c.sourceIp, async () => {
+    const row = OPERATOR_NAME_RE.test(name) ? await operators.operatorForSignIn(d.db, name) : null;
+    const ok = await passwordMatches(c.password, row?.passwordHash ?? null);
+    if (!row || !ok || row.status !== 'ACTIVE') throw new SignInRefused('INVALID');
+    const { passwordHash: _h, ...o } = row;
+    return o;
+  });
   const actor: Actor = {
     kind: 'SESSION',
     role: operator.role,
@@ -292,33 +251,29 @@ export async function signIn(
     sourceIp: c.sourceIp,
     requestId: c.requestId,
   };
-  await audited(d, actor, async (tx, record) => {
-    await sessions.insertSession(
-      tx,
-      {
-        idSha256: sha256(sessionId),
-        operatorId: operator.id,
-        csrfToken,
-        sourceIp: c.sourceIp,
-        userAgent: c.userAgent?.slice(0, 256) ?? null,
-        expiresAt,
-      },
-      now,
-    );
-    await sessions.clearSignInFailures(tx, key); // this attempt's row too
-    await record({ action: 'session.signIn', entityType: 'operator', entityId: operator.id, before: null, after: { expiresAt } });
+  const session = await startSession(d, 'operator', actor, {
+    ownerId: operator.id,
+    throttleKey: key,
+    sourceIp: c.sourceIp,
+    userAgent: c.userAgent,
+    entityType: 'operator',
   });
-  return { sessionId, csrfToken, operator, expiresAt };
+  return { ...session, operator };
 }
 
-/** The live session of a cookie's id (its idle time refreshed), or null. */
+/** The live console session of a cookie's id (its idle time refreshed), or null. */
 export async function sessionOf(d: Deps, sessionId: string) {
-  const now = nowOf(d);
-  const idSha256 = sha256(sessionId);
-  const s = await sessions.liveSession(d.db, idSha256, now, SESSION_IDLE_SECONDS);
+  const s = await liveSessionOf(d, 'operator', sessionId);
   if (!s) return null;
-  if (now.getTime() - s.lastSeenAt.getTime() > SESSION_TOUCH_SECONDS * 1000) await sessions.touchSession(d.db, idSha256, now);
-  return s;
+  return {
+    operatorId: s.ownerId,
+    operatorName: s.ownerName,
+    role: s.role as Role,
+    csrfToken: s.csrfToken,
+    createdAt: s.createdAt,
+    lastSeenAt: s.lastSeenAt,
+    expiresAt: s.expiresAt,
+  };
 }
 
 export function sessionHash(sessionId: string): string {
@@ -326,19 +281,5 @@ export function sessionHash(sessionId: string): string {
 }
 
 export async function signOut(d: Deps, actor: Actor, sessionId: string): Promise<void> {
-  const now = nowOf(d);
-  await audited(d, actor, async (tx, record) => {
-    if (await sessions.revokeSession(tx, sha256(sessionId), now)) {
-      await record({ action: 'session.signOut', entityType: 'operator', entityId: actor.operatorId ?? '', before: null, after: null });
-    }
-  });
-}
-
-/** Drops ended sessions and failed sign-ins out of the throttle's window (the workers' purge). */
-export async function purgeOperatorRows(d: Deps): Promise<number> {
-  const now = nowOf(d).getTime();
-  return (
-    (await sessions.purgeSessions(d.db, new Date(now - 86_400_000))) +
-    (await sessions.purgeSignInFailures(d.db, new Date(now - SIGN_IN_WINDOW_SECONDS * 1000)))
-  );
+  await endSession(d, 'operator', actor, sessionId, { type: 'operator', id: actor.operatorId ?? '' });
 }

@@ -11,6 +11,7 @@ import type { StatementCompression, StatementDay } from '../domain/statements.ts
 import type { AppEventRow, DeliveryRow } from '../store/events.ts';
 import type { StatementFileDigest } from '../store/statements.ts';
 import type { EventCursor } from '../domain/event-log.ts';
+import type { PublishedPlatformKey } from '../domain/platform-keys.ts';
 
 export type CloseState = 'CLOSE_REQUESTED' | 'ALREADY_CLOSED' | 'UNKNOWN_KEPT' | 'PROVIDER_PAID_CONFLICT';
 
@@ -85,6 +86,12 @@ export interface EventRedelivery {
   nextAttemptAt: Date;
 }
 
+/** The platform's published public keys, with their validity and endorsements (the platform-keys read). */
+export interface PlatformKeysView {
+  kind: 'platform-keys';
+  keys: PublishedPlatformKey[];
+}
+
 export type OpenResult =
   | OrderOutcome
   | OrderQuery
@@ -95,4 +102,5 @@ export type OpenResult =
   | StatementSummary
   | EventPage
   | EventDetail
-  | EventRedelivery;
+  | EventRedelivery
+  | PlatformKeysView;

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { type Merchant, type TestApp, call, merchantKeyPair, orderBody, startTestApp } from '../helpers/app.ts';
+import { type Merchant, type TestApp, call, merchantKeyPair, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { Receiver, waitFor } from '../helpers/events.ts';
 import { PASSWORD, type TestOperator, createOperator } from '../helpers/operators.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
@@ -67,7 +67,7 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
   }
 
   async function open(viewport = DESKTOP): Promise<Opened> {
-    const context = await browser.newContext({ viewport, locale: 'en-US', timezoneId: 'Asia/Shanghai' });
+    const context = await browser.newContext({ viewport, locale: 'en-US', timezoneId: 'America/New_York' });
     const page = await context.newPage();
     page.setDefaultTimeout(WAIT_MS);
     const problems: string[] = [];
@@ -367,6 +367,92 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     const r = await t.server.inject({ method: 'GET', url: '/api/admin/v1/merchants', headers: { cookie: `mps_console=${planted}` } });
     assert.equal(r.statusCode, 401);
     await o.context.close();
+  });
+
+  test('the fixes operators asked for: recent orders at once, a merchant column, times labelled in Asia/Shanghai, "to, inclusive", wide tables that fit', async () => {
+    // Two merchants whose systems use the same order number.
+    const a = await provision(t, { name: 'Tea House A' });
+    const b = await provision(t, { name: 'Tea House B' });
+    const no = `SHARED_${Date.now()}`;
+    for (const m of [a, b])
+      assert.equal((await call(t, m, 'POST', '/api/open/v1/payments', orderBody({ outTradeNo: no }))).statusCode, 201);
+    const o = await signedIn('alice');
+    const { page } = o;
+    await go(page, '#/orders');
+    // Without pressing Search, the newest orders are listed, each with its merchant.
+    const rows = page.locator('tr[data-order]').filter({ hasText: no });
+    await waitFor('both orders listed', async () => (await rows.count()) === 2);
+    const merchants = await rows.locator('td[data-merchant]').allTextContents();
+    assert.deepEqual(merchants.sort(), ['Tea House A', 'Tea House B']);
+    // Every time is Asia/Shanghai's, labelled (the browser's zone here is New York's).
+    const created = await rows.first().locator('td.when').textContent();
+    assert.match(created!, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\sUTC\+8$/);
+    const r = (await t.admin('GET', `/orders?outTradeNo=${no}`)).json().orders[0];
+    const shanghai = new Date(Date.parse(r.createdAt) + 8 * 3600_000).toISOString().replace('T', ' ').slice(0, 19);
+    assert.ok(merchants.length === 2 && (await rows.locator('td.when').allTextContents()).some((x) => x.startsWith(shanghai.slice(0, 16))));
+    await page.locator('.top .zone').filter({ hasText: 'Asia/Shanghai' }).waitFor();
+    await shot(page, 'orders-two-merchants');
+    // The day filters say the same everywhere.
+    for (const hash of ['#/orders', '#/audit']) {
+      await go(page, hash);
+      await page.getByText('To (day, inclusive)').waitFor();
+      assert.equal(await page.getByText('exclusive').count(), 0, hash);
+    }
+    // The audit log and the reconciliation tables fit a 1280 px screen: nothing scrolls sideways.
+    for (const hash of ['#/audit', '#/reconciliation']) {
+      await go(page, hash);
+      await page.locator('.table-wrap table').first().waitFor();
+      await page.waitForLoadState('networkidle');
+      const overflowing = await page.evaluate(() => {
+        type Box = { scrollWidth: number; clientWidth: number };
+        const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): ArrayLike<Box> } }).document;
+        return Array.from(doc.querySelectorAll('.table-wrap'))
+          .filter((w) => w.scrollWidth > w.clientWidth + 1)
+          .map((w) => `${w.scrollWidth} > ${w.clientWidth}`);
+      });
+      assert.deepEqual(overflowing, [], `${hash}: tables wider than their card at 1280 px`);
+    }
+    assert.deepEqual(o.problems, []);
+    await o.context.close();
+  });
+
+  test('in zh-CN: the console in Chinese, switched to English and back; a portal user invited from a merchant', async () => {
+    const context = await browser.newContext({ viewport: DESKTOP, locale: 'zh-CN', timezoneId: 'Asia/Shanghai' });
+    const page = await context.newPage();
+    page.setDefaultTimeout(WAIT_MS);
+    const problems: string[] = [];
+    page.on('pageerror', (err) => problems.push(err.message));
+    await page.goto(`${base}/console`);
+    const form = page.getByRole('form', { name: '登录' });
+    await form.locator('input[name=name]').fill('oscar');
+    await form.locator('input[name=password]').fill(PASSWORD);
+    await form.getByRole('button', { name: '登录' }).click();
+    await page.getByRole('heading', { level: 1, name: '概览', exact: true }).waitFor();
+    assert.equal(
+      await page.evaluate(
+        () => (globalThis as unknown as { document: { documentElement: { lang: string } } }).document.documentElement.lang,
+      ),
+      'zh-CN',
+    );
+    const nav = (await page.locator('nav.side a').allTextContents()).map((x) => x.trim());
+    assert.deepEqual(nav.slice(0, 3), ['概览', '商户', '订单']);
+    await shot(page, 'zh-dashboard');
+    const merchant = await provision(t, { name: '茶馆' });
+    await go(page, `#/merchants/${merchant.merchantId}`);
+    const invite = page.getByRole('form', { name: '邀请用户' });
+    await invite.locator('input[name=login]').fill('owner@teahouse.test');
+    await invite.locator('select[name=role]').selectOption('owner');
+    await invite.getByRole('button', { name: '邀请' }).click();
+    const link = await page.locator('input.invitation-link').inputValue();
+    assert.match(link, /\/portal#\/invitation\//);
+    await page.locator('tr[data-user="owner@teahouse.test"]').filter({ hasText: 'INVITED' }).waitFor();
+    await shot(page, 'zh-merchant-portal-users');
+    await page.getByRole('button', { name: 'English' }).click();
+    await page.getByRole('heading', { level: 2, name: 'Merchant portal users' }).waitFor();
+    await page.getByRole('button', { name: '中文' }).click();
+    await page.getByRole('heading', { level: 2, name: '商户平台用户' }).waitFor();
+    assert.deepEqual(problems, []);
+    await context.close();
   });
 
   test('every page at 1280 px and 390 px: readable, no horizontal overflow, no CSP violation', async () => {

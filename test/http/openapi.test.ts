@@ -140,6 +140,7 @@ test('GET /docs/openapi.json is a valid OpenAPI 3.1 document covering the seven 
     'getEvent',
     'getStatement',
     'listEvents',
+    'listPlatformKeys',
     'queryOrder',
     'queryRefund',
     'readSettlement',

@@ -200,7 +200,7 @@ export function verifyResponseSignature(input: VerifyResponseInput): ResponseVer
     return fail(
       'UNKNOWN_KEY_ID',
       `no platform public key with id ${JSON.stringify(keyId)}: after a platform key rotation, refresh your copy of the keys ` +
-        '(GET /api/admin/v1/platform-keys; npm run -s ops -- platform-keys > platform-keys.json) and check again. A POST may have run: resending it with ' +
+        '(PaymentClient learns them by itself from GET /api/open/v1/platform-keys; or GET /api/admin/v1/platform-keys) and check again. A POST may have run: resending it with ' +
         'the same X-SVC-Request-Id returns its answer, signed again, without running it twice',
     );
   }

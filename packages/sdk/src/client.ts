@@ -32,7 +32,17 @@ import {
   signRequestHeaders,
   verifyResponseSignature,
 } from './auth.ts';
-import { apiErrorFor, MpsError, NetworkError, type PaymentApiError, ResponseSignatureError, UnexpectedResponseError } from './errors.ts';
+import {
+  apiErrorFor,
+  MpsError,
+  NetworkError,
+  NotificationVerificationError,
+  type PaymentApiError,
+  ResponseSignatureError,
+  UnexpectedResponseError,
+} from './errors.ts';
+import { extendTrust, isPlatformKeysResponse, keysAsPem } from './platform-keys.ts';
+import { type VerifyNotificationInput, verifyNotification } from './webhooks.ts';
 import { lookupHeader } from './internal.ts';
 import { loadPrivateKey, loadPublicKeys } from './keys.ts';
 import type {
@@ -51,6 +61,7 @@ import type {
   QueryRefundResponse,
   RecreateAttemptResponse,
   SettlementResponse,
+  WebhookEventPayload,
 } from './types.ts';
 
 export interface TransportRequest {
@@ -139,6 +150,17 @@ export interface PaymentClientOptions {
    * (early rejections) are accepted unverified, as the seed requires.
    */
   platformPublicKeys?: Readonly<Record<string, string | KeyObject>>;
+  /**
+   * Learn the platform's new keys by itself (default true, with platformPublicKeys): an answer or a
+   * notification signed with a key id it does not know makes the client read the platform's keys
+   * (GET /api/open/v1/platform-keys, signed) and trust a new key only when a key it already trusts
+   * endorses it and the listing's own answer verifies (src/platform-keys.ts). At most once per
+   * `minKeyRefreshIntervalMs` (default 60 s) for unknown key ids; `refreshPlatformKeys()` any time.
+   */
+  refreshPlatformKeys?: boolean;
+  minKeyRefreshIntervalMs?: number;
+  /** Called with every trusted key (PEM by id) when a refresh learnt one: keep them for the next start. */
+  onPlatformKeysChange?: (keys: Record<string, string>) => void;
   /**
    * Also reject a 2xx answer that carries none of the four headers (default false). Off by
    * default because the seed enforces verification only when the headers are present; every 2xx
@@ -235,7 +257,12 @@ export class PaymentClient {
   readonly #appId: string;
   readonly #keyId: string;
   readonly #privateKey: KeyObject;
-  readonly #platformKeys: ReadonlyMap<string, KeyObject> | undefined;
+  #platformKeys: ReadonlyMap<string, KeyObject> | undefined;
+  readonly #autoRefresh: boolean;
+  readonly #minKeyRefreshIntervalMs: number;
+  readonly #onPlatformKeysChange: ((keys: Record<string, string>) => void) | undefined;
+  #lastRefreshAt = -Infinity;
+  #refreshing: Promise<boolean> | null = null;
   readonly #requireSignedSuccess: boolean;
   readonly #maxRetries: number;
   readonly #timeoutMs: number;
@@ -259,6 +286,9 @@ export class PaymentClient {
     this.#keyId = options.keyId;
     this.#privateKey = loadPrivateKey(options.privateKeyPem);
     this.#platformKeys = options.platformPublicKeys === undefined ? undefined : loadPublicKeys(options.platformPublicKeys);
+    this.#autoRefresh = this.#platformKeys !== undefined && (options.refreshPlatformKeys ?? true);
+    this.#minKeyRefreshIntervalMs = checkNumber('minKeyRefreshIntervalMs', options.minKeyRefreshIntervalMs ?? 60_000, 0, 86_400_000);
+    this.#onPlatformKeysChange = options.onPlatformKeysChange;
     this.#requireSignedSuccess = options.requireSignedSuccess ?? false;
     if (this.#requireSignedSuccess && this.#platformKeys === undefined)
       throw new TypeError('requireSignedSuccess needs platformPublicKeys');
@@ -402,7 +432,10 @@ export class PaymentClient {
         });
         if (res.status !== 200) {
           const body = Buffer.from(await res.arrayBuffer());
-          const outcome = this.#interpret<unknown>({ status: res.status, headers: resHeaders, body }, requestId, attempt);
+          const outcome = await this.#withKnownKey(
+            () => this.#interpret<unknown>({ status: res.status, headers: resHeaders, body }, requestId, attempt),
+            signal,
+          );
           if (!('error' in outcome)) {
             throw new UnexpectedResponseError(`HTTP ${res.status} instead of the file`, {
               status: res.status,
@@ -437,15 +470,18 @@ export class PaymentClient {
             { status: res.status, requestId, headers: resHeaders, bodyText: '' },
           );
         }
-        const signatureVerified =
-          this.#platformKeys !== undefined &&
-          verifyResponseSignature({
-            status: 200,
-            headers: resHeaders,
-            bodySha256: sha256,
-            platformPublicKeys: this.#platformKeys,
-            expectedRequestId: requestId,
-          }).signed;
+        const signatureVerified = await this.#withKnownKey(
+          () =>
+            this.#platformKeys !== undefined &&
+            verifyResponseSignature({
+              status: 200,
+              headers: resHeaders,
+              bodySha256: sha256,
+              platformPublicKeys: this.#platformKeys,
+              expectedRequestId: requestId,
+            }).signed,
+          signal,
+        );
         if (this.#requireSignedSuccess && !signatureVerified) {
           throw new ResponseSignatureError('MISSING_SIGNATURE', 'HTTP 200 without response signature headers', {
             status: 200,
@@ -545,7 +581,8 @@ export class PaymentClient {
         });
       }
 
-      const outcome = this.#interpret<T>(sent.response, requestId, attempt);
+      const response = sent.response;
+      const outcome = await this.#withKnownKey(() => this.#interpret<T>(response, requestId, attempt), signal);
       if (!('error' in outcome)) return outcome;
       const { status } = sent.response;
       if ((status === 429 || status === 503) && canRetry) {
@@ -557,6 +594,111 @@ export class PaymentClient {
       }
       throw outcome.error;
     }
+  }
+
+  /** The platform keys this client trusts now, PEM by key id (none without platformPublicKeys). */
+  get platformPublicKeys(): Record<string, string> {
+    return this.#platformKeys === undefined ? {} : keysAsPem(this.#platformKeys);
+  }
+
+  /**
+   * Reads the platform's keys (GET /api/open/v1/platform-keys) and trusts the new ones that a
+   * trusted key endorses, once the answer's own signature verifies with a trusted key; an unsigned
+   * or tampered answer changes nothing (ResponseSignatureError). Resolves true when a key was learnt.
+   */
+  async refreshPlatformKeys(options: { signal?: AbortSignal } = {}): Promise<boolean> {
+    if (this.#platformKeys === undefined) throw new TypeError('refreshPlatformKeys needs platformPublicKeys (the pinned first key)');
+    this.#refreshing ??= this.#refresh(options.signal).finally(() => {
+      this.#refreshing = null;
+    });
+    return this.#refreshing;
+  }
+
+  async #refresh(signal: AbortSignal | undefined): Promise<boolean> {
+    this.#lastRefreshAt = this.#now();
+    const path = '/api/open/v1/platform-keys';
+    const requestId = generateRequestId();
+    const headers = await signRequestHeaders({
+      method: 'GET',
+      target: new URL(this.#base + path).pathname,
+      appId: this.#appId,
+      keyId: this.#keyId,
+      privateKey: this.#privateKey,
+      body: undefined,
+      contentType: undefined,
+      requestId,
+      nonce: this.#randomNonce(),
+      now: this.#now,
+    });
+    const sent = await this.#send({ method: 'GET', url: this.#base + path, headers, body: undefined }, signal);
+    if (!sent.ok) {
+      throw new NetworkError(`GET ${path} failed: ${String((sent.error as Error)?.cause ?? sent.error)}`, {
+        requestId,
+        timedOut: sent.timedOut,
+        attempts: 1,
+        cause: sent.error,
+      });
+    }
+    const { status, headers: resHeaders, body } = sent.response;
+    const unexpected = (why: string) =>
+      new UnexpectedResponseError(why, { status, requestId, headers: resHeaders, bodyText: body.toString('utf8') });
+    if (status !== 200) {
+      const outcome = this.#interpret<unknown>(sent.response, requestId, 1);
+      throw 'error' in outcome ? outcome.error : unexpected(`HTTP ${status} from ${path}`);
+    }
+    let listing: unknown;
+    try {
+      listing = JSON.parse(body.toString('utf8'));
+    } catch {
+      throw unexpected('the platform keys are not JSON');
+    }
+    if (!isPlatformKeysResponse(listing)) throw unexpected('the platform keys do not have their shape');
+    const trusted = this.#platformKeys!;
+    const extended = extendTrust(trusted, listing);
+    // The answer itself must be signed, by a key trusted now: otherwise nothing of it is used.
+    const v = verifyResponseSignature({ status, headers: resHeaders, body, platformPublicKeys: extended, expectedRequestId: requestId });
+    if (!v.signed) {
+      throw new ResponseSignatureError('MISSING_SIGNATURE', 'the platform keys were answered unsigned: nothing learnt', {
+        status,
+        requestId,
+        headers: resHeaders,
+      });
+    }
+    if (extended.size === trusted.size) return false;
+    this.#platformKeys = extended;
+    this.#onPlatformKeysChange?.(keysAsPem(extended));
+    return true;
+  }
+
+  /**
+   * Runs a verification; when it fails only because the key id is unknown, reads the platform's
+   * keys (not more often than minKeyRefreshIntervalMs) and runs it once more with what was learnt.
+   */
+  async #withKnownKey<R>(verify: () => R, signal: AbortSignal | undefined): Promise<R> {
+    try {
+      return verify();
+    } catch (err) {
+      const unknownKey =
+        (err instanceof ResponseSignatureError && err.reason === 'UNKNOWN_KEY_ID') ||
+        (err instanceof NotificationVerificationError && err.reason === 'UNKNOWN_KEY_ID');
+      if (!unknownKey || !this.#autoRefresh) throw err;
+      if (this.#refreshing === null && this.#now() - this.#lastRefreshAt < this.#minKeyRefreshIntervalMs) throw err;
+      try {
+        await this.refreshPlatformKeys({ signal });
+      } catch {
+        throw err; // nothing learnt: the key is still unknown
+      }
+      return verify();
+    }
+  }
+
+  /**
+   * Verifies an event notification with the trusted platform keys (webhooks.ts verifyNotification),
+   * learning the platform's new keys first when it is signed with a key id not known yet.
+   */
+  async verifyNotification(input: Omit<VerifyNotificationInput, 'platformPublicKeys'>): Promise<WebhookEventPayload> {
+    if (this.#platformKeys === undefined) throw new TypeError('verifyNotification needs platformPublicKeys');
+    return this.#withKnownKey(() => verifyNotification({ ...input, platformPublicKeys: this.#platformKeys! }), undefined);
   }
 
   /** Capped exponential backoff with jitter (50-100% of the step). */

@@ -64,7 +64,15 @@ export {
   parsePlatformKeysJson,
   type RsaKeyPairPem,
 } from './keys.ts';
-export { normalizeContentType, notificationSigningString, requestSigningString, responseSigningString, sha256Hex } from './signing.ts';
+export { extendTrust, isPlatformKeysResponse, keysAsPem, type PlatformKeyEntry, type PlatformKeysResponse } from './platform-keys.ts';
+export {
+  keyEndorsementSigningString,
+  normalizeContentType,
+  notificationSigningString,
+  requestSigningString,
+  responseSigningString,
+  sha256Hex,
+} from './signing.ts';
 export type * from './types.ts';
 export {
   DEFAULT_NOTIFICATION_TOLERANCE_SECONDS,

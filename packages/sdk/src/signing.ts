@@ -3,7 +3,7 @@
  * Pure functions over strings and bytes; both the server and the SDK use them, and
  * test vectors in packages/sdk/test/vectors.json pin their output.
  */
-import { createHash } from 'node:crypto';
+import { createHash, createPublicKey } from 'node:crypto';
 
 export function sha256Hex(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
@@ -65,4 +65,23 @@ export interface NotificationSigningInput {
 /** decisions.md section 7: four lines, each ending in LF. */
 export function notificationSigningString(i: NotificationSigningInput): string {
   return `${i.timestamp}\n${i.nonce}\n${i.eventId}\n${sha256Hex(i.body)}\n`;
+}
+
+export interface KeyEndorsementInput {
+  /** The endorsed platform key's id. */
+  keyId: string;
+  /** Its public key, as the SPKI PEM published (the DER inside is what is hashed). */
+  publicKeyPem: string;
+}
+
+/**
+ * The platform-keys read (GET /api/open/v1/platform-keys, docs/authentication.md): each published
+ * key after the first is endorsed by the key published before it, with this string signed
+ * (RSASSA-PKCS1-v1_5 / SHA-256): three lines, each ending in LF: a fixed label, the key id, the
+ * lower-case hex SHA-256 of the key's SPKI DER. A holder of any earlier key verifies the later
+ * ones link by link.
+ */
+export function keyEndorsementSigningString(i: KeyEndorsementInput): string {
+  const der = createPublicKey(i.publicKeyPem).export({ type: 'spki', format: 'der' });
+  return `mps-platform-key-endorsement/v1\n${i.keyId}\n${sha256Hex(der)}\n`;
 }

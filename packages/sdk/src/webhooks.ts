@@ -67,7 +67,7 @@ export function verifyNotification(input: VerifyNotificationInput): WebhookEvent
     throw new NotificationVerificationError(
       'UNKNOWN_KEY_ID',
       `no platform public key with id ${JSON.stringify(keyId)}: after a platform key rotation, refresh your copy of the keys ` +
-        '(GET /api/admin/v1/platform-keys; npm run -s ops -- platform-keys > platform-keys.json); answer non-2xx meanwhile and the notification is retried',
+        '(PaymentClient learns them by itself from GET /api/open/v1/platform-keys; or GET /api/admin/v1/platform-keys); answer non-2xx meanwhile and the notification is retried',
     );
 
   // Signature first: the timestamp is only worth comparing once it is known to be the platform's.

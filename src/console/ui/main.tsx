@@ -2,10 +2,12 @@
  * The operators' console: sign-in, then one page per fragment route (`#/orders/ord_...`). What the
  * operator's role does not allow is left out of the pages; the server refuses it anyway.
  */
-import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Session, del, get, onSignedOut, post, rememberSession } from './api.ts';
-import { ErrorNote, Field, SessionContext, formValues, useAction } from './components.tsx';
+import { post } from '../../ui/api.ts';
+import { type NavItem, Shell, startApp, useRoute } from '../../ui/app.tsx';
+import type { Session } from './session.ts';
+import { ErrorNote, Field, LanguageSwitch, formValues, useAction } from '../../ui/components.tsx';
+import { setupLanguage, t } from '../../ui/i18n.ts';
+import { CONSOLE_ZH } from './zh.ts';
 import { AccountPage } from './pages/account.tsx';
 import { AuditPage } from './pages/audit.tsx';
 import { DashboardPage } from './pages/dashboard.tsx';
@@ -17,32 +19,19 @@ import { PlatformPage } from './pages/platform.tsx';
 import { ReconciliationPage, ReconciliationRunPage } from './pages/reconciliation.tsx';
 import { RefundsPage } from './pages/refunds.tsx';
 
-function currentRoute(): string[] {
-  const h = window.location.hash.replace(/^#\/?/, '');
-  return h.split('?')[0]!.split('/').filter(Boolean).map(decodeURIComponent);
-}
+setupLanguage(CONSOLE_ZH);
 
-function useRoute(): string[] {
-  const [route, setRoute] = useState(currentRoute);
-  useEffect(() => {
-    const on = () => setRoute(currentRoute());
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return route;
-}
-
-const NAV: { href: string; label: string; permission: string }[] = [
-  { href: '#/', label: 'Dashboard', permission: 'read' },
-  { href: '#/merchants', label: 'Merchants', permission: 'read' },
-  { href: '#/orders', label: 'Orders', permission: 'read' },
-  { href: '#/refunds', label: 'Refunds', permission: 'read' },
-  { href: '#/events', label: 'Events', permission: 'read' },
-  { href: '#/reconciliation', label: 'Reconciliation', permission: 'read' },
-  { href: '#/platform', label: 'Platform', permission: 'read' },
-  { href: '#/operators', label: 'Operators', permission: 'operators.manage' },
-  { href: '#/audit', label: 'Audit log', permission: 'audit.read' },
-  { href: '#/account', label: 'My account', permission: 'read' },
+const NAV: NavItem[] = [
+  { href: '#/', label: () => t('Dashboard'), permission: 'read' },
+  { href: '#/merchants', label: () => t('Merchants'), permission: 'read' },
+  { href: '#/orders', label: () => t('Orders'), permission: 'read' },
+  { href: '#/refunds', label: () => t('Refunds'), permission: 'read' },
+  { href: '#/events', label: () => t('Events'), permission: 'read' },
+  { href: '#/reconciliation', label: () => t('Reconciliation'), permission: 'read' },
+  { href: '#/platform', label: () => t('Platform'), permission: 'read' },
+  { href: '#/operators', label: () => t('Operators'), permission: 'operators.manage' },
+  { href: '#/audit', label: () => t('Audit log'), permission: 'audit.read' },
+  { href: '#/account', label: () => t('My account'), permission: 'read' },
 ];
 
 function Page({ route }: { route: string[] }) {
@@ -69,7 +58,7 @@ function Page({ route }: { route: string[] }) {
     case 'account':
       return <AccountPage />;
     default:
-      return <p class="note error">There is no page {window.location.hash}.</p>;
+      return <p class="note error">{t('There is no page {page}.', { page: window.location.hash })}</p>;
   }
 }
 
@@ -79,108 +68,53 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
     <main class="sign-in">
       <form
         class="card"
-        aria-label="Sign in"
+        aria-label={t('Sign in')}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => onSignedIn(await post<Session>('/console/api/session', { name: v.name, password: v.password })));
         }}
       >
-        <h1>Operator console</h1>
-        <p class="muted">Merchant Payment Service</p>
-        <Field label="Name">
+        <h1>{t('Operator console')}</h1>
+        <p class="muted">{t('Merchant Payment Service')}</p>
+        <Field label={t('Name')}>
           <input name="name" autocomplete="username" required autoFocus />
         </Field>
-        <Field label="Password">
+        <Field label={t('Password')}>
           <input name="password" type="password" autocomplete="current-password" required />
         </Field>
         <button type="submit" class="primary" disabled={action.busy}>
-          Sign in
+          {t('Sign in')}
         </button>
         <ErrorNote error={action.error} />
+        <LanguageSwitch />
       </form>
     </main>
   );
 }
 
-function Shell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
+function ConsoleShell({ session, onSignOut }: { session: Session; onSignOut: () => void }) {
   const route = useRoute();
-  const [menu, setMenu] = useState(false);
-  const active = `#/${route[0] ?? ''}`;
-  return (
-    <SessionContext.Provider value={session}>
-      <div class="shell">
-        <header class="top">
-          <button type="button" class="menu-toggle" aria-expanded={menu} onClick={() => setMenu(!menu)}>
-            Menu
-          </button>
-          <strong class="brand">Operator console</strong>
-          <span class="who" data-operator={session.operator.name}>
-            {session.operator.name} · {session.operator.role}
-          </span>
-          <button type="button" onClick={onSignOut}>
-            Sign out
-          </button>
-        </header>
-        <nav class={menu ? 'side open' : 'side'} aria-label="Pages" onClick={() => setMenu(false)}>
-          {NAV.filter((n) => session.permissions.includes(n.permission)).map((n) => (
-            <a key={n.href} href={n.href} aria-current={n.href === active || (n.href === '#/' && active === '#/') ? 'page' : undefined}>
-              {n.label}
-            </a>
-          ))}
-        </nav>
-        <main class="content">
-          <Page route={route} />
-        </main>
-      </div>
-    </SessionContext.Provider>
-  );
-}
-
-function App() {
-  const [session, setSession] = useState<Session | null | undefined>(undefined);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    onSignedOut(() => {
-      rememberSession(null);
-      setSession(null);
-    });
-    get<Session>('/console/api/session').then(
-      (s) => {
-        rememberSession(s);
-        setSession(s);
-      },
-      (err: unknown) => {
-        if (err instanceof ApiError && err.status === 401) setSession(null);
-        else setError(err);
-      },
-    );
-  }, []);
-  if (error) return <ErrorNote error={error} />;
-  if (session === undefined) return <p class="boot">Loading the console…</p>;
-  if (session === null) {
-    return (
-      <SignIn
-        onSignedIn={(s) => {
-          rememberSession(s);
-          setSession(s);
-        }}
-      />
-    );
-  }
   return (
     <Shell
       session={session}
-      onSignOut={() => {
-        void del('/console/api/session')
-          .catch(() => {})
-          .finally(() => {
-            rememberSession(null);
-            setSession(null);
-            window.location.hash = '#/';
-          });
-      }}
-    />
+      brand={t('Operator console')}
+      who={
+        <span class="who" data-operator={session.operator.name}>
+          {session.operator.name} · {session.operator.role}
+        </span>
+      }
+      nav={NAV}
+      active={`#/${route[0] ?? ''}`}
+      onSignOut={onSignOut}
+    >
+      <Page route={route} />
+    </Shell>
   );
 }
 
-render(<App />, document.getElementById('app')!);
+startApp<Session>({
+  sessionPath: '/console/api/session',
+  boot: t('Loading the console…'),
+  signIn: (onSignedIn) => <SignIn onSignedIn={onSignedIn} />,
+  shell: (session, onSignOut) => <ConsoleShell session={session} onSignOut={onSignOut} />,
+});

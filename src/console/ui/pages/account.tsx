@@ -1,8 +1,10 @@
 /** The signed-in operator's own account: API tokens and password. */
+import { t } from '../../../ui/i18n.ts';
 import { useContext, useState } from 'preact/hooks';
-import { del, get, post } from '../api.ts';
-import { ActionNote, Field, Loading, SessionContext, Table, formValues, useAction, useLoad, Section } from '../components.tsx';
-import { time } from '../format.ts';
+import type { Session } from '../session.ts';
+import { del, get, post } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, SessionContext, Table, formValues, useAction, useLoad, Section } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 interface Token {
   tokenId: string;
@@ -22,28 +24,28 @@ export function Tokens({ operatorId }: { operatorId: string }) {
     <>
       <Loading loaded={loaded}>
         {(d) => (
-          <Table head={['Label', 'Starts with', 'Created', 'Last used', '']} empty={d.tokens.length === 0}>
-            {d.tokens.map((t) => (
-              <tr key={t.tokenId}>
-                <td>{t.label}</td>
-                <td class="mono">{t.prefix}…</td>
-                <td>{time(t.createdAt)}</td>
-                <td>{time(t.lastUsedAt)}</td>
+          <Table head={[t('Label'), t('Starts with'), t('Created'), t('Last used'), '']} empty={d.tokens.length === 0}>
+            {d.tokens.map((tok) => (
+              <tr key={tok.tokenId}>
+                <td>{tok.label}</td>
+                <td class="mono">{tok.prefix}…</td>
+                <td class="when">{time(tok.createdAt)}</td>
+                <td class="when">{time(tok.lastUsedAt)}</td>
                 <td>
-                  {t.revokedAt ? (
-                    `revoked ${time(t.revokedAt)}`
+                  {tok.revokedAt ? (
+                    t('revoked {at}', { at: time(tok.revokedAt) })
                   ) : (
                     <button
                       type="button"
                       class="danger"
                       onClick={() =>
                         void action.run(async () => {
-                          await del(`/operators/${operatorId}/tokens/${t.tokenId}`);
+                          await del(`/operators/${operatorId}/tokens/${tok.tokenId}`);
                           loaded.reload();
-                        }, 'Token revoked.')
+                        }, t('Token revoked.'))
                       }
                     >
-                      Revoke
+                      {t('Revoke')}
                     </button>
                   )}
                 </td>
@@ -54,7 +56,7 @@ export function Tokens({ operatorId }: { operatorId: string }) {
       </Loading>
       <form
         class="inline-form"
-        aria-label="New API token"
+        aria-label={t('New API token')}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => {
@@ -64,16 +66,16 @@ export function Tokens({ operatorId }: { operatorId: string }) {
           });
         }}
       >
-        <Field label="Label">
-          <input name="label" required maxLength={128} placeholder="reporting script" />
+        <Field label={t('Label')}>
+          <input name="label" required maxLength={128} placeholder={t('reporting script')} />
         </Field>
         <button type="submit" disabled={action.busy}>
-          Create token
+          {t('Create token')}
         </button>
       </form>
       {shown ? (
         <p class="note ok" role="status">
-          The new token, shown only now (use it as <code>Authorization: Bearer …</code>): <code class="token">{shown}</code>
+          {t('The new token, shown only now (use it as Authorization: Bearer …):')} <code class="token">{shown}</code>
         </p>
       ) : null}
       <ActionNote action={action} />
@@ -82,38 +84,42 @@ export function Tokens({ operatorId }: { operatorId: string }) {
 }
 
 export function AccountPage() {
-  const session = useContext(SessionContext)!;
+  const session = useContext(SessionContext) as Session;
   const change = useAction();
   return (
     <>
-      <h1>My account</h1>
+      <h1>{t('My account')}</h1>
       <p>
-        Signed in as <strong>{session.operator.name}</strong> ({session.operator.role}) until {time(session.expiresAt)} at the latest.
+        {t('Signed in as {name} ({role}) until {until} at the latest.', {
+          name: session.operator.name,
+          role: session.operator.role,
+          until: time(session.expiresAt),
+        })}
       </p>
-      <Section title="My API tokens (for the admin API, with my role)">
+      <Section title={t('My API tokens (for the admin API, with my role)')}>
         <Tokens operatorId={session.operator.operatorId} />
       </Section>
-      <Section title="Change my password">
+      <Section title={t('Change my password')}>
         <form
           class="stack-form"
-          aria-label="Change my password"
+          aria-label={t('Change my password')}
           onSubmit={(e) => {
             const v = formValues(e);
             const form = e.currentTarget as HTMLFormElement;
             void change.run(async () => {
               await post('/console/api/password', { currentPassword: v.currentPassword, newPassword: v.newPassword });
               form.reset();
-            }, 'Password changed; your other sessions have ended.');
+            }, t('Password changed; your other sessions have ended.'));
           }}
         >
-          <Field label="Current password">
+          <Field label={t('Current password')}>
             <input name="currentPassword" type="password" autocomplete="current-password" required />
           </Field>
-          <Field label="New password" hint="at least 12 characters">
+          <Field label={t('New password')} hint={t('at least 12 characters')}>
             <input name="newPassword" type="password" autocomplete="new-password" required minLength={12} />
           </Field>
           <button type="submit" class="primary" disabled={change.busy}>
-            Change password
+            {t('Change password')}
           </button>
           <ActionNote action={change} />
         </form>

@@ -1,135 +1,63 @@
 /** The audit log: who changed what, when, from where; filters, pages, CSV export. */
-import { useEffect, useState } from 'preact/hooks';
-import { get, query, urlOf } from '../api.ts';
-import { ErrorNote, Field, Section, Table, formValues, useAction } from '../components.tsx';
-import { time } from '../format.ts';
+import { t } from '../../../ui/i18n.ts';
+import { get, query, urlOf } from '../../../ui/api.ts';
+import { DayRangeFields, ErrorNote, Field, Section, formValues, usePages } from '../../../ui/components.tsx';
+import { dayRange } from '../../../ui/format.ts';
+import { type AuditEntry, AuditTable } from '../../../ui/views.tsx';
 
-export interface AuditEntry {
-  id: string;
-  at: string;
-  actor: string;
-  actorKind: string;
-  operatorName: string | null;
-  channel: string;
-  sourceIp: string | null;
-  requestId: string;
-  action: string;
-  entityType: string;
-  entityId: string;
-  before: Record<string, unknown> | null;
-  after: Record<string, unknown> | null;
-}
+export type { AuditEntry } from '../../../ui/views.tsx';
 
-function show(v: unknown): string {
-  return typeof v === 'string' ? v : JSON.stringify(v);
-}
-
-function Changes({ e }: { e: AuditEntry }) {
-  const keys = [...new Set([...Object.keys(e.before ?? {}), ...Object.keys(e.after ?? {})])];
-  if (keys.length === 0) return <span class="muted">—</span>;
-  return (
-    <ul class="changes">
-      {keys.map((k) => (
-        <li key={k}>
-          <strong>{k}</strong>: {e.before ? <del>{show(e.before[k] ?? null)}</del> : null} {e.before ? '→ ' : ''}
-          <ins>{show(e.after?.[k] ?? null)}</ins>
-        </li>
-      ))}
-    </ul>
-  );
-}
-
-export function AuditTable({ entries }: { entries: AuditEntry[] }) {
-  return (
-    <Table head={['When', 'Who', 'From', 'Action', 'Entity', 'Changes', 'Request id']} empty={entries.length === 0}>
-      {entries.map((e) => (
-        <tr key={e.id} data-action={e.action}>
-          <td>{time(e.at)}</td>
-          <td>
-            {e.actor} <small class="muted">({e.channel})</small>
-          </td>
-          <td class="mono">{e.sourceIp ?? '—'}</td>
-          <td class="mono">{e.action}</td>
-          <td>
-            {e.entityType} <span class="mono">{e.entityId}</span>
-          </td>
-          <td>
-            <Changes e={e} />
-          </td>
-          <td class="mono small">{e.requestId}</td>
-        </tr>
-      ))}
-    </Table>
-  );
-}
-
-const FILTERS = ['operator', 'action', 'entityType', 'entityId', 'from', 'to'] as const;
+const FILTERS = ['operator', 'action', 'entityType', 'entityId'] as const;
 
 export function AuditPage() {
-  const [filter, setFilter] = useState<Record<string, string>>({});
-  const [entries, setEntries] = useState<AuditEntry[] | null>(null);
-  const [next, setNext] = useState<string | null>(null);
-  const load = useAction();
-  const fetchPage = (f: Record<string, string>, before: string | null) =>
-    load.run(async () => {
-      const r = await get<{ entries: AuditEntry[]; nextBefore: string | null }>(`/audit${query({ ...f, before, limit: 100 })}`);
-      setEntries((old) => (before ? [...(old ?? []), ...r.entries] : r.entries));
-      setNext(r.nextBefore);
-    });
-  useEffect(() => {
-    void fetchPage({}, null);
-    // The first page once; the filter form loads the others.
-  }, []);
+  const pages = usePages(async (f, before) => {
+    const r = await get<{ entries: AuditEntry[]; nextBefore: string | null }>(`/audit${query({ ...f, before, limit: 100 })}`);
+    return { rows: r.entries, next: r.nextBefore };
+  });
   return (
     <>
-      <h1>Audit log</h1>
+      <h1>{t('Audit log')}</h1>
       <Section
-        title="Filter"
+        title={t('Filter')}
         actions={
-          <a class="button" href={urlOf(`/audit/export.csv${query(filter)}`)} download>
-            Export CSV
+          <a class="button" href={urlOf(`/audit/export.csv${query(pages.filter)}`)} download>
+            {t('Export CSV')}
           </a>
         }
       >
         <form
           class="inline-form"
-          aria-label="Filter the audit log"
+          aria-label={t('Filter the audit log')}
           onSubmit={(e) => {
             const v = formValues(e);
-            const f = Object.fromEntries(FILTERS.map((k) => [k, v[k] ?? '']));
-            setFilter(f);
-            void fetchPage(f, null);
+            const f = { ...Object.fromEntries(FILTERS.map((k) => [k, v[k] ?? ''])), ...dayRange(v.from, v.to) };
+            pages.search(f);
           }}
         >
-          <Field label="Operator">
+          <Field label={t('Operator')}>
             <input name="operator" />
           </Field>
-          <Field label="Action">
+          <Field label={t('Action')}>
             <input name="action" placeholder="feeRule.set" />
           </Field>
-          <Field label="Entity type">
+          <Field label={t('Entity type')}>
             <input name="entityType" placeholder="merchant" />
           </Field>
-          <Field label="Entity id">
+          <Field label={t('Entity id')}>
             <input name="entityId" />
           </Field>
-          <Field label="From (day)">
-            <input name="from" type="date" />
-          </Field>
-          <Field label="To (day, exclusive)">
-            <input name="to" type="date" />
-          </Field>
-          <button type="submit" class="primary" disabled={load.busy}>
-            Show
+          <DayRangeFields />
+          <button type="submit" class="primary" disabled={pages.action.busy}>
+            {t('Show')}
           </button>
         </form>
-        <ErrorNote error={load.error} />
+        <ErrorNote error={pages.action.error} />
       </Section>
-      <Section title="Entries, newest first">
-        {entries === null ? <p class="muted">Loading…</p> : <AuditTable entries={entries} />}
-        {next ? (
-          <button type="button" disabled={load.busy} onClick={() => void fetchPage(filter, next)}>
-            Load more
+      <Section title={t('Entries, newest first')}>
+        {pages.rows === null ? <p class="muted">{t('Loading…')}</p> : <AuditTable entries={pages.rows} />}
+        {pages.more ? (
+          <button type="button" disabled={pages.action.busy} onClick={pages.more}>
+            {t('Load more')}
           </button>
         ) : null}
       </Section>

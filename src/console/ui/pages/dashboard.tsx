@@ -1,7 +1,8 @@
 /** Today's orders and amount, the success rate, what needs an operator, and the last 24 hours. */
-import { get } from '../api.ts';
-import { HourChart, Loading, Section, useLoad } from '../components.tsx';
-import { money, percent, time } from '../format.ts';
+import { t } from '../../../ui/i18n.ts';
+import { get } from '../../../ui/api.ts';
+import { HourChart, Loading, Section, useLoad } from '../../../ui/components.tsx';
+import { money, percent, time } from '../../../ui/format.ts';
 
 interface Dashboard {
   at: string;
@@ -32,34 +33,39 @@ export function DashboardPage() {
   const loaded = useLoad(() => get<Dashboard>('/dashboard'), []);
   return (
     <>
-      <h1>Dashboard</h1>
+      <h1>{t('Dashboard')}</h1>
       <Loading loaded={loaded}>
         {(d) => (
           <>
-            <Section title={`Today (${d.day}, Asia/Shanghai)`}>
+            <Section title={t('Today ({day}, Asia/Shanghai)', { day: d.day })}>
               <div class="figures">
-                <Figure label="orders created" value={d.today.orders} />
-                <Figure label="amount ordered" value={money(d.today.amountFen)} />
-                <Figure label="paid" value={`${d.today.paid} · ${money(d.today.paidAmountFen)}`} />
-                <Figure label="success rate (paid / created)" value={percent(d.today.successRate)} />
+                <Figure label={t('orders created')} value={d.today.orders} />
+                <Figure label={t('amount ordered')} value={money(d.today.amountFen)} />
+                <Figure label={t('paid')} value={`${d.today.paid} · ${money(d.today.paidAmountFen)}`} />
+                <Figure label={t('success rate (paid / created)')} value={percent(d.today.successRate)} />
               </div>
             </Section>
-            <Section title="Needs attention">
+            <Section title={t('Needs attention')}>
               <div class="figures">
-                <Figure label="attempts UNKNOWN" value={d.attention.attemptsUnknown} warn={d.attention.attemptsUnknown > 0} />
-                <Figure label="refunds UNKNOWN" value={d.attention.refundsUnknown} href="#/refunds" warn={d.attention.refundsUnknown > 0} />
-                <Figure label="events pending" value={d.attention.eventsPending} href="#/events" />
-                <Figure label="events dead" value={d.attention.eventsDead} href="#/events" warn={d.attention.eventsDead > 0} />
+                <Figure label={t('attempts UNKNOWN')} value={d.attention.attemptsUnknown} warn={d.attention.attemptsUnknown > 0} />
                 <Figure
-                  label="duplicate payments (not yet refunded)"
+                  label={t('refunds UNKNOWN')}
+                  value={d.attention.refundsUnknown}
+                  href="#/refunds"
+                  warn={d.attention.refundsUnknown > 0}
+                />
+                <Figure label={t('events pending')} value={d.attention.eventsPending} href="#/events" />
+                <Figure label={t('events dead')} value={d.attention.eventsDead} href="#/events" warn={d.attention.eventsDead > 0} />
+                <Figure
+                  label={t('duplicate payments (not yet refunded)')}
                   value={`${d.attention.duplicatePayments} (${d.attention.duplicatePaymentsOpen})`}
                   warn={d.attention.duplicatePaymentsOpen > 0}
                 />
               </div>
             </Section>
-            <Section title="Last 24 hours: orders per hour (paid darker)">
+            <Section title={t('Last 24 hours: orders per hour (paid darker)')}>
               <HourChart hours={d.last24Hours} />
-              <p class="muted">As of {time(d.at)}.</p>
+              <p class="muted">{t('As of {at}.', { at: time(d.at) })}</p>
             </Section>
           </>
         )}

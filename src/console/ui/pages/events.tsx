@@ -1,8 +1,11 @@
 /** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
+import { t } from '../../../ui/i18n.ts';
+import { EventFilter } from '../../../ui/lists.tsx';
 import { useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
-import { ActionNote, Field, Loading, Pre, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, post, query } from '../../../ui/api.ts';
+import { ActionNote, Loading, Section, Status, Table, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
+import { Deliveries, type Delivery, EventSections } from '../../../ui/views.tsx';
 
 interface EventSummary {
   eventId: string;
@@ -18,13 +21,7 @@ interface EventSummary {
   deliveredAt: string | null;
 }
 
-export interface Delivery {
-  attemptNo: number;
-  attemptedAt: string;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-}
+export { Deliveries };
 
 export interface EventDetail extends EventSummary {
   payload: unknown;
@@ -32,22 +29,6 @@ export interface EventDetail extends EventSummary {
 }
 
 const redeliverable = (status: string) => status === 'DEAD' || status === 'DELIVERED';
-
-export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
-  return (
-    <Table head={['#', 'At', 'Answer', 'Error', 'Took']} empty={deliveries.length === 0}>
-      {deliveries.map((x) => (
-        <tr key={x.attemptNo}>
-          <td>{x.attemptNo}</td>
-          <td>{time(x.attemptedAt)}</td>
-          <td>{x.statusCode ?? '—'}</td>
-          <td>{x.error ?? ''}</td>
-          <td class="num">{x.durationMs} ms</td>
-        </tr>
-      ))}
-    </Table>
-  );
-}
 
 export function RedeliverButton({ event, onDone }: { event: { eventId: string; status: string }; onDone: () => void }) {
   const can = useCan();
@@ -62,10 +43,10 @@ export function RedeliverButton({ event, onDone }: { event: { eventId: string; s
           void action.run(async () => {
             await post(`/events/${encodeURIComponent(event.eventId)}/redeliver`);
             onDone();
-          }, 'Queued for delivery again.')
+          }, t('Queued for delivery again.'))
         }
       >
-        Redeliver
+        {t('Redeliver')}
       </button>
       <ActionNote action={action} />
     </div>
@@ -84,35 +65,16 @@ export function EventsPage() {
   const [results, setResults] = useState<{ eventId: string; status?: string; code?: string; message?: string }[]>([]);
   return (
     <>
-      <h1>Events</h1>
-      <Section title="Filter">
-        <form
-          class="inline-form"
-          aria-label="Filter events"
-          onSubmit={(e) => {
-            const v = formValues(e);
-            setSelected(new Set());
-            setFilter({ status: v.status ?? '', appId: v.appId ?? '' });
-          }}
-        >
-          <Field label="Status">
-            <select name="status" defaultValue={filter.status}>
-              <option value="">any</option>
-              <option>PENDING</option>
-              <option>DELIVERED</option>
-              <option>DEAD</option>
-            </select>
-          </Field>
-          <Field label="App id">
-            <input name="appId" defaultValue={filter.appId} />
-          </Field>
-          <button type="submit" class="primary">
-            Show
-          </button>
-        </form>
-      </Section>
+      <h1>{t('Events')}</h1>
+      <EventFilter
+        filter={filter}
+        onFilter={(f) => {
+          setSelected(new Set());
+          setFilter(f);
+        }}
+      />
       <Section
-        title="Events, newest first"
+        title={t('Events, newest first')}
         actions={
           can('events.redeliver') ? (
             <button
@@ -127,7 +89,7 @@ export function EventsPage() {
                 })
               }
             >
-              Redeliver selected ({selected.size})
+              {t('Redeliver selected ({n})', { n: selected.size })}
             </button>
           ) : null
         }
@@ -144,7 +106,10 @@ export function EventsPage() {
         ) : null}
         <Loading loaded={loaded}>
           {(d) => (
-            <Table head={['', 'Event id', 'Type', 'Order', 'Status', 'Tries', 'Last error', 'Created']} empty={d.events.length === 0}>
+            <Table
+              head={['', t('Event id'), t('Type'), t('Order'), t('Status'), t('Tries'), t('Last error'), t('Created')]}
+              empty={d.events.length === 0}
+            >
               {d.events.map((e) => (
                 <tr key={e.eventId} data-event={e.eventId}>
                   <td>
@@ -174,7 +139,7 @@ export function EventsPage() {
                   </td>
                   <td class="num">{e.attempts}</td>
                   <td>{e.lastError ?? ''}</td>
-                  <td>{time(e.createdAt)}</td>
+                  <td class="when">{time(e.createdAt)}</td>
                 </tr>
               ))}
             </Table>
@@ -190,42 +155,15 @@ export function EventPage({ eventId }: { eventId: string }) {
   return (
     <>
       <p>
-        <a href="#/events">← Events</a>
+        <a href="#/events">{t('← Events')}</a>
       </p>
       <h1>
-        Event <span class="mono">{eventId}</span>
+        {t('Event')} <span class="mono">{eventId}</span>
       </h1>
       <Loading loaded={loaded}>
         {(e) => (
           <>
-            <Section title="Event" actions={<RedeliverButton event={e} onDone={loaded.reload} />}>
-              <dl class="facts">
-                <dt>Type</dt>
-                <dd>{e.eventType}</dd>
-                <dt>Status</dt>
-                <dd>
-                  <Status value={e.status} />
-                </dd>
-                <dt>Order</dt>
-                <dd class="mono">
-                  <a href={`#/orders/${e.openOrderId}`}>{e.openOrderId}</a>
-                </dd>
-                <dt>App</dt>
-                <dd class="mono">{e.appId}</dd>
-                <dt>Created</dt>
-                <dd>{time(e.createdAt)}</dd>
-                <dt>Delivered</dt>
-                <dd>{time(e.deliveredAt)}</dd>
-                <dt>Next try</dt>
-                <dd>{e.status === 'PENDING' ? time(e.nextAttemptAt) : '—'}</dd>
-              </dl>
-            </Section>
-            <Section title="Payload (as signed and sent)">
-              <Pre value={e.payload} />
-            </Section>
-            <Section title="Delivery log">
-              <Deliveries deliveries={e.deliveries} />
-            </Section>
+            <EventSections e={e} actions={<RedeliverButton event={e} onDone={loaded.reload} />} />
           </>
         )}
       </Loading>

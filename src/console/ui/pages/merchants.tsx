@@ -1,8 +1,11 @@
 /** Merchants: the list and creation; one merchant's apps, keys, settlement accounts, allocation and fee rule. */
+import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
-import { get, patch, post, put } from '../api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, patch, post, put } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
+import { MerchantUsers } from '../../../ui/merchant-users.tsx';
+import { type Account, AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
 
 interface MerchantSummary {
   merchantId: string;
@@ -17,12 +20,12 @@ export function MerchantsPage() {
   const create = useAction();
   return (
     <>
-      <h1>Merchants</h1>
+      <h1>{t('Merchants')}</h1>
       {can('merchants.write') ? (
-        <Section title="New merchant">
+        <Section title={t('New merchant')}>
           <form
             class="inline-form"
-            aria-label="New merchant"
+            aria-label={t('New merchant')}
             onSubmit={(e) => {
               const v = formValues(e);
               void create.run(async () => {
@@ -31,26 +34,26 @@ export function MerchantsPage() {
               });
             }}
           >
-            <Field label="Name">
+            <Field label={t('Name')}>
               <input name="name" required maxLength={128} />
             </Field>
-            <Field label="Entity type">
+            <Field label={t('Entity type')}>
               <select name="entityType">
                 <option value="CORPORATE">CORPORATE</option>
                 <option value="INDIVIDUAL">INDIVIDUAL</option>
               </select>
             </Field>
             <button type="submit" class="primary" disabled={create.busy}>
-              Create merchant
+              {t('Create merchant')}
             </button>
           </form>
           <ActionNote action={create} />
         </Section>
       ) : null}
-      <Section title="All merchants">
+      <Section title={t('All merchants')}>
         <Loading loaded={loaded}>
           {(d) => (
-            <Table head={['Name', 'Merchant id', 'Entity type', 'Created']} empty={d.merchants.length === 0}>
+            <Table head={[t('Name'), t('Merchant id'), t('Entity type'), t('Created')]} empty={d.merchants.length === 0}>
               {d.merchants.map((m) => (
                 <tr key={m.merchantId}>
                   <td>
@@ -58,7 +61,7 @@ export function MerchantsPage() {
                   </td>
                   <td class="mono">{m.merchantId}</td>
                   <td>{m.entityType}</td>
-                  <td>{time(m.createdAt)}</td>
+                  <td class="when">{time(m.createdAt)}</td>
                 </tr>
               ))}
             </Table>
@@ -79,16 +82,6 @@ interface App {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
-  createdAt: string;
-}
-
-interface Account {
-  accountId: string;
-  entityType: string;
-  entityName: string;
-  merchantNo: string;
-  cardLast4: string;
-  agreedCeilingFen: number | null;
   createdAt: string;
 }
 
@@ -119,23 +112,30 @@ interface MerchantDetail {
 }
 
 export function MerchantPage({ merchantId }: { merchantId: string }) {
+  const can = useCan();
   const loaded = useLoad(() => get<MerchantDetail>(`/merchants/${encodeURIComponent(merchantId)}`), [merchantId]);
   return (
     <>
       <p>
-        <a href="#/merchants">← Merchants</a>
+        <a href="#/merchants">{t('← Merchants')}</a>
       </p>
       <Loading loaded={loaded}>
         {(m) => (
           <>
             <h1>{m.name}</h1>
             <p class="muted">
-              <span class="mono">{m.merchantId}</span> · {m.entityType} · created {time(m.createdAt)}
+              <span class="mono">{m.merchantId}</span> · {m.entityType} · {t('created {at}', { at: time(m.createdAt) })}
             </p>
             <Apps merchantId={m.merchantId} apps={m.apps} reload={loaded.reload} />
             <Accounts merchant={m} reload={loaded.reload} />
             <AllocationSection merchant={m} reload={loaded.reload} />
             <FeeRuleSection merchant={m} reload={loaded.reload} />
+            {can('merchants.write') ? (
+              <>
+                <h2 class="page-section">{t('Merchant portal users')}</h2>
+                <MerchantUsers base={`/merchants/${encodeURIComponent(m.merchantId)}`} />
+              </>
+            ) : null}
           </>
         )}
       </Loading>
@@ -147,30 +147,30 @@ function Apps({ merchantId, apps, reload }: { merchantId: string; apps: App[]; r
   const can = useCan();
   const create = useAction();
   return (
-    <Section title="Apps">
-      {apps.length === 0 ? <p class="muted">No app yet.</p> : null}
+    <Section title={t('Apps')}>
+      {apps.length === 0 ? <p class="muted">{t('No app yet.')}</p> : null}
       {apps.map((a) => (
         <AppCard key={a.appId} app={a} reload={reload} />
       ))}
       {can('merchants.write') ? (
         <form
           class="inline-form"
-          aria-label="New app"
+          aria-label={t('New app')}
           onSubmit={(e) => {
             const v = formValues(e);
             const channels = ['ALIPAY_H5', 'WECHAT_H5'].filter((c) => v[`channel_${c}`] === 'on');
             void create.run(async () => {
               await post(`/merchants/${merchantId}/apps`, { ...(v.notifyUrl ? { notifyUrl: v.notifyUrl } : {}), channels });
               reload();
-            }, 'App created.');
+            }, t('App created.'));
           }}
         >
-          <h3>New app</h3>
-          <Field label="Notify URL (optional)" hint="https://… where the merchant receives signed events">
+          <h3>{t('New app')}</h3>
+          <Field label={t('Notify URL (optional)')} hint={t('https://… where the merchant receives signed events')}>
             <input name="notifyUrl" type="url" maxLength={512} />
           </Field>
           <fieldset>
-            <legend>Channels</legend>
+            <legend>{t('Channels')}</legend>
             <label class="check">
               <input type="checkbox" name="channel_ALIPAY_H5" defaultChecked /> ALIPAY_H5
             </label>
@@ -179,7 +179,7 @@ function Apps({ merchantId, apps, reload }: { merchantId: string; apps: App[]; r
             </label>
           </fieldset>
           <button type="submit" class="primary" disabled={create.busy}>
-            Create app
+            {t('Create app')}
           </button>
           <ActionNote action={create} />
         </form>
@@ -199,8 +199,6 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
   const can = useCan();
   const keys = useLoad(() => get<{ keys: Key[] }>(`/apps/${app.appId}/keys`), [app.appId]);
   const change = useAction();
-  const upload = useAction();
-  const [pem, setPem] = useState('');
   const write = can('merchants.write');
   return (
     <article class="app" data-app={app.appId}>
@@ -208,25 +206,25 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
         <span class="mono">{app.appId}</span> <Status value={app.status} />
       </h3>
       <dl class="facts">
-        <dt>Notify URL</dt>
+        <dt>{t('Notify URL')}</dt>
         <dd class="mono">{app.notifyUrl ?? '—'}</dd>
-        <dt>Channels</dt>
+        <dt>{t('Channels')}</dt>
         <dd>{app.channels.join(', ')}</dd>
-        <dt>Trade scopes</dt>
+        <dt>{t('Trade scopes')}</dt>
         <dd>{app.tradeScopes.join(', ')}</dd>
-        <dt>IP allowlist</dt>
-        <dd class="mono">{app.ipAllowlist.length ? app.ipAllowlist.join(', ') : 'any'}</dd>
-        <dt>Payment window</dt>
+        <dt>{t('IP allowlist')}</dt>
+        <dd class="mono">{app.ipAllowlist.length ? app.ipAllowlist.join(', ') : t('any')}</dd>
+        <dt>{t('Payment window')}</dt>
         <dd>{app.paymentWindowSeconds} s</dd>
-        <dt>Daily ceiling</dt>
-        <dd>{app.dailyAmountCeilingFen === null ? 'none' : money(app.dailyAmountCeilingFen)}</dd>
-        <dt>Rate limit</dt>
+        <dt>{t('Daily ceiling')}</dt>
+        <dd>{app.dailyAmountCeilingFen === null ? t('none') : money(app.dailyAmountCeilingFen)}</dd>
+        <dt>{t('Rate limit')}</dt>
         <dd>{app.rateLimitPerSecond} / s</dd>
       </dl>
       {write ? (
         <form
           class="inline-form"
-          aria-label={`Change app ${app.appId}`}
+          aria-label={t('Change app {app}', { app: app.appId })}
           onSubmit={(e) => {
             const v = formValues(e);
             void change.run(async () => {
@@ -236,20 +234,20 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
                 ipAllowlist: v.ipAllowlist ? v.ipAllowlist.split(/[\s,]+/).filter(Boolean) : [],
               });
               reload();
-            }, 'App changed.');
+            }, t('App changed.'));
           }}
         >
-          <Field label="Notify URL">
+          <Field label={t('Notify URL')}>
             <input name="notifyUrl" type="url" defaultValue={app.notifyUrl ?? ''} />
           </Field>
-          <Field label="Rate limit per second">
+          <Field label={t('Rate limit per second')}>
             <input name="rateLimitPerSecond" type="number" min={1} max={100000} defaultValue={String(app.rateLimitPerSecond)} />
           </Field>
-          <Field label="IP allowlist (CIDRs, empty = any)">
+          <Field label={t('IP allowlist (CIDRs, empty = any)')}>
             <input name="ipAllowlist" defaultValue={app.ipAllowlist.join(' ')} />
           </Field>
           <button type="submit" disabled={change.busy}>
-            Save app
+            {t('Save app')}
           </button>
           <button
             type="button"
@@ -262,22 +260,22 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
               })
             }
           >
-            {app.status === 'ACTIVE' ? 'Disable app' : 'Enable app'}
+            {app.status === 'ACTIVE' ? t('Disable app') : t('Enable app')}
           </button>
         </form>
       ) : null}
       <ActionNote action={change} />
-      <h4>Public keys</h4>
+      <h4>{t('Public keys')}</h4>
       <Loading loaded={keys}>
         {(k) => (
-          <Table head={['Key id', 'Status', 'Registered', '']} empty={k.keys.length === 0}>
+          <Table head={[t('Key id'), t('Status'), t('Registered'), '']} empty={k.keys.length === 0}>
             {k.keys.map((key) => (
               <tr key={key.keyId} data-key={key.keyId}>
                 <td class="mono">{key.keyId}</td>
                 <td>
                   <Status value={key.status} />
                 </td>
-                <td>{time(key.createdAt)}</td>
+                <td class="when">{time(key.createdAt)}</td>
                 <td>
                   {write ? (
                     <button
@@ -291,7 +289,7 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
                         })
                       }
                     >
-                      {key.status === 'ACTIVE' ? 'Disable' : 'Enable'}
+                      {key.status === 'ACTIVE' ? t('Disable') : t('Enable')}
                     </button>
                   ) : null}
                 </td>
@@ -301,46 +299,14 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
         )}
       </Loading>
       {write ? (
-        <form
-          class="stack-form"
-          aria-label={`Upload a key for ${app.appId}`}
-          onSubmit={(e) => {
-            const v = formValues(e);
-            void upload.run(async () => {
-              await post(`/apps/${app.appId}/keys`, { keyId: v.keyId, publicKeyPem: pem });
-              setPem('');
-              keys.reload();
-            }, 'Key registered.');
-          }}
-        >
-          <h4>Upload a public key</h4>
-          <Field label="Key id">
-            <input name="keyId" required maxLength={128} />
-          </Field>
-          <Field label="PEM file">
-            <input
-              type="file"
-              accept=".pem,.pub,.txt"
-              onChange={(e) => {
-                const f = (e.currentTarget as HTMLInputElement).files?.[0];
-                if (f) void f.text().then(setPem);
-              }}
-            />
-          </Field>
-          <Field label="Public key (PEM)" hint="-----BEGIN PUBLIC KEY----- … RSA 2048 to 4096 bits; never the private key">
-            <textarea
-              name="publicKeyPem"
-              rows={5}
-              value={pem}
-              onInput={(e) => setPem((e.currentTarget as HTMLTextAreaElement).value)}
-              required
-            />
-          </Field>
-          <button type="submit" class="primary" disabled={upload.busy}>
-            Upload key
-          </button>
-          <ActionNote action={upload} />
-        </form>
+        <PublicKeyForm
+          path={`/apps/${app.appId}/keys`}
+          label={t('Upload a key for {app}', { app: app.appId })}
+          title={t('Upload a public key')}
+          submit={t('Upload key')}
+          done={t('Key registered.')}
+          onAdded={keys.reload}
+        />
       ) : null}
     </article>
   );
@@ -350,28 +316,12 @@ function Accounts({ merchant, reload }: { merchant: MerchantDetail; reload: () =
   const can = useCan();
   const add = useAction();
   return (
-    <Section title="Settlement accounts">
-      <Table
-        head={['Account id', 'Entity', 'Merchant no.', 'Card', 'Agreed ceiling', 'Created']}
-        empty={merchant.settlementAccounts.length === 0}
-      >
-        {merchant.settlementAccounts.map((a) => (
-          <tr key={a.accountId}>
-            <td class="mono">{a.accountId}</td>
-            <td>
-              {a.entityName} ({a.entityType})
-            </td>
-            <td class="mono">{a.merchantNo}</td>
-            <td class="mono">•••• {a.cardLast4}</td>
-            <td>{a.agreedCeilingFen === null ? '—' : money(a.agreedCeilingFen)}</td>
-            <td>{time(a.createdAt)}</td>
-          </tr>
-        ))}
-      </Table>
+    <Section title={t('Settlement accounts')}>
+      <AccountsTable accounts={merchant.settlementAccounts} />
       {can('settlement.write') ? (
         <form
           class="inline-form"
-          aria-label="New settlement account"
+          aria-label={t('New settlement account')}
           onSubmit={(e) => {
             const v = formValues(e);
             void add.run(async () => {
@@ -383,29 +333,29 @@ function Accounts({ merchant, reload }: { merchant: MerchantDetail; reload: () =
                 ...(v.agreedCeilingFen ? { agreedCeilingFen: Number(v.agreedCeilingFen) } : {}),
               });
               reload();
-            }, 'Account added.');
+            }, t('Account added.'));
           }}
         >
-          <Field label="Entity type">
+          <Field label={t('Entity type')}>
             <select name="entityType">
               <option>CORPORATE</option>
               <option>INDIVIDUAL</option>
             </select>
           </Field>
-          <Field label="Entity name">
+          <Field label={t('Entity name')}>
             <input name="entityName" required maxLength={128} />
           </Field>
-          <Field label="Merchant no.">
+          <Field label={t('Merchant no.')}>
             <input name="merchantNo" required maxLength={64} />
           </Field>
-          <Field label="Card number" hint="only the last 4 digits are kept">
+          <Field label={t('Card number')} hint={t('only the last 4 digits are kept')}>
             <input name="cardNumber" required maxLength={19} inputMode="numeric" autocomplete="off" />
           </Field>
-          <Field label="Agreed ceiling (fen, optional)">
+          <Field label={t('Agreed ceiling (fen, optional)')}>
             <input name="agreedCeilingFen" type="number" min={1} />
           </Field>
           <button type="submit" class="primary" disabled={add.busy}>
-            Add account
+            {t('Add account')}
           </button>
         </form>
       ) : null}
@@ -420,20 +370,20 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
   const a = merchant.allocation;
   const [mode, setMode] = useState(a?.mode ?? 'SINGLE');
   return (
-    <Section title="Allocation">
+    <Section title={t('Allocation')}>
       {a ? (
         <p>
-          <strong>{a.mode}</strong> over {a.participants.join(', ')}
-          {a.ratios ? ` (${a.ratios.map((r) => `${r.accountId}: ${r.shareBps / 100}%`).join(', ')})` : ''} · when unavailable:{' '}
+          <strong>{a.mode}</strong> {t('over')} {a.participants.join(', ')}
+          {a.ratios ? ` (${a.ratios.map((r) => `${r.accountId}: ${r.shareBps / 100}%`).join(', ')})` : ''} · {t('when unavailable:')}{' '}
           {a.unavailablePolicy}
         </p>
       ) : (
-        <p class="muted">No allocation yet.</p>
+        <p class="muted">{t('No allocation yet.')}</p>
       )}
       {can('settlement.write') && merchant.settlementAccounts.length > 0 ? (
         <form
           class="stack-form"
-          aria-label="Allocation"
+          aria-label={t('Allocation')}
           onSubmit={(e) => {
             const v = formValues(e);
             const participants = merchant.settlementAccounts.map((x) => x.accountId).filter((id) => v[`p_${id}`] === 'on');
@@ -445,10 +395,10 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
                 unavailablePolicy: v.unavailablePolicy,
               });
               reload();
-            }, 'Allocation saved.');
+            }, t('Allocation saved.'));
           }}
         >
-          <Field label="Mode">
+          <Field label={t('Mode')}>
             <select name="mode" value={mode} onChange={(e) => setMode((e.currentTarget as HTMLSelectElement).value)}>
               <option>SINGLE</option>
               <option>PRIORITY</option>
@@ -456,7 +406,9 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
             </select>
           </Field>
           <fieldset>
-            <legend>Participants (in order){mode === 'RATIO' ? ' and their share in basis points (sum 10000)' : ''}</legend>
+            <legend>
+              {mode === 'RATIO' ? t('Participants (in order) and their share in basis points (sum 10000)') : t('Participants (in order)')}
+            </legend>
             {merchant.settlementAccounts.map((x) => (
               <div class="participant" key={x.accountId}>
                 <label class="check">
@@ -469,14 +421,14 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
                     type="number"
                     min={1}
                     max={9999}
-                    aria-label={`Share of ${x.accountId}`}
+                    aria-label={t('Share of {account}', { account: x.accountId })}
                     defaultValue={String(a?.ratios?.find((r) => r.accountId === x.accountId)?.shareBps ?? '')}
                   />
                 ) : null}
               </div>
             ))}
           </fieldset>
-          <Field label="When a participant is unavailable">
+          <Field label={t('When a participant is unavailable')}>
             <select name="unavailablePolicy" defaultValue={a?.unavailablePolicy ?? 'FAIL'}>
               <option>FAIL</option>
               <option>NEXT_AVAILABLE</option>
@@ -484,7 +436,7 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
             </select>
           </Field>
           <button type="submit" class="primary" disabled={save.busy}>
-            Save allocation
+            {t('Save allocation')}
           </button>
           <ActionNote action={save} />
         </form>
@@ -493,12 +445,12 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
   );
 }
 
-const FEE_FIELDS: [keyof FeeRule, string][] = [
-  ['ruleVersion', 'Rule version'],
-  ['standardRateBps', 'Standard rate (bps)'],
-  ['largeRateBps', 'Large-amount rate (bps)'],
-  ['thresholdFen', 'Large-amount threshold (fen)'],
-  ['merchantRateBps', 'Merchant rate (bps)'],
+const FEE_FIELDS: [keyof FeeRule, () => string][] = [
+  ['ruleVersion', () => t('Rule version')],
+  ['standardRateBps', () => t('Standard rate (bps)')],
+  ['largeRateBps', () => t('Large-amount rate (bps)')],
+  ['thresholdFen', () => t('Large-amount threshold (fen)')],
+  ['merchantRateBps', () => t('Merchant rate (bps)')],
 ];
 
 function FeeRuleSection({ merchant, reload }: { merchant: MerchantDetail; reload: () => void }) {
@@ -506,34 +458,34 @@ function FeeRuleSection({ merchant, reload }: { merchant: MerchantDetail; reload
   const save = useAction();
   const f = merchant.feeRule;
   return (
-    <Section title="Fee rule">
+    <Section title={t('Fee rule')}>
       {f ? (
         <p>
           Version {f.ruleVersion}: {f.standardRateBps} bps, {f.largeRateBps} bps from {money(f.thresholdFen)}; merchant rate{' '}
           {f.merchantRateBps} bps
         </p>
       ) : (
-        <p class="muted">No fee rule yet.</p>
+        <p class="muted">{t('No fee rule yet.')}</p>
       )}
       {can('feeRules.write') ? (
         <form
           class="inline-form"
-          aria-label="Fee rule"
+          aria-label={t('Fee rule')}
           onSubmit={(e) => {
             const v = formValues(e);
             void save.run(async () => {
               await put(`/merchants/${merchant.merchantId}/fee-rule`, Object.fromEntries(FEE_FIELDS.map(([k]) => [k, Number(v[k])])));
               reload();
-            }, 'Fee rule saved.');
+            }, t('Fee rule saved.'));
           }}
         >
           {FEE_FIELDS.map(([k, label]) => (
-            <Field key={k} label={label}>
+            <Field key={k} label={label()}>
               <input name={k} type="number" min={0} required defaultValue={f ? String(f[k]) : ''} />
             </Field>
           ))}
           <button type="submit" class="primary" disabled={save.busy}>
-            Save fee rule
+            {t('Save fee rule')}
           </button>
         </form>
       ) : null}

@@ -1,8 +1,9 @@
 /** Operators (the admin role's): create, change role, disable, reset a password, end sessions, tokens; the role table. */
+import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
-import { get, patch, post } from '../api.ts';
-import { ActionNote, Confirm, Field, Loading, Section, Status, Table, formValues, useAction, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { get, patch, post } from '../../../ui/api.ts';
+import { ActionNote, Confirm, Field, Loading, Section, Status, Table, formValues, useAction, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 import { Tokens } from './account.tsx';
 
 interface Operator {
@@ -23,11 +24,11 @@ export function OperatorsPage() {
   const [open, setOpen] = useState<string | null>(null);
   return (
     <>
-      <h1>Operators</h1>
-      <Section title="New operator">
+      <h1>{t('Operators')}</h1>
+      <Section title={t('New operator')}>
         <form
           class="inline-form"
-          aria-label="New operator"
+          aria-label={t('New operator')}
           onSubmit={(e) => {
             const v = formValues(e);
             const form = e.currentTarget as HTMLFormElement;
@@ -35,32 +36,32 @@ export function OperatorsPage() {
               await post('/operators', { name: v.name, role: v.role, password: v.password });
               form.reset();
               loaded.reload();
-            }, 'Operator created.');
+            }, t('Operator created.'));
           }}
         >
-          <Field label="Name" hint="lower-case letters, digits, . _ -">
+          <Field label={t('Name')} hint={t('lower-case letters, digits, . _ -')}>
             <input name="name" required maxLength={64} autocomplete="off" />
           </Field>
-          <Field label="Role">
+          <Field label={t('Role')}>
             <select name="role">
               {ROLES.map((r) => (
                 <option key={r}>{r}</option>
               ))}
             </select>
           </Field>
-          <Field label="Password" hint="at least 12 characters">
+          <Field label={t('Password')} hint={t('at least 12 characters')}>
             <input name="password" type="password" required minLength={12} autocomplete="new-password" />
           </Field>
           <button type="submit" class="primary" disabled={create.busy}>
-            Create operator
+            {t('Create operator')}
           </button>
         </form>
         <ActionNote action={create} />
       </Section>
-      <Section title="Operators">
+      <Section title={t('Operators')}>
         <Loading loaded={loaded}>
           {(d) => (
-            <Table head={['Name', 'Role', 'Status', 'Password changed', 'Created', '']}>
+            <Table head={[t('Name'), t('Role'), t('Status'), t('Password changed'), t('Created'), '']}>
               {d.operators.map((o) => (
                 <tr key={o.operatorId} data-operator={o.name}>
                   <td>{o.name}</td>
@@ -68,11 +69,11 @@ export function OperatorsPage() {
                   <td>
                     <Status value={o.status} />
                   </td>
-                  <td>{time(o.passwordChangedAt)}</td>
-                  <td>{time(o.createdAt)}</td>
+                  <td class="when">{time(o.passwordChangedAt)}</td>
+                  <td class="when">{time(o.createdAt)}</td>
                   <td>
                     <button type="button" onClick={() => setOpen(open === o.operatorId ? null : o.operatorId)}>
-                      {open === o.operatorId ? 'Close' : 'Manage'}
+                      {open === o.operatorId ? t('Close') : t('Manage')}
                     </button>
                   </td>
                 </tr>
@@ -84,10 +85,10 @@ export function OperatorsPage() {
       {open && loaded.data ? (
         <ManageOperator key={open} operator={loaded.data.operators.find((o) => o.operatorId === open)!} reload={loaded.reload} />
       ) : null}
-      <Section title="Roles and what they allow">
+      <Section title={t('Roles and what they allow')}>
         <Loading loaded={roles}>
           {(r) => (
-            <Table head={['Role', 'Permissions']}>
+            <Table head={[t('Role'), t('Permissions')]}>
               {r.roles.map((x) => (
                 <tr key={x.role}>
                   <td>{x.role}</td>
@@ -105,30 +106,34 @@ export function OperatorsPage() {
 function ManageOperator({ operator: o, reload }: { operator: Operator; reload: () => void }) {
   const action = useAction();
   return (
-    <Section title={`Manage ${o.name}`}>
+    <Section title={t('Manage {name}', { name: o.name })}>
       <form
         class="inline-form"
-        aria-label={`Role of ${o.name}`}
+        aria-label={t('Role of {name}', { name: o.name })}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => {
             await patch(`/operators/${o.operatorId}`, { role: v.role });
             reload();
-          }, 'Role changed.');
+          }, t('Role changed.'));
         }}
       >
-        <Field label="Role">
+        <Field label={t('Role')}>
           <select name="role" defaultValue={o.role}>
             {ROLES.map((r) => (
               <option key={r}>{r}</option>
             ))}
           </select>
         </Field>
-        <button type="submit">Change role</button>
+        <button type="submit">{t('Change role')}</button>
         <Confirm
-          label={o.status === 'ACTIVE' ? 'Disable' : 'Enable'}
+          label={o.status === 'ACTIVE' ? t('Disable') : t('Enable')}
           danger={o.status === 'ACTIVE'}
-          question={o.status === 'ACTIVE' ? `Disable ${o.name}? Their sessions and tokens stop working.` : `Enable ${o.name}?`}
+          question={
+            o.status === 'ACTIVE'
+              ? t('Disable {name}? Their sessions and tokens stop working.', { name: o.name })
+              : t('Enable {name}?', { name: o.name })
+          }
           onConfirm={() =>
             void action.run(async () => {
               await patch(`/operators/${o.operatorId}`, { status: o.status === 'ACTIVE' ? 'DISABLED' : 'ACTIVE' });
@@ -137,14 +142,14 @@ function ManageOperator({ operator: o, reload }: { operator: Operator; reload: (
           }
         />
         <Confirm
-          label="End sessions"
+          label={t('End sessions')}
           question={`Sign ${o.name} out everywhere?`}
-          onConfirm={() => void action.run(() => post(`/operators/${o.operatorId}/sessions/revoke`), 'Sessions ended.')}
+          onConfirm={() => void action.run(() => post(`/operators/${o.operatorId}/sessions/revoke`), t('Sessions ended.'))}
         />
       </form>
       <form
         class="inline-form"
-        aria-label={`Reset the password of ${o.name}`}
+        aria-label={t('Reset the password of {name}', { name: o.name })}
         onSubmit={(e) => {
           const v = formValues(e);
           const form = e.currentTarget as HTMLFormElement;
@@ -152,16 +157,16 @@ function ManageOperator({ operator: o, reload }: { operator: Operator; reload: (
             await patch(`/operators/${o.operatorId}`, { password: v.password });
             form.reset();
             reload();
-          }, 'Password reset; their sessions have ended.');
+          }, t('Password reset; their sessions have ended.'));
         }}
       >
-        <Field label="New password">
+        <Field label={t('New password')}>
           <input name="password" type="password" required minLength={12} autocomplete="new-password" />
         </Field>
-        <button type="submit">Reset password</button>
+        <button type="submit">{t('Reset password')}</button>
       </form>
       <ActionNote action={action} />
-      <h3>API tokens</h3>
+      <h3>{t('API tokens')}</h3>
       <Tokens operatorId={o.operatorId} />
     </Section>
   );

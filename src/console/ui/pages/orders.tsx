@@ -1,28 +1,18 @@
 /** Orders: search by number, id, status, channel and dates; one order with its attempts, refunds, events, deliveries and timeline. */
-import { useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
-import {
-  ActionNote,
-  Confirm,
-  ErrorNote,
-  Field,
-  Loading,
-  Section,
-  Status,
-  Table,
-  formValues,
-  useAction,
-  useCan,
-  useLoad,
-} from '../components.tsx';
-import { money, time } from '../format.ts';
-import { type AuditEntry, AuditTable } from './audit.tsx';
+import { t } from '../../../ui/i18n.ts';
+import { OrderSearch } from '../../../ui/lists.tsx';
+
+import { get, post, query } from '../../../ui/api.ts';
+import { ActionNote, Confirm, Loading, Section, Status, Table, useAction, useCan, useLoad, usePages } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
+import { type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 
 interface OrderRow {
   openOrderId: string;
   appId: string;
   merchantId: string;
+  merchantName: string;
   outTradeNo: string;
   channel: string;
   amountFen: number;
@@ -32,102 +22,40 @@ interface OrderRow {
   paidAt: string | null;
 }
 
-const STATUSES = ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED', 'UNKNOWN'];
-
 export function OrdersPage() {
-  const [filter, setFilter] = useState<Record<string, string>>({});
-  const [pages, setPages] = useState<OrderRow[][]>([]);
-  const [next, setNext] = useState<string | null>(null);
-  const search = useAction();
-  const load = (f: Record<string, string>, cursor: string | null) =>
-    search.run(async () => {
-      const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
-      setPages((p) => (cursor ? [...p, r.orders] : [r.orders]));
-      setNext(r.nextCursor);
-    });
-  const rows = pages.flat();
+  const pages = usePages(async (f, cursor) => {
+    const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
+    return { rows: r.orders, next: r.nextCursor };
+  });
   return (
     <>
-      <h1>Orders</h1>
-      <Section title="Search">
-        <form
-          class="inline-form"
-          aria-label="Search orders"
-          onSubmit={(e) => {
-            const v = formValues(e);
-            const f = {
-              openOrderId: v.openOrderId ?? '',
-              outTradeNo: v.outTradeNo ?? '',
-              status: v.status ?? '',
-              channel: v.channel ?? '',
-              from: v.from ?? '',
-              // The "to" date is inclusive: up to the next day's start.
-              to: v.to ? new Date(Date.parse(`${v.to}T00:00:00+08:00`) + 86_400_000).toISOString() : '',
-            };
-            setFilter(f);
-            void load(f, null);
-          }}
-        >
-          <Field label="Open order id">
-            <input name="openOrderId" placeholder="ord_…" />
-          </Field>
-          <Field label="Merchant order number">
-            <input name="outTradeNo" />
-          </Field>
-          <Field label="Status">
-            <select name="status">
-              <option value="">any</option>
-              {STATUSES.map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <Field label="Channel">
-            <select name="channel">
-              <option value="">any</option>
-              <option>ALIPAY_H5</option>
-              <option>WECHAT_H5</option>
-            </select>
-          </Field>
-          <Field label="From (day)">
-            <input name="from" type="date" />
-          </Field>
-          <Field label="To (day, inclusive)">
-            <input name="to" type="date" />
-          </Field>
-          <button type="submit" class="primary" disabled={search.busy}>
-            Search
-          </button>
-        </form>
-        <ErrorNote error={search.error} />
-      </Section>
-      <Section title="Orders, newest first">
-        <OrderTable rows={rows} />
-        {next ? (
-          <button type="button" disabled={search.busy} onClick={() => void load(filter, next)}>
-            Load more
-          </button>
-        ) : null}
-      </Section>
+      <h1>{t('Orders')}</h1>
+      <OrderSearch pages={pages} table={(rows) => <OrderTable rows={rows} />} />
     </>
   );
 }
 
 function OrderTable({ rows }: { rows: OrderRow[] }) {
   return (
-    <Table head={['Open order id', 'Order number', 'Channel', 'Amount', 'Status', 'Created']} empty={rows.length === 0}>
+    <Table
+      head={[t('Open order id'), t('Order number'), t('Merchant'), t('Channel'), t('Amount'), t('Status'), t('Created')]}
+      empty={rows.length === 0}
+    >
       {rows.map((o) => (
-        <tr key={o.openOrderId}>
+        <tr key={o.openOrderId} data-order={o.openOrderId}>
           <td class="mono">
             <a href={`#/orders/${o.openOrderId}`}>{o.openOrderId}</a>
           </td>
           <td class="mono">{o.outTradeNo}</td>
+          <td class="wrap" data-merchant={o.merchantId}>
+            <a href={`#/merchants/${o.merchantId}`}>{o.merchantName}</a>
+          </td>
           <td>{o.channel}</td>
           <td class="num">{money(o.amountFen)}</td>
           <td>
             <Status value={o.status} />
           </td>
-          <td>{time(o.createdAt)}</td>
+          <td class="when">{time(o.createdAt)}</td>
         </tr>
       ))}
     </Table>
@@ -192,26 +120,6 @@ async function loadOrder(orderId: string, canAudit: boolean): Promise<OrderPageD
   return { order, row: search.orders[0] ?? null, events, audit };
 }
 
-/** Everything that happened to an order, oldest first. */
-function timeline(d: OrderPageData): { at: string; what: string }[] {
-  const items: { at: string; what: string }[] = [];
-  if (d.row) items.push({ at: d.row.createdAt, what: `Order created (${money(d.row.amountFen)}, ${d.row.channel})` });
-  for (const a of d.order.attempts) items.push({ at: a.createdAt, what: `Attempt #${a.seq} ${a.attemptId} created (now ${a.state})` });
-  if (d.row?.paidAt) items.push({ at: d.row.paidAt, what: 'Order paid' });
-  for (const r of d.order.refunds) {
-    items.push({ at: r.createdAt, what: `Refund ${r.outRefundNo} of ${money(r.amountFen)} requested` });
-    if (r.updatedAt !== r.createdAt) items.push({ at: r.updatedAt, what: `Refund ${r.outRefundNo} now ${r.state}` });
-  }
-  for (const e of d.events) {
-    items.push({ at: e.createdAt, what: `Event ${e.eventType} ${e.eventId} recorded` });
-    for (const x of e.deliveries) {
-      items.push({ at: x.attemptedAt, what: `Event ${e.eventType} delivery #${x.attemptNo}: ${x.statusCode ?? x.error ?? 'no answer'}` });
-    }
-  }
-  for (const a of d.audit) items.push({ at: a.at, what: `${a.action} by ${a.actor} from ${a.sourceIp ?? '?'} (${a.channel})` });
-  return items.sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
-}
-
 export function OrderPage({ orderId }: { orderId: string }) {
   const can = useCan();
   const loaded = useLoad(() => loadOrder(orderId, can('audit.read')), [orderId]);
@@ -219,7 +127,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
   return (
     <>
       <p>
-        <a href="#/orders">← Orders</a>
+        <a href="#/orders">{t('← Orders')}</a>
       </p>
       <h1>
         Order <span class="mono">{orderId}</span>
@@ -231,20 +139,20 @@ export function OrderPage({ orderId }: { orderId: string }) {
           return (
             <>
               <Section
-                title="Summary"
+                title={t('Summary')}
                 actions={
                   can('orders.close') && closable ? (
                     <Confirm
-                      label="Close order"
+                      label={t('Close order')}
                       danger
-                      question={`Close order ${o.openOrderId}? The provider confirms it unpaid first.`}
+                      question={t('Close order {id}? The provider confirms it unpaid first.', { id: o.openOrderId })}
                       disabled={close.busy}
                       onConfirm={() =>
                         void close.run(async () => {
                           const r = await post<{ closeState: string }>(`/orders/${encodeURIComponent(o.openOrderId)}/close`);
                           loaded.reload();
                           return r;
-                        }, 'Close requested.')
+                        }, t('Close requested.'))
                       }
                     />
                   ) : null
@@ -252,28 +160,28 @@ export function OrderPage({ orderId }: { orderId: string }) {
               >
                 <ActionNote action={close} />
                 <dl class="facts">
-                  <dt>Status</dt>
+                  <dt>{t('Status')}</dt>
                   <dd>
                     <Status value={o.status} /> {o.closedReason ? `(${o.closedReason})` : ''}
                   </dd>
-                  <dt>Amount</dt>
+                  <dt>{t('Amount')}</dt>
                   <dd>{money(o.amountFen)}</dd>
-                  <dt>Order number</dt>
+                  <dt>{t('Order number')}</dt>
                   <dd class="mono">{o.outTradeNo}</dd>
-                  <dt>App</dt>
+                  <dt>{t('App')}</dt>
                   <dd class="mono">{o.appId}</dd>
-                  <dt>Channel</dt>
+                  <dt>{t('Channel')}</dt>
                   <dd>{d.row?.channel ?? '—'}</dd>
-                  <dt>Created</dt>
+                  <dt>{t('Created')}</dt>
                   <dd>{time(d.row?.createdAt)}</dd>
-                  <dt>Expires</dt>
+                  <dt>{t('Expires')}</dt>
                   <dd>{time(o.expireAt)}</dd>
-                  <dt>State version</dt>
+                  <dt>{t('State version')}</dt>
                   <dd>{o.stateVersion}</dd>
                 </dl>
               </Section>
-              <Section title="Attempts">
-                <Table head={['#', 'Attempt id', 'State', 'Created', 'Expires']} empty={o.attempts.length === 0}>
+              <Section title={t('Attempts')}>
+                <Table head={['#', t('Attempt id'), t('State'), t('Created'), t('Expires')]} empty={o.attempts.length === 0}>
                   {o.attempts.map((a) => (
                     <tr key={a.attemptId}>
                       <td>{a.seq}</td>
@@ -281,14 +189,14 @@ export function OrderPage({ orderId }: { orderId: string }) {
                       <td>
                         <Status value={a.state} />
                       </td>
-                      <td>{time(a.createdAt)}</td>
-                      <td>{time(a.expireAt)}</td>
+                      <td class="when">{time(a.createdAt)}</td>
+                      <td class="when">{time(a.expireAt)}</td>
                     </tr>
                   ))}
                 </Table>
               </Section>
-              <Section title="Refunds">
-                <Table head={['Refund no.', 'Amount', 'State', 'Reason', 'Created']} empty={o.refunds.length === 0}>
+              <Section title={t('Refunds')}>
+                <Table head={[t('Refund no.'), t('Amount'), t('State'), t('Reason'), t('Created')]} empty={o.refunds.length === 0}>
                   {o.refunds.map((r) => (
                     <tr key={r.refundAttemptId}>
                       <td class="mono">{r.outRefundNo}</td>
@@ -297,14 +205,14 @@ export function OrderPage({ orderId }: { orderId: string }) {
                         <Status value={r.state} /> {r.failureReason ?? ''}
                       </td>
                       <td>{r.reason ?? '—'}</td>
-                      <td>{time(r.createdAt)}</td>
+                      <td class="when">{time(r.createdAt)}</td>
                     </tr>
                   ))}
                 </Table>
               </Section>
               {o.duplicatePayments.length > 0 ? (
-                <Section title="Duplicate payments">
-                  <Table head={['Attempt', 'Amount', 'Refund', 'Found']}>
+                <Section title={t('Duplicate payments')}>
+                  <Table head={[t('Attempt'), t('Amount'), t('Refund'), t('Found')]}>
                     {o.duplicatePayments.map((x) => (
                       <tr key={x.id}>
                         <td class="mono">{x.attemptId}</td>
@@ -312,14 +220,14 @@ export function OrderPage({ orderId }: { orderId: string }) {
                         <td>
                           <Status value={x.refundState} />
                         </td>
-                        <td>{time(x.createdAt)}</td>
+                        <td class="when">{time(x.createdAt)}</td>
                       </tr>
                     ))}
                   </Table>
                 </Section>
               ) : null}
-              <Section title="Events and their deliveries">
-                {d.events.length === 0 ? <p class="muted">No event yet.</p> : null}
+              <Section title={t('Events and their deliveries')}>
+                {d.events.length === 0 ? <p class="muted">{t('No event yet.')}</p> : null}
                 {d.events.map((e) => (
                   <article class="event" key={e.eventId} data-event={e.eventId}>
                     <h3>
@@ -333,17 +241,22 @@ export function OrderPage({ orderId }: { orderId: string }) {
                   </article>
                 ))}
               </Section>
-              <Section title="Timeline">
-                <ol class="timeline">
-                  {timeline(d).map((t, i) => (
-                    <li key={i}>
-                      <time>{time(t.at)}</time> {t.what}
-                    </li>
-                  ))}
-                </ol>
+              <Section title={t('Timeline')}>
+                <Timeline
+                  source={{
+                    createdAt: d.row?.createdAt ?? null,
+                    amountFen: d.order.amountFen,
+                    channel: d.row?.channel ?? '',
+                    paidAt: d.row?.paidAt ?? null,
+                    attempts: d.order.attempts,
+                    refunds: d.order.refunds,
+                    events: d.events,
+                    audit: d.audit,
+                  }}
+                />
               </Section>
               {can('audit.read') ? (
-                <Section title="Operators' changes to this order and its events">
+                <Section title={t("Operators' changes to this order and its events")}>
                   <AuditTable entries={d.audit} />
                 </Section>
               ) : null}

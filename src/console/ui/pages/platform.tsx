@@ -1,7 +1,8 @@
 /** The platform's signing keys (rotation) and source-IP policy. */
-import { get, post, put } from '../api.ts';
-import { ActionNote, Field, Loading, Pre, Section, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { time } from '../format.ts';
+import { t } from '../../../ui/i18n.ts';
+import { get, post, put } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Pre, Section, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { time } from '../../../ui/format.ts';
 
 interface PlatformKeys {
   keys: { keyId: string; publicKeyPem: string }[];
@@ -27,21 +28,21 @@ export function PlatformPage() {
   const save = useAction();
   return (
     <>
-      <h1>Platform</h1>
-      <Section title="Platform signing keys">
+      <h1>{t('Platform')}</h1>
+      <Section title={t('Platform signing keys')}>
         <Loading loaded={keys}>
           {(k) => (
             <>
-              <Table head={['Key id', 'Role', 'Public key']}>
+              <Table head={[t('Key id'), t('Role'), t('Public key')]}>
                 {k.keys.map((x) => (
                   <tr key={x.keyId}>
                     <td class="mono">{x.keyId}</td>
                     <td>
                       {x.keyId === k.currentKeyId
-                        ? 'signing now'
+                        ? t('signing now')
                         : k.nextKey?.keyId === x.keyId
-                          ? `signs from ${time(k.nextKey.activatesAt)}`
-                          : 'published'}
+                          ? t('signs from {at}', { at: time(k.nextKey.activatesAt) })
+                          : t('published')}
                     </td>
                     <td>
                       <details>
@@ -58,41 +59,41 @@ export function PlatformPage() {
         {can('platformKeys.rotate') ? (
           <form
             class="inline-form"
-            aria-label="Rotate the platform key"
+            aria-label={t('Rotate the platform key')}
             onSubmit={(e) => {
               const v = formValues(e);
               if (
                 v.after === '0' &&
-                !window.confirm('Sign with a new key at once? Merchants that have not fetched it will fail to verify.')
+                !window.confirm(t('Sign with a new key at once? Merchants that have not fetched it will fail to verify.'))
               )
                 return;
               void rotate.run(async () => {
                 await post('/platform-keys/rotate', { activateAfterSeconds: Number(v.after) });
                 keys.reload();
-              }, 'A new key is published.');
+              }, t('A new key is published.'));
             }}
           >
-            <Field label="The new key signs">
+            <Field label={t('The new key signs')}>
               <select name="after" defaultValue="86400">
-                <option value="86400">in 24 hours (merchants fetch it first)</option>
-                <option value="604800">in 7 days</option>
-                <option value="0">at once (a compromised key)</option>
+                <option value="86400">{t('in 24 hours (merchants fetch it first)')}</option>
+                <option value="604800">{t('in 7 days')}</option>
+                <option value="0">{t('at once (a compromised key)')}</option>
               </select>
             </Field>
             <button type="submit" class="primary" disabled={rotate.busy}>
-              Rotate
+              {t('Rotate')}
             </button>
           </form>
         ) : null}
         <ActionNote action={rotate} />
       </Section>
-      <Section title="Source-IP policy of the open API">
+      <Section title={t('Source-IP policy of the open API')}>
         <Loading loaded={policy}>
           {(p) =>
             can('ipPolicy.write') ? (
               <form
                 class="stack-form"
-                aria-label="IP policy"
+                aria-label={t('IP policy')}
                 onSubmit={(e) => {
                   const v = formValues(e);
                   void save.run(async () => {
@@ -104,20 +105,20 @@ export function PlatformPage() {
                       allowIpv6: v.allowIpv6 === 'on',
                     });
                     policy.reload();
-                  }, 'Policy saved (other instances apply it within 5 s).');
+                  }, t('Policy saved (other instances apply it within 5 s).'));
                 }}
               >
-                <Field label="Trusted proxies (CIDRs, one per line)">
+                <Field label={t('Trusted proxies (CIDRs, one per line)')}>
                   <textarea name="trustedProxies" rows={3} defaultValue={p.trustedProxies.join('\n')} />
                 </Field>
                 <label class="check">
                   <input type="checkbox" name="noAllowlist" defaultChecked={p.allowlist === null} /> No platform allowlist (every address
                   not denied)
                 </label>
-                <Field label="Allowlist (CIDRs, one per line)">
+                <Field label={t('Allowlist (CIDRs, one per line)')}>
                   <textarea name="allowlist" rows={3} defaultValue={(p.allowlist ?? []).join('\n')} />
                 </Field>
-                <Field label="Denylist (CIDRs, one per line)">
+                <Field label={t('Denylist (CIDRs, one per line)')}>
                   <textarea name="denylist" rows={3} defaultValue={p.denylist.join('\n')} />
                 </Field>
                 <label class="check">
@@ -127,7 +128,7 @@ export function PlatformPage() {
                   <input type="checkbox" name="allowIpv6" defaultChecked={p.allowIpv6} /> IPv6
                 </label>
                 <button type="submit" class="primary" disabled={save.busy}>
-                  Save policy
+                  {t('Save policy')}
                 </button>
                 <ActionNote action={save} />
               </form>

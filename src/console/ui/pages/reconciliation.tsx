@@ -3,10 +3,11 @@
  * with its lines by outcome, and the provider discrepancies (every finding of a run is one, source
  * STATEMENT, next to what notices and queries reported), resolved here once dealt with.
  */
+import { t } from '../../../ui/i18n.ts';
 import { useEffect, useState } from 'preact/hooks';
-import { get, post, query } from '../api.ts';
-import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, post, query } from '../../../ui/api.ts';
+import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 
 interface Run {
   runId: string;
@@ -69,7 +70,7 @@ function Pick({
   name,
   options,
   value = '',
-  any = 'any',
+  any = t('any'),
 }: {
   label: string;
   name: string;
@@ -94,24 +95,24 @@ function Pick({
 function RequestRun({ onDone }: { onDone: () => void }) {
   const action = useAction();
   return (
-    <Section title="Reconcile a day">
+    <Section title={t('Reconcile a day')}>
       <form
         class="inline-form"
-        aria-label="Reconcile a day"
+        aria-label={t('Reconcile a day')}
         onSubmit={(e) => {
           const v = formValues(e);
           void action.run(async () => {
             await post('/reconciliation/runs', { day: v.day, ...(v.provider ? { provider: v.provider } : {}) });
             onDone();
-          }, 'Queued: the workers run it within seconds.');
+          }, t('Queued: the workers run it within seconds.'));
         }}
       >
-        <Field label="Day (Asia/Shanghai)">
+        <Field label={t('Day (Asia/Shanghai)')}>
           <input name="day" type="date" required defaultValue={yesterday()} />
         </Field>
-        <Pick label="Provider" name="provider" options={PROVIDERS} any="every provider with statements" />
+        <Pick label={t('Provider')} name="provider" options={PROVIDERS} any="every provider with statements" />
         <button type="submit" class="primary" disabled={action.busy}>
-          Reconcile
+          {t('Reconcile')}
         </button>
       </form>
       <ActionNote action={action} />
@@ -128,54 +129,68 @@ function Discrepancies() {
   );
   const action = useAction();
   return (
-    <Section title="Provider discrepancies">
+    <Section title={t('Provider discrepancies')}>
       <form
         class="inline-form"
-        aria-label="Filter discrepancies"
+        aria-label={t('Filter discrepancies')}
         onSubmit={(e) => {
           const v = formValues(e);
           setFilter({ status: v.status ?? '', source: v.source ?? '' });
         }}
       >
-        <Pick label="Status" name="status" options={['OPEN', 'RESOLVED']} value={filter.status} />
-        <Pick label="Source" name="source" options={SOURCES} value={filter.source} />
+        <Pick label={t('Status')} name="status" options={['OPEN', 'RESOLVED']} value={filter.status} />
+        <Pick label={t('Source')} name="source" options={SOURCES} value={filter.source} />
         <button type="submit" class="primary">
-          Show
+          {t('Show')}
         </button>
       </form>
       <ActionNote action={action} />
       <Loading loaded={loaded}>
         {(d) => (
           <Table
-            head={['Id', 'Provider', 'Source', 'Kind', 'Subject', 'Ledger', 'Provider said', 'Status', 'Found', '']}
+            head={[
+              t('Id'),
+              t('Provider'),
+              t('Source'),
+              t('Kind'),
+              t('Subject'),
+              t('Ledger'),
+              t('Provider said'),
+              t('Status'),
+              t('Found'),
+              '',
+            ]}
             empty={d.discrepancies.length === 0}
           >
             {d.discrepancies.map((x) => (
               <tr key={x.id}>
-                <td class="mono">{x.id}</td>
+                <td class="mono wrap">{x.id}</td>
                 <td>{x.provider}</td>
                 <td>{x.source}</td>
                 <td>{x.kind}</td>
-                <td class="mono">{x.subjectId}</td>
+                <td class="mono wrap">{x.subjectId}</td>
                 <td class="json-cell">{x.expected === null ? '—' : JSON.stringify(x.expected)}</td>
                 <td class="json-cell">{JSON.stringify(x.reported)}</td>
                 <td>
                   <Status value={x.status} />
                 </td>
-                <td>{time(x.createdAt)}</td>
+                <td class="when">{time(x.createdAt)}</td>
                 <td>
                   {x.status === 'OPEN' && can('reconciliation.write') ? (
                     <button
                       type="button"
                       disabled={action.busy}
                       onClick={() =>
-                        void action.run(async () => {
-                          await post(`/provider-discrepancies/${encodeURIComponent(x.id)}/resolve`);
-                          loaded.reload();
-                        }, `Discrepancy ${x.id} resolved.`)
+                        void action.run(
+                          async () => {
+                            await post(`/provider-discrepancies/${encodeURIComponent(x.id)}/resolve`);
+                            loaded.reload();
+                          },
+                          t('Discrepancy {id} resolved.', { id: x.id }),
+                        )
                       }
                     >
-                      Resolve
+                      {t('Resolve')}
                     </button>
                   ) : null}
                 </td>
@@ -197,46 +212,46 @@ export function ReconciliationPage() {
   );
   return (
     <>
-      <h1>Reconciliation</h1>
+      <h1>{t('Reconciliation')}</h1>
       {can('reconciliation.write') ? <RequestRun onDone={loaded.reload} /> : null}
-      <Section title="Runs, newest first">
+      <Section title={t('Runs, newest first')}>
         <form
           class="inline-form"
-          aria-label="Filter runs"
+          aria-label={t('Filter runs')}
           onSubmit={(e) => {
             const v = formValues(e);
             setFilter({ day: v.day ?? '', provider: v.provider ?? '' });
           }}
         >
-          <Field label="Day">
+          <Field label={t('Day')}>
             <input name="day" type="date" defaultValue={filter.day} />
           </Field>
-          <Pick label="Provider" name="provider" options={PROVIDERS} value={filter.provider} />
+          <Pick label={t('Provider')} name="provider" options={PROVIDERS} value={filter.provider} />
           <button type="submit" class="primary">
-            Show
+            {t('Show')}
           </button>
         </form>
         <Loading loaded={loaded}>
           {(d) => (
             <Table
               head={[
-                'Run',
-                'Provider',
-                'Day',
-                'Trigger',
-                'Status',
-                'Statement lines',
-                'Ledger only',
-                'Matched',
-                'Converged',
-                'Discrepancies',
-                'Finished',
+                t('Run'),
+                t('Provider'),
+                t('Day'),
+                t('Trigger'),
+                t('Status'),
+                t('Statement lines'),
+                t('Ledger only'),
+                t('Matched'),
+                t('Converged'),
+                t('Discrepancies'),
+                t('Finished'),
               ]}
               empty={d.runs.length === 0}
             >
               {d.runs.map((r) => (
                 <tr key={r.runId}>
-                  <td class="mono">
+                  <td class="mono wrap">
                     <a href={`#/reconciliation/${r.runId}`}>{r.runId}</a>
                   </td>
                   <td>{r.provider}</td>
@@ -250,7 +265,7 @@ export function ReconciliationPage() {
                   <td class="num">{count(r.matched)}</td>
                   <td class="num">{count(r.converged)}</td>
                   <td class="num">{count(r.discrepancies)}</td>
-                  <td>{time(r.finishedAt)}</td>
+                  <td class="when">{time(r.finishedAt)}</td>
                 </tr>
               ))}
             </Table>
@@ -282,7 +297,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
   return (
     <>
       <p>
-        <a href="#/reconciliation">← Reconciliation</a>
+        <a href="#/reconciliation">{t('← Reconciliation')}</a>
       </p>
       <h1>
         Run <span class="mono">{runId}</span>
@@ -291,35 +306,46 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
         {(r) => (
           <Section title={`${r.provider}, ${r.day}`}>
             <dl class="facts">
-              <dt>Status</dt>
+              <dt>{t('Status')}</dt>
               <dd>
                 <Status value={r.status} /> {r.error ?? ''}
               </dd>
-              <dt>Trigger</dt>
+              <dt>{t('Trigger')}</dt>
               <dd>
                 {r.trigger} (try {r.tries})
               </dd>
-              <dt>Started</dt>
+              <dt>{t('Started')}</dt>
               <dd>{time(r.startedAt)}</dd>
-              <dt>Finished</dt>
+              <dt>{t('Finished')}</dt>
               <dd>{time(r.finishedAt)}</dd>
-              <dt>Next try</dt>
+              <dt>{t('Next try')}</dt>
               <dd>{time(r.nextTryAt)}</dd>
               {Object.entries(r.outcomes).map(([k, n]) => [<dt key={`${k}-t`}>{k}</dt>, <dd key={`${k}-n`}>{n}</dd>])}
             </dl>
           </Section>
         )}
       </Loading>
-      <Section title="Lines">
-        <form class="inline-form" aria-label="Filter lines" onSubmit={(e) => setOutcome(formValues(e).outcome ?? '')}>
-          <Pick label="Outcome" name="outcome" options={Object.keys(run.data?.outcomes ?? {})} value={outcome} />
+      <Section title={t('Lines')}>
+        <form class="inline-form" aria-label={t('Filter lines')} onSubmit={(e) => setOutcome(formValues(e).outcome ?? '')}>
+          <Pick label={t('Outcome')} name="outcome" options={Object.keys(run.data?.outcomes ?? {})} value={outcome} />
           <button type="submit" class="primary">
-            Show
+            {t('Show')}
           </button>
         </form>
         <ActionNote action={lines} />
         <Table
-          head={['#', 'From', 'Kind', 'Subject', 'Provider ref.', 'Amount', 'State', 'At', 'Outcome', 'Discrepancy']}
+          head={[
+            '#',
+            t('From'),
+            t('Kind'),
+            t('Subject'),
+            t('Provider ref.'),
+            t('Amount'),
+            t('State'),
+            t('At'),
+            t('Outcome'),
+            t('Discrepancy'),
+          ]}
           empty={pages.flat().length === 0}
         >
           {pages.flat().map((l) => (
@@ -331,7 +357,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
               <td class="mono">{l.providerRef ?? '—'}</td>
               <td class="num">{money(l.amountFen)}</td>
               <td>{l.state}</td>
-              <td>{time(l.occurredAt)}</td>
+              <td class="when">{time(l.occurredAt)}</td>
               <td>{l.outcome ?? '—'}</td>
               <td class="mono">{l.discrepancyId ?? ''}</td>
             </tr>
@@ -339,7 +365,7 @@ export function ReconciliationRunPage({ runId }: { runId: string }) {
         </Table>
         {next !== null ? (
           <button type="button" disabled={lines.busy} onClick={() => void load(outcome, next)}>
-            More lines
+            {t('More lines')}
           </button>
         ) : null}
       </Section>

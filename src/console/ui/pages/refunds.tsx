@@ -1,8 +1,10 @@
 /** Refunds, newest first, by state. */
+import { t } from '../../../ui/i18n.ts';
+import { RefundFilter } from '../../../ui/lists.tsx';
 import { useState } from 'preact/hooks';
-import { get, query } from '../api.ts';
-import { Field, Loading, Section, Status, Table, formValues, useLoad } from '../components.tsx';
-import { money, time } from '../format.ts';
+import { get, query } from '../../../ui/api.ts';
+import { Loading, Section, Status, Table, useLoad } from '../../../ui/components.tsx';
+import { money, time } from '../../../ui/format.ts';
 
 interface Refund {
   refundAttemptId: string;
@@ -21,26 +23,12 @@ export function RefundsPage() {
   const loaded = useLoad(() => get<{ refunds: Refund[] }>(`/refunds${query({ state, limit: 200 })}`), [state]);
   return (
     <>
-      <h1>Refunds</h1>
-      <Section title="Filter">
-        <form class="inline-form" aria-label="Filter refunds" onSubmit={(e) => setState(formValues(e).state ?? '')}>
-          <Field label="State">
-            <select name="state">
-              <option value="">any</option>
-              {['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'].map((s) => (
-                <option key={s}>{s}</option>
-              ))}
-            </select>
-          </Field>
-          <button type="submit" class="primary">
-            Show
-          </button>
-        </form>
-      </Section>
-      <Section title="Refunds, newest first">
+      <h1>{t('Refunds')}</h1>
+      <RefundFilter onFilter={setState} />
+      <Section title={t('Refunds, newest first')}>
         <Loading loaded={loaded}>
           {(d) => (
-            <Table head={['Refund no.', 'Order', 'Amount', 'State', 'Kind', 'Created']} empty={d.refunds.length === 0}>
+            <Table head={[t('Refund no.'), t('Order'), t('Amount'), t('State'), t('Kind'), t('Created')]} empty={d.refunds.length === 0}>
               {d.refunds.map((r) => (
                 <tr key={r.refundAttemptId}>
                   <td class="mono">{r.outRefundNo}</td>
@@ -51,8 +39,8 @@ export function RefundsPage() {
                   <td>
                     <Status value={r.state} /> {r.failureReason ?? ''}
                   </td>
-                  <td>{r.automatic ? 'automatic (duplicate payment)' : 'merchant'}</td>
-                  <td>{time(r.createdAt)}</td>
+                  <td>{r.automatic ? t('automatic (duplicate payment)') : t('merchant')}</td>
+                  <td class="when">{time(r.createdAt)}</td>
                 </tr>
               ))}
             </Table>

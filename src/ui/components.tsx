@@ -1,10 +1,12 @@
-/** Shared pieces of the console's pages: loading data, running an action, showing a refusal, tables, the chart. */
+/** Shared pieces of the console's and the portal's pages: loading data, running an action, showing a refusal, tables, day filters, the language switch, the chart. */
 import type { ComponentChildren } from 'preact';
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useState } from 'preact/hooks';
-import { ApiError, type Session } from './api.ts';
+import { ApiError } from './api.ts';
+import { hourOf } from './format.ts';
+import { LANGS, language, setLanguage, t } from './i18n.ts';
 
-export const SessionContext = createContext<Session | null>(null);
+export const SessionContext = createContext<{ permissions: string[] } | null>(null);
 
 /** Whether the signed-in operator's role allows a permission (the page hides what the server would refuse). */
 export function useCan(): (permission: string) => boolean {
@@ -93,7 +95,7 @@ export function ActionNote({ action }: { action: Action }) {
 
 export function Loading<T>({ loaded, children }: { loaded: Loaded<T>; children: (data: T) => ComponentChildren }) {
   if (loaded.error) return <ErrorNote error={loaded.error} />;
-  if (loaded.data === null) return <p class="muted">Loading…</p>;
+  if (loaded.data === null) return <p class="muted">{t('Loading…')}</p>;
   return <>{children(loaded.data)}</>;
 }
 
@@ -126,7 +128,7 @@ export function Table({ head, children, empty }: { head: string[]; children: Com
           {empty ? (
             <tr>
               <td colSpan={head.length} class="muted">
-                Nothing to show.
+                {t('Nothing to show.')}
               </td>
             </tr>
           ) : null}
@@ -170,17 +172,16 @@ export function HourChart({ hours }: { hours: { hour: string; orders: number; pa
   const max = Math.max(1, ...hours.map((x) => x.orders));
   const y = (n: number) => (n / max) * (h - 20);
   return (
-    <svg class="chart" viewBox={`-16 0 ${w + 32} ${h + 18}`} role="img" aria-label="Orders per hour over the last 24 hours">
+    <svg class="chart" viewBox={`-16 0 ${w + 32} ${h + 18}`} role="img" aria-label={t('Orders per hour over the last 24 hours')}>
       {hours.map((x, i) => {
-        const at = new Date(x.hour);
         return (
           <g key={x.hour}>
-            <title>{`${at.getHours()}:00 — ${x.orders} orders, ${x.paid} paid`}</title>
+            <title>{t('{hour}:00 — {orders} orders, {paid} paid', { hour: hourOf(x.hour), orders: x.orders, paid: x.paid })}</title>
             <rect class="bar-all" x={i * 20 + 3} y={h - y(x.orders)} width={14} height={y(x.orders)} />
             <rect class="bar-paid" x={i * 20 + 3} y={h - y(x.paid)} width={14} height={y(x.paid)} />
             {i % 6 === 0 || i === hours.length - 1 ? (
               <text x={i * 20 + 10} y={h + 14} text-anchor="middle">
-                {`${String(at.getHours()).padStart(2, '0')}:00`}
+                {`${String(hourOf(x.hour)).padStart(2, '0')}:00`}
               </text>
             ) : null}
           </g>
@@ -216,4 +217,80 @@ export function Confirm({
       {label}
     </button>
   );
+}
+
+/**
+ * The day filter of every page: "From (day)" and "To (day, inclusive)", Asia/Shanghai days, named
+ * `from` and `to` in the form (format.ts dayRange turns them into the APIs' instants).
+ */
+export function DayRangeFields() {
+  return (
+    <>
+      <Field label={t('From (day)')}>
+        <input name="from" type="date" />
+      </Field>
+      <Field label={t('To (day, inclusive)')}>
+        <input name="to" type="date" />
+      </Field>
+    </>
+  );
+}
+
+/** English / 中文: the choice is kept in the browser and the page drawn again. */
+export function LanguageSwitch() {
+  return (
+    <span class="lang-switch">
+      {LANGS.map((l) => (
+        <button
+          key={l.lang}
+          type="button"
+          class="link"
+          lang={l.lang}
+          aria-pressed={language() === l.lang}
+          disabled={language() === l.lang}
+          onClick={() => setLanguage(l.lang)}
+        >
+          {l.label}
+        </button>
+      ))}
+    </span>
+  );
+}
+
+export interface Pages<T> {
+  /** The rows of the pages read so far (null before the first). */
+  rows: T[] | null;
+  filter: Record<string, string>;
+  /** Reads the first page of a filter (the empty filter at first, without a press on Search). */
+  search: (filter: Record<string, string>) => void;
+  /** Reads the next page, when there is one. */
+  more: (() => void) | null;
+  action: Action;
+}
+
+/** A list read page by page with a cursor, newest first: its first page as soon as it is shown. */
+export function usePages<T>(
+  read: (filter: Record<string, string>, cursor: string | null) => Promise<{ rows: T[]; next: string | null }>,
+): Pages<T> {
+  const [filter, setFilter] = useState<Record<string, string>>({});
+  const [rows, setRows] = useState<T[] | null>(null);
+  const [next, setNext] = useState<string | null>(null);
+  const action = useAction();
+  const load = (f: Record<string, string>, cursor: string | null) =>
+    void action.run(async () => {
+      const r = await read(f, cursor);
+      setRows((old) => (cursor && old ? [...old, ...r.rows] : r.rows));
+      setNext(r.next);
+    });
+  useEffect(() => load({}, null), []);
+  return {
+    rows,
+    filter,
+    search: (f) => {
+      setFilter(f);
+      load(f, null);
+    },
+    more: next === null ? null : () => load(filter, next),
+    action,
+  };
 }

@@ -1,8 +1,12 @@
-/** The console's calls: the admin API with the session cookie and its CSRF token, and the session endpoints. */
+/**
+ * The calls of a browser surface's page (the console, the portal): JSON with the session cookie and,
+ * on a change, the session's CSRF token. Each page says where its paths go (configureApi).
+ */
 
 export class ApiError extends Error {
   status: number;
   code: string;
+  retryAfter: string | null = null;
   constructor(status: number, code: string, message: string) {
     super(message);
     this.status = status;
@@ -10,8 +14,8 @@ export class ApiError extends Error {
   }
 }
 
-export interface Session {
-  operator: { operatorId: string; name: string; role: string };
+/** What every surface's session answer carries. */
+export interface BaseSession {
   permissions: string[];
   csrfToken: string;
   expiresAt: string;
@@ -19,8 +23,18 @@ export interface Session {
 
 let csrfToken = '';
 let signedOut: () => void = () => {};
+let config = { ownPrefix: '/console/', base: '/api/admin/v1', sessionPath: '/console/api/session' };
 
-export function rememberSession(s: Session | null): void {
+/**
+ * Where the page's paths go: one under `ownPrefix` as it is, any other under `base`
+ * (the console: `/merchants` is /api/admin/v1/merchants); `sessionPath` is the session endpoint
+ * (its 401 is an answer, not a session that ended).
+ */
+export function configureApi(c: { ownPrefix: string; base: string; sessionPath: string }): void {
+  config = c;
+}
+
+export function rememberSession(s: { csrfToken: string } | null): void {
   csrfToken = s?.csrfToken ?? '';
 }
 
@@ -29,9 +43,9 @@ export function onSignedOut(f: () => void): void {
   signedOut = f;
 }
 
-/** A path under /console/api is the console's own; any other is the admin API's (`/merchants` is /api/admin/v1/merchants). */
+/** The URL of a page's path (configureApi). */
 export function urlOf(path: string): string {
-  return path.startsWith('/console/') ? path : `/api/admin/v1${path}`;
+  return path.startsWith(config.ownPrefix) ? path : `${config.base}${path}`;
 }
 
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -53,8 +67,10 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
     json = { message: text };
   }
   if (!res.ok) {
-    if (res.status === 401 && path !== '/console/api/session') signedOut();
-    throw new ApiError(res.status, String(json.code ?? res.status), String(json.message ?? res.statusText));
+    if (res.status === 401 && path !== config.sessionPath) signedOut();
+    const e = new ApiError(res.status, String(json.code ?? res.status), String(json.message ?? res.statusText));
+    e.retryAfter = res.headers.get('retry-after');
+    throw e;
   }
   return json as T;
 }
