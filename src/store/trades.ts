@@ -5,7 +5,7 @@
  * the order's ledger are made by the use cases with the order's row locked.
  */
 import type { TradeState, Transition } from '../domain/states.ts';
-import type { Queryable } from './db.ts';
+import { type Db, type Queryable, withTx } from './db.ts';
 
 export type TradeProduct = 'JSAPI' | 'NATIVE';
 
@@ -64,19 +64,31 @@ export type NewTrade = Pick<TradeRow, 'id' | 'attemptId' | 'orderId' | 'provider
  * The attempt's trade of (product, payer): the existing one, or a NEW one recorded now, unless the
  * attempt already has `cap` trades of that product (then null: a JSAPI trade is made per WeChat
  * user who opens the link, and a link passed around must not make orders without end).
+ *
+ * The cap holds under concurrency: a new trade is counted and recorded in one transaction with the
+ * attempt's row locked (FOR NO KEY UPDATE, which a foreign key's check does not wait for), so the
+ * new trades of one attempt are recorded one at a time and each count sees those recorded before
+ * it (two WeChat users authorized at once cannot both take the last place).
  */
-export async function ensureTradeRow(db: Queryable, t: NewTrade, cap: number, now: Date): Promise<TradeRow | null> {
+export async function ensureTradeRow(db: Db, t: NewTrade, cap: number, now: Date): Promise<TradeRow | null> {
   const existing = await findTrade(db, t.attemptId, t.product, t.payer);
   if (existing) return existing;
-  const r = await db.query<TradeRow>(
-    `INSERT INTO provider_trades(id, attempt_id, order_id, provider, product, payer, handle, state, created_at, updated_at)
-     SELECT $1, $2, $3, $4, $5, $6, $7, 'NEW', $8, $8
-      WHERE (SELECT count(*) FROM provider_trades WHERE attempt_id = $2 AND product = $5) < $9
-     ON CONFLICT (attempt_id, product, payer) DO NOTHING RETURNING ${TRADE_COLS}`,
-    [t.id, t.attemptId, t.orderId, t.provider, t.product, t.payer, t.handle, now, cap],
-  );
-  // None: at the cap, or a concurrent request recorded it first (then it is found).
-  return r.rows[0] ?? findTrade(db, t.attemptId, t.product, t.payer);
+  return withTx(db, async (tx) => {
+    await tx.query({
+      name: 'attempt_lock_for_trades',
+      text: 'SELECT 1 FROM attempts WHERE id = $1 FOR NO KEY UPDATE',
+      values: [t.attemptId],
+    });
+    const r = await tx.query<TradeRow>(
+      `INSERT INTO provider_trades(id, attempt_id, order_id, provider, product, payer, handle, state, created_at, updated_at)
+       SELECT $1, $2, $3, $4, $5, $6, $7, 'NEW', $8, $8
+        WHERE (SELECT count(*) FROM provider_trades WHERE attempt_id = $2 AND product = $5) < $9
+       ON CONFLICT (attempt_id, product, payer) DO NOTHING RETURNING ${TRADE_COLS}`,
+      [t.id, t.attemptId, t.orderId, t.provider, t.product, t.payer, t.handle, now, cap],
+    );
+    // None: at the cap, or recorded by a concurrent request before the lock was had (then it is found).
+    return r.rows[0] ?? findTrade(tx, t.attemptId, t.product, t.payer);
+  });
 }
 
 /** Every trade of an order, oldest first (the back office's order view). */
