@@ -7,12 +7,30 @@ import type { Services } from '../services.ts';
 import * as bo from '../usecases/back-office.ts';
 import * as reads from '../usecases/back-office-reads.ts';
 import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
+import type { TradeRow } from '../store/trades.ts';
 import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
 import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
 import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from './admin-query.ts';
 import { actorOf, need } from './operator-auth.ts';
 
 type O = { Params: { openOrderId: string } };
+
+/**
+ * An attempt's provider trades beyond its own order (JSAPI, Native), as the back office and the
+ * portal show them: number, product, state, when made and when paid (a paid trade changes no more:
+ * its last change is its payment); never the payer's openid or the payment material.
+ */
+export function tradesView(trades: TradeRow[], attemptId: string) {
+  return trades
+    .filter((t) => t.attemptId === attemptId)
+    .map((t) => ({
+      tradeNo: t.id,
+      product: t.product,
+      state: t.state,
+      createdAt: t.createdAt.toISOString(),
+      paidAt: t.state === 'PAID' ? t.updatedAt.toISOString() : null,
+    }));
+}
 type E = { Params: { eventId: string } };
 
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {
@@ -36,10 +54,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
         state: a.state,
         expireAt: a.expireAt.toISOString(),
         createdAt: a.createdAt.toISOString(),
-        // Its provider trades beyond its own order (JSAPI, Native): numbers and states, never the payer or the material.
-        trades: trades
-          .filter((t) => t.attemptId === a.id)
-          .map((t) => ({ tradeNo: t.id, product: t.product, state: t.state, createdAt: t.createdAt.toISOString() })),
+        trades: tradesView(trades, a.id),
       })),
       refunds: refunds.map((r) => ({
         refundAttemptId: r.id,

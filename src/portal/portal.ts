@@ -22,6 +22,7 @@ import { CHANNELS } from '../domain/open-schemas.ts';
 import { statementCompression, statementFileName } from '../domain/statements.ts';
 import { accountView, allocationView, appView } from '../http/admin.ts';
 import { bodyOf, installBackOffice } from '../http/admin-common.ts';
+import { tradesView } from '../http/admin-operations.ts';
 import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text, time } from '../http/admin-query.ts';
 import {
   acceptInvitationSchema,
@@ -268,7 +269,7 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
       });
 
       api.get<P>('/orders/:openOrderId', perm('orders.read'), async (req) => {
-        const { order: o, attempts, refunds, events } = await portal.orderDetail(d, actorOf(req), req.params.openOrderId!);
+        const { order: o, attempts, trades, refunds, events } = await portal.orderDetail(d, actorOf(req), req.params.openOrderId!);
         return {
           openOrderId: o.id,
           appId: o.appId,
@@ -283,7 +284,14 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
           paidAt: o.paidAt?.toISOString() ?? null,
           expireAt: o.expireAt.toISOString(),
           // No payment material leaves through the portal either.
-          attempts: attempts.map((a) => ({ attemptId: a.id, seq: a.seq, state: a.state, expireAt: a.expireAt, createdAt: a.createdAt })),
+          attempts: attempts.map((a) => ({
+            attemptId: a.id,
+            seq: a.seq,
+            state: a.state,
+            expireAt: a.expireAt,
+            createdAt: a.createdAt,
+            trades: tradesView(trades, a.id),
+          })),
           refunds: refunds.map((r) => ({
             refundAttemptId: r.id,
             outRefundNo: r.outRefundNo,

@@ -1,6 +1,7 @@
 /**
  * Views both the console and the portal show: an event's delivery log, the audit log's entries
- * (who changed what, before and after), and an order's timeline.
+ * (who changed what, before and after), an order's attempts with their provider trades, and an
+ * order's timeline.
  */
 import type { ComponentChildren } from 'preact';
 import { Pre, Section, Status, Table } from './components.tsx';
@@ -89,13 +90,82 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
   );
 }
 
+/**
+ * A provider trade of an attempt beyond its own provider order (docs/cashier.md): a JSAPI order
+ * inside WeChat, a Native code on a computer. The APIs never give its payer or material.
+ */
+export interface Trade {
+  tradeNo: string;
+  product: string;
+  state: string;
+  createdAt: string;
+  paidAt: string | null;
+}
+
+export interface Attempt {
+  attemptId: string;
+  seq: number;
+  state: string;
+  createdAt: string;
+  expireAt: string;
+  trades: Trade[];
+}
+
+function productLabel(p: string): string {
+  return p === 'JSAPI' ? t('JSAPI (inside WeChat)') : p === 'NATIVE' ? t('Native (a code scanned)') : p;
+}
+
+/** An order's attempts, then (when the cashier made any) each attempt's provider trades. */
+export function AttemptsSection({ attempts }: { attempts: Attempt[] }) {
+  const trades = attempts.flatMap((a) => a.trades.map((x) => ({ seq: a.seq, ...x })));
+  return (
+    <Section title={t('Attempts')}>
+      <Table head={[t('#'), t('Attempt id'), t('State'), t('Created'), t('Expires')]} empty={attempts.length === 0}>
+        {attempts.map((a) => (
+          <tr key={a.attemptId}>
+            <td>{a.seq}</td>
+            <td class="mono">{a.attemptId}</td>
+            <td>
+              <Status value={a.state} />
+            </td>
+            <td class="when">{time(a.createdAt)}</td>
+            <td class="when">{time(a.expireAt)}</td>
+          </tr>
+        ))}
+      </Table>
+      {trades.length > 0 ? (
+        <div class="trades">
+          <h3>{t('Provider trades')}</h3>
+          <p class="muted">
+            {t('Provider orders the cashier made for an attempt where its own cannot be paid (inside WeChat, on a computer).')}
+          </p>
+          <Table head={[t('Attempt'), t('Product'), t('Trade no.'), t('State'), t('Created'), t('Paid')]}>
+            {trades.map((x) => (
+              <tr key={x.tradeNo} data-trade={x.tradeNo}>
+                <td>#{x.seq}</td>
+                <td>{productLabel(x.product)}</td>
+                <td class="mono">{x.tradeNo}</td>
+                <td>
+                  <Status value={x.state} />
+                </td>
+                <td class="when">{time(x.createdAt)}</td>
+                <td class="when">{time(x.paidAt)}</td>
+              </tr>
+            ))}
+          </Table>
+        </div>
+      ) : null}
+    </Section>
+  );
+}
+
 /** What an order's timeline is made of (the console's and the portal's order pages). */
 export interface TimelineSource {
   createdAt: string | null;
   amountFen: number;
   channel: string;
   paidAt: string | null;
-  attempts: { attemptId: string; seq: number; state: string; createdAt: string }[];
+  attempts: { attemptId: string; seq: number; state: string; createdAt: string; trades?: Trade[] }[];
   refunds: { outRefundNo: string; amountFen: number; state: string; createdAt: string; updatedAt: string }[];
   events: { eventId: string; eventType: string; createdAt: string; deliveries: Delivery[] }[];
   audit: AuditEntry[];
@@ -106,8 +176,14 @@ export function timeline(d: TimelineSource): { at: string; what: string }[] {
   const items: { at: string; what: string }[] = [];
   if (d.createdAt)
     items.push({ at: d.createdAt, what: t('Order created ({amount}, {channel})', { amount: money(d.amountFen), channel: d.channel }) });
-  for (const a of d.attempts)
+  for (const a of d.attempts) {
     items.push({ at: a.createdAt, what: t('Attempt #{seq} {id} created (now {state})', { seq: a.seq, id: a.attemptId, state: a.state }) });
+    for (const x of a.trades ?? []) {
+      const vars = { seq: a.seq, no: x.tradeNo, product: productLabel(x.product), state: x.state };
+      items.push({ at: x.createdAt, what: t('Attempt #{seq}: {product} trade {no} made (now {state})', vars) });
+      if (x.paidAt) items.push({ at: x.paidAt, what: t('Provider trade {no} paid', vars) });
+    }
+  }
   if (d.paidAt) items.push({ at: d.paidAt, what: t('Order paid') });
   for (const r of d.refunds) {
     items.push({ at: r.createdAt, what: t('Refund {no} of {amount} requested', { no: r.outRefundNo, amount: money(r.amountFen) }) });

@@ -84,4 +84,18 @@ export const SHARED_ZH: Record<string, string> = {
   Show: '显示',
   any: '全部',
   'Search orders': '查询订单',
+  Attempts: '支付尝试',
+  'Attempt id': '尝试 ID',
+  Attempt: '支付尝试',
+  Expires: '过期时间',
+  Paid: '支付时间',
+  Product: '支付产品',
+  'Trade no.': '交易单号',
+  'Provider trades': '渠道交易',
+  'Provider orders the cashier made for an attempt where its own cannot be paid (inside WeChat, on a computer).':
+    '收银台在支付尝试自身的渠道订单无法付款时（如微信内、电脑上）另行创建的渠道订单。',
+  'JSAPI (inside WeChat)': 'JSAPI（微信内支付）',
+  'Native (a code scanned)': 'Native（扫码支付）',
+  'Attempt #{seq}: {product} trade {no} made (now {state})': '支付尝试 #{seq}：{product} 渠道交易 {no} 创建（当前 {state}）',
+  'Provider trade {no} paid': '渠道交易 {no} 已支付',
 };

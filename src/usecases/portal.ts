@@ -24,6 +24,7 @@ import * as merchants from '../store/merchants.ts';
 import type { AppKeyRow, AppRow } from '../store/merchants.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 import * as audit from '../store/audit.ts';
 import type { AuditRow } from '../store/audit.ts';
 import { audited } from './audit.ts';
@@ -137,13 +138,14 @@ export function searchOrders(d: BackOfficeDeps, actor: MerchantActor, f: Omit<Or
 export async function orderDetail(d: BackOfficeDeps, actor: MerchantActor, orderId: string) {
   const order = /^ord_[A-Za-z0-9]{1,60}$/.test(orderId) ? await orders.getOrder(d.db, orderId) : null;
   if (!order || order.merchantId !== actor.merchantId) throw notFound('order');
-  const [attempts, refundRows, eventRows] = await Promise.all([
+  const [attempts, tradeRows, refundRows, eventRows] = await Promise.all([
     orders.attemptsOf(d.db, order.id),
+    trades.tradesOfOrder(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
   ]);
   const withDeliveries = await Promise.all(eventRows.map((e) => events.getEventWithDeliveries(d.db, e.eventId)));
-  return { order, attempts, refunds: refundRows, events: withDeliveries.filter((e) => e !== null) };
+  return { order, attempts, trades: tradeRows, refunds: refundRows, events: withDeliveries.filter((e) => e !== null) };
 }
 
 export function listRefunds(d: BackOfficeDeps, actor: MerchantActor, f: { state: string | null; appId: string | null; limit: number }) {

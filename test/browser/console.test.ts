@@ -14,11 +14,16 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
 import { type Merchant, type TestApp, call, merchantKeyPair, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { Receiver, waitFor } from '../helpers/events.ts';
 import { PASSWORD, type TestOperator, createOperator } from '../helpers/operators.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
 
+const UA = {
+  wechat: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 MicroMessenger/8.0.47 NetType/WIFI',
+  computer: 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15',
+};
 const RESULTS = path.resolve(import.meta.dirname, '../../test-results/console');
 const WAIT_MS = 10_000;
 const DESKTOP = { width: 1280, height: 800 };
@@ -453,6 +458,60 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     await page.getByRole('heading', { level: 2, name: '商户平台用户' }).waitFor();
     assert.deepEqual(problems, []);
     await context.close();
+  });
+
+  test("an order's provider trades on its page, in English and in zh-CN: product, number, state, times in Asia/Shanghai; never the openid", async () => {
+    const shop = await provision(t, { name: 'Trades Shop' });
+    const c = await call(t, shop, 'POST', '/api/open/v1/payments', orderBody({ channel: 'WECHAT_H5', amountFen: 1290 }));
+    assert.equal(c.statusCode, 201, c.body);
+    const { openOrderId, payUrl } = c.json() as { openOrderId: string; payUrl: string };
+    const token = new URL(payUrl).pathname.split('/').at(-1)!;
+    // The buyer opens the link inside WeChat (a JSAPI trade), then on a computer (a Native code), and pays by the code.
+    const cashier = (url: string, ua: string) => t.server.inject({ method: 'GET', url, headers: { 'user-agent': ua } });
+    const authorize = new URL(String((await cashier(`/cashier/${token}/wechat/authorize`, UA.wechat)).headers.location));
+    const back = new URL(String((await cashier(`${authorize.pathname}${authorize.search}`, UA.wechat)).headers.location));
+    await cashier(`/cashier/${token}${back.search}`, UA.wechat);
+    await cashier(`/cashier/${token}`, UA.computer);
+    const paid = await t.server.inject({
+      method: 'POST',
+      url: `/cashier/${token}/sandbox/pay?via=native`,
+      headers: { 'x-cashier-request': 'sandbox' },
+    });
+    assert.equal(paid.json().state, 'PAID', paid.body);
+    const trades = (await t.admin('GET', `/orders/${openOrderId}`)).json().attempts[0].trades as { tradeNo: string; product: string }[];
+    const native = trades.find((x) => x.product === 'NATIVE')!;
+    const jsapi = trades.find((x) => x.product === 'JSAPI')!;
+
+    for (const [lang, text] of [
+      ['en-US', { heading: 'Provider trades', native: 'Native (a code scanned)', jsapi: 'JSAPI (inside WeChat)', paid: 'Paid' }],
+      ['zh-CN', { heading: '渠道交易', native: 'Native（扫码支付）', jsapi: 'JSAPI（微信内支付）', paid: '支付时间' }],
+    ] as const) {
+      const context = await browser.newContext({ viewport: DESKTOP, locale: lang, timezoneId: 'America/New_York' });
+      const page = await context.newPage();
+      page.setDefaultTimeout(WAIT_MS);
+      await page.goto(`${base}/console`);
+      const form = page.locator('form.card');
+      await form.locator('input[name=name]').fill('sam');
+      await form.locator('input[name=password]').fill(PASSWORD);
+      await form.locator('button[type=submit]').click();
+      await page.locator('.who[data-operator="sam"]').waitFor();
+      await go(page, `#/orders/${openOrderId}`);
+      await page.getByRole('heading', { level: 3, name: text.heading }).waitFor();
+      const row = page.locator(`tr[data-trade="${native.tradeNo}"]`);
+      const cells = (await row.locator('td').allTextContents()).map((x) => x.trim());
+      assert.deepEqual(cells.slice(1, 4), [text.native, native.tradeNo, 'PAID']);
+      const times = await row.locator('td.when').allTextContents();
+      assert.equal(times.length, 2);
+      for (const x of times) assert.match(x, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\sUTC\+8$/, 'made and paid, in Asia/Shanghai');
+      const other = page.locator(`tr[data-trade="${jsapi.tradeNo}"]`);
+      assert.ok((await other.textContent())!.includes(text.jsapi));
+      assert.equal((await other.locator('td.when').allTextContents())[1], '—', 'not paid');
+      assert.ok((await page.locator('.trades th').allTextContents()).includes(text.paid));
+      await page.locator('.timeline').filter({ hasText: native.tradeNo }).waitFor();
+      assert.ok(!(await page.content()).includes(SANDBOX_OPENID), 'the openid is nowhere on the page');
+      await shot(page, `order-trades-${lang}`);
+      await context.close();
+    }
   });
 
   test('every page at 1280 px and 390 px: readable, no horizontal overflow, no CSP violation', async () => {

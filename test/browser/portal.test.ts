@@ -4,7 +4,8 @@
  * signs in; rotates the app's key (the new key pasted, the old one retired after an hour) while
  * requests signed with both keys keep being accepted; changes the notify URL; redelivers an event
  * of an order the open API made; turns TOTP on and signs in again with a code; and, the day
- * closed (the service's clock moved), downloads the day's statement. The audit log shows each
+ * closed (the service's clock moved), downloads the day's statement. The order, paid by a code
+ * scanned on a computer, shows its attempt's provider trade. The audit log shows each
  * change. Every page at 1280 px and 390 px with no horizontal overflow and no console error (a CSP
  * violation would be one). Screenshots are kept under test-results/portal/.
  */
@@ -22,6 +23,7 @@ import { PASSWORD } from '../helpers/operators.ts';
 import { totpCode } from '../helpers/portal.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
 
+const COMPUTER_UA = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15';
 const RESULTS = path.resolve(import.meta.dirname, '../../test-results/portal');
 const WAIT_MS = 15_000;
 const DESKTOP = { width: 1280, height: 800 };
@@ -188,12 +190,21 @@ describe('merchant portal in a browser', { skip: browserSkipReason() }, () => {
       .filter({ hasText: rx.url(`/${tag}/moved`) })
       .waitFor();
 
-    // --- an order made by the merchant's system, its event redelivered from the portal ---
-    const body = orderBody();
+    // --- an order made by the merchant's system, paid by a code scanned on a computer (a provider
+    // trade of its attempt), its event redelivered from the portal ---
+    const body = orderBody({ channel: 'WECHAT_H5' });
     const c = await call(t, fresh, 'POST', '/api/open/v1/payments', body, { timestamp: String(Math.floor(clock.now() / 1000)) });
     assert.equal(c.statusCode, 201, c.body);
     const orderId = c.json().openOrderId as string;
-    assert.equal((await t.sandbox('POST', `/payments/${orderId}/pay`)).statusCode, 200);
+    const token = new URL(c.json().payUrl as string).pathname.split('/').at(-1)!;
+    await t.server.inject({ method: 'GET', url: `/cashier/${token}`, headers: { 'user-agent': COMPUTER_UA } });
+    const paid = await t.server.inject({
+      method: 'POST',
+      url: `/cashier/${token}/sandbox/pay?via=native`,
+      headers: { 'x-cashier-request': 'sandbox' },
+    });
+    assert.equal(paid.json().state, 'PAID', paid.body);
+    const trade = (await t.admin('GET', `/orders/${orderId}`)).json().attempts[0].trades[0] as { tradeNo: string };
     await waitFor('the first delivery', async () => rx.at(`/${tag}/moved`).length >= 1);
     await go(page, '#/');
     await page.getByRole('link', { name: body.outTradeNo as string }).click();
@@ -212,6 +223,11 @@ describe('merchant portal in a browser', { skip: browserSkipReason() }, () => {
       .filter({ hasText: say(lang, 'Queued for delivery again.') })
       .waitFor();
     await waitFor('the redelivery', async () => rx.at(`/${tag}/moved`).length >= 2);
+    // The attempt's provider trade: its product, number and state, made and paid in Asia/Shanghai.
+    await page.getByRole('heading', { level: 3, name: say(lang, 'Provider trades') }).waitFor();
+    const cells = (await page.locator(`tr[data-trade="${trade.tradeNo}"] td`).allTextContents()).map((x) => x.trim());
+    assert.deepEqual(cells.slice(0, 4), ['#1', say(lang, 'Native (a code scanned)'), trade.tradeNo, 'PAID']);
+    for (const x of cells.slice(4)) assert.match(x, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\sUTC\+8$/);
     await shot(page, `${tag}-order`);
 
     // --- TOTP on, then a sign-in with a code ---

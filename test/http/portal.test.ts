@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
 import { MERCHANT_PERMISSIONS, MERCHANT_ROLES, type MerchantPermission, merchantCan } from '../../src/domain/merchant-users.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { FakeClock, Receiver, reopenApp, waitFor } from '../helpers/events.ts';
@@ -293,6 +294,51 @@ describe('the owner helps itself', () => {
     assert.match(String(file.headers['content-disposition']), /attachment; filename=".*\.csv"/);
     assert.equal(createHash('sha256').update(file.rawPayload).digest('hex'), summary.json().sha256);
     assert.match(file.body, new RegExp(orderId));
+  });
+});
+
+describe('an order paid through a provider trade', () => {
+  const UA = {
+    wechat: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 MicroMessenger/8.0.47 NetType/WIFI',
+    computer: 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15',
+  };
+  const page = (url: string, ua: string) => t.server.inject({ method: 'GET', url, headers: { 'user-agent': ua } });
+
+  test("the detail lists each attempt's trades (product, number, state, made, paid), as the admin API does; never the payer", async () => {
+    const c = await signed(shop, 'POST', '/api/open/v1/payments', orderBody({ channel: 'WECHAT_H5', amountFen: 1290 }));
+    assert.equal(c.statusCode, 201, c.body);
+    const { openOrderId, payUrl } = c.json() as { openOrderId: string; payUrl: string };
+    const token = new URL(payUrl).pathname.split('/').at(-1)!;
+    // Inside WeChat (the sandbox's authorization: its one WeChat user), then on a computer (a Native code).
+    const go = new URL(String((await page(`/cashier/${token}/wechat/authorize`, UA.wechat)).headers.location));
+    const back = new URL(String((await page(`${go.pathname}${go.search}`, UA.wechat)).headers.location));
+    assert.match(back.search, /payer=/);
+    await page(`/cashier/${token}${back.search}`, UA.wechat);
+    await page(`/cashier/${token}`, UA.computer);
+    const paid = await t.server.inject({
+      method: 'POST',
+      url: `/cashier/${token}/sandbox/pay?via=native`,
+      headers: { 'x-cashier-request': 'sandbox' },
+    });
+    assert.equal(paid.json().state, 'PAID', paid.body);
+
+    const detail = await portalCall(t, owner, 'GET', `/orders/${openOrderId}`);
+    assert.equal(detail.statusCode, 200, detail.body);
+    const trades = detail.json().attempts[0].trades as Record<string, string | null>[];
+    assert.deepEqual(
+      trades.map((x) => [x.product, x.state, Object.keys(x).sort().join()]),
+      [
+        ['JSAPI', 'OPEN', 'createdAt,paidAt,product,state,tradeNo'],
+        ['NATIVE', 'PAID', 'createdAt,paidAt,product,state,tradeNo'],
+      ],
+    );
+    const [jsapi, native] = trades as [Record<string, string | null>, Record<string, string | null>];
+    assert.match(native.tradeNo!, /^trd_/);
+    assert.equal(jsapi.paidAt, null);
+    assert.ok(Date.parse(native.paidAt!) >= Date.parse(native.createdAt!));
+    const admin = (await t.admin('GET', `/orders/${openOrderId}`)).json();
+    assert.deepEqual(admin.attempts[0].trades, trades, 'the same view in the console');
+    for (const body of [detail.body, JSON.stringify(admin)]) assert.ok(!body.includes(SANDBOX_OPENID), 'no openid');
   });
 });
 

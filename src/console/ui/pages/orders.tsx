@@ -5,7 +5,7 @@ import { OrderSearch } from '../../../ui/lists.tsx';
 import { get, post, query } from '../../../ui/api.ts';
 import { ActionNote, Confirm, Loading, Section, Status, Table, useAction, useCan, useLoad, usePages } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
-import { type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
+import { type Attempt, AttemptsSection, type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 
 interface OrderRow {
@@ -71,7 +71,7 @@ interface OrderDetail {
   amountFen: number;
   stateVersion: number;
   expireAt: string;
-  attempts: { attemptId: string; seq: number; state: string; expireAt: string; createdAt: string }[];
+  attempts: Attempt[];
   refunds: {
     refundAttemptId: string;
     outRefundNo: string;
@@ -130,7 +130,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
         <a href="#/orders">{t('← Orders')}</a>
       </p>
       <h1>
-        Order <span class="mono">{orderId}</span>
+        {t('Order')} <span class="mono">{orderId}</span>
       </h1>
       <Loading loaded={loaded}>
         {(d) => {
@@ -180,21 +180,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
                   <dd>{o.stateVersion}</dd>
                 </dl>
               </Section>
-              <Section title={t('Attempts')}>
-                <Table head={['#', t('Attempt id'), t('State'), t('Created'), t('Expires')]} empty={o.attempts.length === 0}>
-                  {o.attempts.map((a) => (
-                    <tr key={a.attemptId}>
-                      <td>{a.seq}</td>
-                      <td class="mono">{a.attemptId}</td>
-                      <td>
-                        <Status value={a.state} />
-                      </td>
-                      <td class="when">{time(a.createdAt)}</td>
-                      <td class="when">{time(a.expireAt)}</td>
-                    </tr>
-                  ))}
-                </Table>
-              </Section>
+              <AttemptsSection attempts={o.attempts} />
               <Section title={t('Refunds')}>
                 <Table head={[t('Refund no.'), t('Amount'), t('State'), t('Reason'), t('Created')]} empty={o.refunds.length === 0}>
                   {o.refunds.map((r) => (

@@ -5,7 +5,7 @@ import { Loading, Section, Status, Table, useLoad, usePages } from '../../../ui/
 import { money, time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
 import { OrderSearch, RefundFilter } from '../../../ui/lists.tsx';
-import { Deliveries, type Delivery, Timeline } from '../../../ui/views.tsx';
+import { type Attempt, AttemptsSection, Deliveries, type Delivery, Timeline } from '../../../ui/views.tsx';
 import { RedeliverButton } from './events.tsx';
 
 interface OrderRow {
@@ -69,7 +69,7 @@ interface OrderDetail {
   createdAt: string;
   paidAt: string | null;
   expireAt: string;
-  attempts: { attemptId: string; seq: number; state: string; expireAt: string; createdAt: string }[];
+  attempts: Attempt[];
   refunds: {
     refundAttemptId: string;
     outRefundNo: string;
@@ -122,21 +122,7 @@ export function OrderPage({ orderId }: { orderId: string }) {
                 <dd>{o.stateVersion}</dd>
               </dl>
             </Section>
-            <Section title={t('Attempts')}>
-              <Table head={[t('#'), t('Attempt id'), t('State'), t('Created'), t('Expires')]} empty={o.attempts.length === 0}>
-                {o.attempts.map((a) => (
-                  <tr key={a.attemptId}>
-                    <td>{a.seq}</td>
-                    <td class="mono">{a.attemptId}</td>
-                    <td>
-                      <Status value={a.state} />
-                    </td>
-                    <td class="when">{time(a.createdAt)}</td>
-                    <td class="when">{time(a.expireAt)}</td>
-                  </tr>
-                ))}
-              </Table>
-            </Section>
+            <AttemptsSection attempts={o.attempts} />
             <Section title={t('Refunds')}>
               <RefundTable refunds={o.refunds} />
             </Section>
