@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import http, { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { OPEN_API_ERRORS } from './domain/errors.ts';
+import { OPEN_API_ERRORS } from './gate/open-errors.ts';
 import { newId } from './domain/ids.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';

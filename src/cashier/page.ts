@@ -6,6 +6,7 @@
  */
 import { type Lang, MESSAGES, formatDuration, formatFen } from './i18n.ts';
 import type { CashierState } from './state.ts';
+import { escapeHtml } from '../lib/html.ts';
 
 export interface CashierView {
   state: CashierState;
@@ -30,12 +31,6 @@ export interface CashierView {
 export interface PageAssets {
   css: string;
   scriptPath: string;
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-export function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
 /** The Alipay app's hand-off for a collection code (opens the code as if scanned). */

@@ -1,6 +1,6 @@
 /**
  * The back-office (admin) API under /api/admin/v1 (decisions.md section 8): bearer ADMIN_TOKEN,
- * an operator's bearer token, or the console's session (src/http/operator-auth.ts). Each route
+ * an operator's bearer token, or the console's session (src/backoffice-http/operator-auth.ts). Each route
  * declares who may call it (`need(permission)`, the role table of src/domain/operators.ts).
  * Errors are {code, message}. Every body is validated strictly; a refused request changes nothing.
  * Thin routes: the body's schema, one back-office use case with the request's actor, one view.
@@ -21,12 +21,12 @@ import {
   patchAppSchema,
   patchKeySchema,
   rotateKeySchema,
-} from './admin-schemas.ts';
-import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
+} from '../backoffice-http/schemas.ts';
+import { bodyOf, installBackOffice, optionalBodyOf } from '../backoffice-http/common.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 import { registerAdminOperators } from './admin-operators.ts';
 import { registerReconciliation } from './admin-reconciliation.ts';
-import { actorOf, authenticate, authorize, need } from './operator-auth.ts';
+import { actorOf, authenticate, authorize, need } from '../backoffice-http/operator-auth.ts';
 
 /** A rotated platform key signs this long after it is published, unless the rotation says otherwise. */
 export const DEFAULT_KEY_ACTIVATION_SECONDS = 86_400;

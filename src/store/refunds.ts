@@ -5,6 +5,7 @@
  */
 import type { RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
+import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 
 export interface RefundRow {
   id: string;
@@ -61,26 +62,33 @@ export interface NewRefund {
   createdBy: string;
 }
 
-/** A REQUESTED refund (it holds its amount from now on); answers the row. */
+/**
+ * A REQUESTED refund (it holds its amount from now on); answers the row. RefundNumberTaken when
+ * the app's refund number was taken meanwhile by a refund of another order.
+ */
 export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<RefundRow> {
-  const res = await tx.query<RefundRow>(
-    `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, next_check_at,
+  const res = await tx
+    .query<RefundRow>(
+      `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, next_check_at,
                          created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $11, $11) RETURNING ${REFUND_COLS}`,
-    [
-      r.id,
-      r.orderId,
-      r.appId,
-      r.outRefundNo,
-      r.amountFen,
-      r.reason,
-      r.digest,
-      r.provider,
-      r.createdBy,
-      new Date(now.getTime() + REQUESTED_RECHECK_MS),
-      now,
-    ],
-  );
+      [
+        r.id,
+        r.orderId,
+        r.appId,
+        r.outRefundNo,
+        r.amountFen,
+        r.reason,
+        r.digest,
+        r.provider,
+        r.createdBy,
+        new Date(now.getTime() + REQUESTED_RECHECK_MS),
+        now,
+      ],
+    )
+    .catch((err: unknown) => {
+      throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
+    });
   return res.rows[0]!;
 }
 

@@ -11,6 +11,7 @@ import { refundDigest } from '../domain/order-input.ts';
 import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
+import { RefundNumberTaken } from '../store/errors.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
@@ -21,12 +22,6 @@ import type { RefundOutcome } from './results.ts';
 
 const FLOW = 'create refund';
 
-/** A unique violation on refunds(app_id, out_refund_no): the same refund number raced on two orders. */
-function isRefundNoRace(err: unknown): boolean {
-  const e = err as { code?: string; table?: string; constraint?: string } | null;
-  return e?.code === '23505' && e.table === 'refunds' && e.constraint !== 'refunds_pkey';
-}
-
 export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
   const digest = refundDigest(input);
   // Requests for one order are serialized on the order row; two requests with the same
@@ -36,7 +31,7 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
   try {
     step = await reserveRefund(d, caller, input, digest);
   } catch (err) {
-    if (!isRefundNoRace(err)) throw err;
+    if (!(err instanceof RefundNumberTaken)) throw err;
     step = await reserveRefund(d, caller, input, digest);
   }
   if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };

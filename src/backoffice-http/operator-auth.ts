@@ -6,14 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from './errors.ts';
 import { type Actor, type Channel, type Permission, SESSION_ABSOLUTE_SECONDS, can } from '../domain/operators.ts';
 import { forwardingHeaders } from '../gate/gate.ts';
 import { CidrList } from '../net/ip.ts';
 import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
 import type { Services } from '../services.ts';
 import { isOperatorToken, sessionOf, tokenOperator } from '../usecases/operators.ts';
-import { secretEquals } from './common.ts';
+import { secretEquals } from './basics.ts';
 
 // --- the request's id and source -----------------------------------------------------------------
 
