@@ -20,6 +20,8 @@ import * as discrepancies from '../store/discrepancies.ts';
 import * as events from '../store/events.ts';
 import * as merchants from '../store/merchants.ts';
 import type { AppPatch, AppRow } from '../store/merchants.ts';
+import * as attempts from '../store/attempts.ts';
+import * as orderInserts from '../store/order-inserts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { audited, recorder } from './audit.ts';
@@ -182,7 +184,7 @@ export async function updateApp(
     const after = (await merchants.updateApp(tx, appId, patch, now))!;
     await record({ action: 'app.update', entityType: 'app', entityId: appId, before: appFields(before), after: appFields(after) });
     // The daily counter is kept only while a ceiling is set: recount from the orders when it changes.
-    if ('dailyAmountCeilingFen' in b) await orders.forgetDailyAmounts(tx, appId);
+    if ('dailyAmountCeilingFen' in b) await orderInserts.forgetDailyAmounts(tx, appId);
     return after;
   });
   d.appChanged(appId);
@@ -357,13 +359,13 @@ export async function getFeeRule(d: BackOfficeDeps, merchantId: string) {
 export async function orderDetail(d: BackOfficeDeps, orderId: string) {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw notFound('order');
-  const [attempts, refundRows, eventRows, duplicates] = await Promise.all([
-    orders.attemptsOf(d.db, order.id),
+  const [attemptRows, refundRows, eventRows, duplicates] = await Promise.all([
+    attempts.attemptsOf(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
     refunds.duplicatesOfOrder(d.db, order.id),
   ]);
-  return { order, attempts, refunds: refundRows, events: eventRows, duplicates };
+  return { order, attempts: attemptRows, refunds: refundRows, events: eventRows, duplicates };
 }
 
 /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */

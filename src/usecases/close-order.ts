@@ -8,6 +8,7 @@ import { MERCHANT_NO_RE } from '../domain/order-input.ts';
 import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
 import { type CallOptions, ProviderRejectedError } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { untilSettled } from './attempts.ts';
@@ -53,14 +54,14 @@ export async function closeOrderById(
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
   // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
-  const attempts = await untilSettled(
+  const all = await untilSettled(
     d,
-    () => orders.attemptsOf(d.db, o.id),
+    () => attempts.attemptsOf(d.db, o.id),
     (all) => all.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
   const outcomes = new Map<string, Outcome>();
-  for (const a of attempts.filter(isLiveAttempt)) {
+  for (const a of all.filter(isLiveAttempt)) {
     if (a.state === 'PENDING') {
       outcomes.set(a.id, 'UNCERTAIN');
       continue;
@@ -73,13 +74,13 @@ export async function closeOrderById(
   }
   const values = [...outcomes.values()];
   const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
-    let order = (await orders.getOrder(tx, o.id, true))!;
+    let order = (await orders.getOrderLocked(tx, o.id))!;
     const now = nowOf(d);
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
     if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
     if (order.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
     for (const [id, outcome] of outcomes) {
-      const a = (await orders.getAttempt(tx, id))!;
+      const a = (await attempts.getAttempt(tx, id))!;
       if (outcome === 'PAID') {
         order = (await confirmPaid(tx, flow, order, a, now)).order;
       } else if (outcome === 'CLOSED' && isLiveAttempt(a)) {
@@ -128,6 +129,6 @@ export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: str
   const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
   // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
-  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await orders.latestAttempt(d.db, r.order.id) : null;
+  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await attempts.latestAttempt(d.db, r.order.id) : null;
   return { kind: 'order-close', closeState: r.closeState, order: r.order, latest };
 }

@@ -8,7 +8,9 @@ import type { Log } from '../lib/log.ts';
 import type { ProviderRouter } from '../providers/router.ts';
 import type { Db } from '../store/db.ts';
 import type { MerchantConfigCache } from '../store/merchant-config.ts';
-import type { AttemptAcceptor, OrderInserter, OrderReader } from '../store/orders.ts';
+import type { AttemptAcceptor } from '../store/attempt-acceptance.ts';
+import type { OrderInserter } from '../store/order-inserts.ts';
+import type { OrderReader } from '../store/order-reads.ts';
 
 export type { Log } from '../lib/log.ts';
 

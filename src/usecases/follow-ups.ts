@@ -16,6 +16,7 @@ import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import * as followUps from '../store/follow-ups.ts';
 import type { FollowUp } from '../store/follow-ups.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
@@ -50,7 +51,7 @@ export async function runFollowUps(d: UseCaseDeps, limit: number): Promise<numbe
 
 /** Answers true when the work is over (done, or handed to the reconciler), false to retry it. */
 async function closeStrayAttempt(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
-  const attempt = await orders.getAttempt(d.db, f.subjectId);
+  const attempt = await attempts.getAttempt(d.db, f.subjectId);
   if (!attempt) return true;
   let out;
   try {
@@ -65,8 +66,8 @@ async function closeStrayAttempt(d: UseCaseDeps, f: FollowUp): Promise<boolean> 
     return true;
   }
   await withTx(d.db, async (tx) => {
-    const order = (await orders.getOrder(tx, attempt.orderId, true))!;
-    const fresh = (await orders.getAttempt(tx, attempt.id))!;
+    const order = (await orders.getOrderLocked(tx, attempt.orderId))!;
+    const fresh = (await attempts.getAttempt(tx, attempt.id))!;
     if (fresh.state !== 'ACCEPTED' && fresh.state !== 'UNKNOWN') return;
     const now = nowOf(d);
     await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED', {}, now);
@@ -83,10 +84,10 @@ async function closeStrayAttempt(d: UseCaseDeps, f: FollowUp): Promise<boolean> 
  */
 async function handOver(d: UseCaseDeps, attemptId: string, err: unknown): Promise<void> {
   const handed = await withTx(d.db, async (tx) => {
-    const a = (await orders.getAttempt(tx, attemptId))!;
+    const a = (await attempts.getAttempt(tx, attemptId))!;
     await orders.lockOrder(tx, a.orderId);
     const now = nowOf(d);
-    return orders.setAttemptState(
+    return attempts.setAttemptState(
       tx,
       attemptId,
       transition('attempt', 'hand a stray close to the reconciler', 'ACCEPTED', 'UNKNOWN'),

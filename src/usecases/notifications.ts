@@ -16,6 +16,7 @@ import {
 } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
@@ -72,7 +73,7 @@ export async function keep(
 export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {
   if (n.kind === 'PAYMENT') {
     const flow = `provider notice ${n.state}`;
-    const attempt0 = await orders.getAttempt(d.db, n.attemptId);
+    const attempt0 = await attempts.getAttempt(d.db, n.attemptId);
     if (!attempt0) return 'UNKNOWN_SUBJECT';
     if (from) {
       const order = (await orders.getOrder(d.db, attempt0.orderId))!;
@@ -90,12 +91,12 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       }
     }
     await withTx(d.db, async (tx) => {
-      const o = (await orders.getOrder(tx, attempt0.orderId, true))!;
-      const a = (await orders.getAttempt(tx, n.attemptId))!;
+      const o = (await orders.getOrderLocked(tx, attempt0.orderId))!;
+      const a = (await attempts.getAttempt(tx, n.attemptId))!;
       const now = nowOf(d);
       if (n.state === 'PAID') {
         if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
-        if (n.providerRef) await orders.noteAttemptProviderRef(tx, a.id, n.providerRef);
+        if (n.providerRef) await attempts.noteAttemptProviderRef(tx, a.id, n.providerRef);
         if (a.state === 'CLOSED' || a.state === 'FAILED') {
           // The provider took the money although the attempt was recorded as ended (its close
           // crossed the payment): the money is real. The order succeeds if it still can, else
@@ -107,7 +108,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       }
       if (a.state === 'PAID' || a.state === 'CLOSED' || a.state === 'FAILED') return;
       await setAttempt(tx, flow, a, n.state === 'FAILED' ? 'FAILED' : 'CLOSED', {}, now);
-      const latest = await orders.latestAttempt(tx, o.id);
+      const latest = await attempts.latestAttempt(tx, o.id);
       if (latest?.id === a.id && (o.status === 'PAYING' || o.status === 'UNKNOWN')) {
         if (n.state === 'FAILED') await setOrderStatus(tx, flow, o, 'FAILED', { failureReason: n.reason ?? 'PAYMENT_FAILED' }, now);
         else await setOrderStatus(tx, flow, o, 'CLOSED', { closedReason: 'PROVIDER_CLOSED' }, now);

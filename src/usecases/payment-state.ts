@@ -18,8 +18,10 @@ import {
 import type { Tx } from '../store/db.ts';
 import { insertEvent } from '../store/events.ts';
 import { addFollowUp } from '../store/follow-ups.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptChange, AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptChange, AttemptRow, OrderChange, OrderRow } from '../store/orders.ts';
+import type { OrderChange, OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundChange, RefundRow } from '../store/refunds.ts';
 
@@ -27,7 +29,7 @@ import type { RefundChange, RefundRow } from '../store/refunds.ts';
 export async function setAttempt(tx: Tx, flow: string, a: AttemptRow, to: AttemptState, change: AttemptChange, now: Date): Promise<void> {
   if (a.state === to) return;
   const t = transition('attempt', flow, a.state, to);
-  if (!(await orders.setAttemptState(tx, a.id, t, change, now))) {
+  if (!(await attempts.setAttemptState(tx, a.id, t, change, now))) {
     throw new Error(`${flow}: attempt ${a.id} changed under the order's lock`);
   }
   a.state = to;
@@ -96,7 +98,7 @@ export async function confirmPaid(
   if (attempt.state !== 'PAID') await setAttempt(tx, flow, attempt, 'PAID', {}, now);
   if (canTransition('order', order.status, 'SUCCEEDED')) {
     const fresh = await setOrderStatus(tx, flow, order, 'SUCCEEDED', { paidAttemptId: attempt.id }, now);
-    for (const sibling of await orders.attemptsOf(tx, order.id)) {
+    for (const sibling of await attempts.attemptsOf(tx, order.id)) {
       if (sibling.id !== attempt.id && sibling.state === 'ACCEPTED') await closeStrayLater(tx, sibling.id, now);
     }
     return { order: fresh, duplicateId: null };
@@ -132,6 +134,6 @@ export function nextCheckAt(now: Date, checks: number): Date {
  */
 export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, now: Date): Promise<void> {
   if (o.status !== 'PAYING') return;
-  if ((await orders.attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
+  if ((await attempts.attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
   await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
 }

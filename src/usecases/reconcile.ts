@@ -8,6 +8,7 @@ import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import { addFollowUp } from '../store/follow-ups.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { closeOrderById } from './close-order.ts';
@@ -47,14 +48,14 @@ export async function reconcileCloses(d: UseCaseDeps, limit: number): Promise<nu
 
 /** UNKNOWN attempts, and PENDING ones whose creating request died, are settled by asking the provider. */
 export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<number> {
-  const due = await orders.claimAttemptsToCheck(d.db, limit, nowOf(d));
+  const due = await attempts.claimAttemptsToCheck(d.db, limit, nowOf(d));
   for (const { id, checks, provider } of due) {
     let q;
     try {
       q = await d.providers.byName(provider).queryPayment(id);
     } catch (err) {
       d.log.warn({ err, attemptId: id }, 'provider query failed; will retry');
-      await orders.rescheduleAttemptCheck(d.db, id, nextCheckAt(nowOf(d), checks));
+      await attempts.rescheduleAttemptCheck(d.db, id, nextCheckAt(nowOf(d), checks));
       continue;
     }
     if (q.state === 'PAID') {
@@ -66,14 +67,14 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
       continue;
     }
     const strays = await withTx(d.db, async (tx): Promise<number> => {
-      const a0 = await orders.getAttempt(tx, id);
+      const a0 = await attempts.getAttempt(tx, id);
       if (!a0) return 0;
-      const o = (await orders.getOrder(tx, a0.orderId, true))!;
-      const a = (await orders.getAttempt(tx, id))!;
+      const o = (await orders.getOrderLocked(tx, a0.orderId))!;
+      const a = (await attempts.getAttempt(tx, id))!;
       if (a.state !== 'UNKNOWN' && a.state !== 'PENDING') return 0;
       const flow = 'reconcile attempt';
       const now = nowOf(d);
-      const latest = await orders.latestAttempt(tx, o.id);
+      const latest = await attempts.latestAttempt(tx, o.id);
       const isLatest = latest?.id === a.id;
       if (q.state === 'OPEN') {
         await setAttempt(
@@ -110,7 +111,7 @@ export async function reconcileAttempts(d: UseCaseDeps, limit: number): Promise<
         // order would otherwise read PAYING with no payable attempt while an old link still paid);
         // the stray close then reopens the order the same way (src/usecases/follow-ups.ts).
         await reopenIfNoLiveAttempt(tx, flow, o, now);
-        const open = (await orders.attemptsOf(tx, o.id)).filter((x) => x.state === 'ACCEPTED');
+        const open = (await attempts.attemptsOf(tx, o.id)).filter((x) => x.state === 'ACCEPTED');
         for (const x of open) await closeStrayLater(tx, x.id, now);
         return open.length;
       }
@@ -131,7 +132,7 @@ export async function recoverWorkOfGoneInstances(d: UseCaseDeps): Promise<number
   const now = nowOf(d);
   const aliveSince = new Date(now.getTime() - INSTANCE_GONE_AFTER_MS);
   return (
-    (await orders.dueAttemptsOfGoneInstances(d.db, aliveSince, now)) + (await refunds.dueRefundsOfGoneInstances(d.db, aliveSince, now))
+    (await attempts.dueAttemptsOfGoneInstances(d.db, aliveSince, now)) + (await refunds.dueRefundsOfGoneInstances(d.db, aliveSince, now))
   );
 }
 

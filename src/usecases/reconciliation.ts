@@ -24,6 +24,7 @@
 import { DomainError } from '../domain/errors.ts';
 import type { Actor } from '../domain/operators.ts';
 import { ProviderUncertainError, type PaymentProvider, type ProviderStatementLine } from '../providers/provider.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
@@ -210,7 +211,7 @@ async function converge(d: UseCaseDeps, provider: string, l: LineRow): Promise<L
       { kind: 'PAYMENT', attemptId: l.subjectId, state: 'PAID', reason: null, amountFen: l.amountFen, providerRef: l.providerRef },
       from,
     );
-    return (await orders.getAttempt(d.db, l.subjectId))?.state === 'PAID' ? 'CONVERGED' : 'STATE_MISMATCH';
+    return (await attempts.getAttempt(d.db, l.subjectId))?.state === 'PAID' ? 'CONVERGED' : 'STATE_MISMATCH';
   }
   await applyNotification(
     d,

@@ -12,6 +12,7 @@ import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
 import { RefundNumberTaken } from '../store/errors.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
@@ -56,7 +57,7 @@ async function reserveRefund(
     };
     const before = await used();
     if (before) return before;
-    const order = await orders.findOrder(tx, caller.app.id, input.outTradeNo, true);
+    const order = await orders.findOrderLocked(tx, caller.app.id, input.outTradeNo);
     if (!order) throw new DomainError('NOT_FOUND');
     // Again under the order's lock: a concurrent refund of this number that held the lock is
     // committed now, and this one replays it (not judged against the amount it took). One of
@@ -71,7 +72,7 @@ async function reserveRefund(
         details: { scope: 'REFUND_CUMULATIVE', outRefundNo: input.outRefundNo },
       });
     }
-    const paid = (await orders.getAttempt(tx, order.paidAttemptId!))!;
+    const paid = (await attempts.getAttempt(tx, order.paidAttemptId!))!;
     const now = nowOf(d);
     const refund = await refunds.insertRefund(
       tx,

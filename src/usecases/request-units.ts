@@ -13,8 +13,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
 import type { Db } from '../store/db.ts';
-import type { InlineClaim, RecordedAnswer } from '../store/orders.ts';
-import { purgeRecreateRequests } from '../store/orders.ts';
+import type { RecordedAnswer } from '../store/attempt-acceptance.ts';
+import type { InlineClaim } from '../store/order-inserts.ts';
+import { purgeRecreateRequests } from '../store/recreate-requests.ts';
 import * as replays from '../store/replays.ts';
 import type { RequestKey } from '../store/replays.ts';
 import type { Log } from './deps.ts';

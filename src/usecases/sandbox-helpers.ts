@@ -4,6 +4,7 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
@@ -17,11 +18,11 @@ export async function sandboxBuyerAction(
 ): Promise<{ orderId: string; attemptId: string; status: string }> {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
-  const attempts = await orders.attemptsOf(d.db, order.id);
+  const all = await attempts.attemptsOf(d.db, order.id);
   const target =
     attemptId !== undefined
-      ? attempts.find((a) => a.id === attemptId)
-      : [...attempts].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
+      ? all.find((a) => a.id === attemptId)
+      : [...all].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
   if (!target) throw new DomainError('STATE_INVALID', 'the order has no attempt the buyer can pay');
   const r = await sandbox.buyerAction(target.id, action);
   if (r === 'NOT_FOUND') throw new DomainError('STATE_INVALID', 'the provider has no payment for this attempt');

@@ -592,7 +592,7 @@ describe('create order: the outcome when the order changed during the provider c
       await t.svc.db.query(`UPDATE attempts SET state = 'PENDING' WHERE order_id = $1`, [o.openOrderId]);
     }
     await t.svc.db.query(`UPDATE orders SET close_pending = 'CLOSE_REQUESTED' WHERE id = $1`, [b.openOrderId]);
-    const { acceptAttempts } = await import('../../src/store/orders.ts');
+    const { acceptAttempts } = await import('../../src/store/attempt-acceptance.ts');
     const { ACCEPT_TRANSITIONS } = await import('../../src/usecases/attempts.ts');
     const items = [];
     for (const o of [a, b]) {
@@ -925,12 +925,13 @@ describe('re-create attempt', () => {
   /** What a crash during a re-create's provider call leaves: a PENDING attempt the provider never saw, due for a check. */
   async function cutOffRecreate(openOrderId: string, closeOld: boolean, requestId?: string): Promise<void> {
     const { withTx } = await import('../../src/store/db.ts');
-    const { getOrder, insertAttempt } = await import('../../src/store/orders.ts');
+    const { getOrderLocked } = await import('../../src/store/orders.ts');
+    const { insertAttempt } = await import('../../src/store/attempts.ts');
     const { newId } = await import('../../src/domain/ids.ts');
     if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
     const pending = await withTx(t.svc.db, async (tx) => {
       const ids = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox', createdBy: t.svc.instanceId };
-      const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!, ids, new Date());
+      const a = await insertAttempt(tx, (await getOrderLocked(tx, openOrderId))!, ids, new Date());
       if (requestId) {
         await tx.query('INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3)', [
           openOrderId,
