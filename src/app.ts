@@ -25,7 +25,6 @@ import type { Clock } from './domain/clock.ts';
 import { type Services, createServices } from './services.ts';
 import { type Db, createPool, migrate } from './store/db.ts';
 import { agreeOnNotifyUrlPolicy } from './usecases/deployment.ts';
-import { createReconciler } from './usecases/reconciliation.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
 import { createDispatcher } from './events/dispatcher.ts';
@@ -273,13 +272,12 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.ready();
 
     const dispatcher = createDispatcher(svc);
-    const reconciler = createReconciler(svc);
     const workers = new Workers(svc, [
       dispatcher,
+      // The sandbox provider's own notices (a provider's retries and settlements, simulated).
       ...(sandbox
         ? [{ name: 'sandbox notices', run: async () => (await sandbox.redeliverNotices()) + (await sandbox.sendDueRefundNotices()) }]
         : []),
-      reconciler,
     ]);
     svc.wakeWorkers = () => workers.wake();
     let closed = false;
@@ -295,7 +293,6 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         closing = true;
         await workers.stop();
         await dispatcher.stop();
-        await reconciler.idle();
         await server.close();
         await svc.units.stop();
         svc.keys.close();

@@ -29,7 +29,7 @@ export interface AttemptRow {
 export const ATTEMPT_COLS = `id, order_id AS "orderId", seq, state, cashier_token AS "cashierToken", qr_code AS "qrCode", redirect_url AS "redirectUrl",
   provider_ref AS "providerRef", provider, expire_at AS "expireAt", made_at AS "madeAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-/** When the provider is asked again about an attempt still PENDING (its creation never finished). */
+/** An attempt still PENDING this long after it was created is asked about at the provider (its creation stalled: FIND_DUE_WORK). */
 export const PENDING_RECHECK_MS = 150_000;
 
 export async function attemptsOf(db: Queryable, orderId: string): Promise<AttemptRow[]> {
@@ -81,10 +81,10 @@ export interface NewAttempt {
 export async function insertAttempt(tx: Tx, order: OrderRow, a: NewAttempt, now: Date): Promise<AttemptRow> {
   const r = await tx.query<AttemptRow>({
     name: 'attempt_insert',
-    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
-     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, $8, $5, $6, $7, $7)
+    text: `INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, created_at, updated_at)
+     VALUES ($1, $2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM attempts WHERE order_id = $2), 'PENDING', $3, $4, $7, $5, $6, $6)
      RETURNING ${ATTEMPT_COLS}`,
-    values: [a.id, order.id, a.cashierToken, a.provider, order.expireAt, new Date(now.getTime() + PENDING_RECHECK_MS), now, a.createdBy],
+    values: [a.id, order.id, a.cashierToken, a.provider, order.expireAt, now, a.createdBy],
   });
   return r.rows[0]!;
 }
@@ -102,7 +102,6 @@ export interface AttemptChange {
   providerRef?: string | null;
   qrCode?: string | null;
   redirectUrl?: string | null;
-  nextCheckAt?: Date | null;
   /** Set by the request that created the attempt when it records the provider's outcome. */
   madeAt?: Date | null;
 }
@@ -112,19 +111,9 @@ export async function setAttemptState(tx: Queryable, id: string, t: Transition<'
   const r = await tx.query({
     name: 'attempt_set_state',
     text: `UPDATE attempts SET state = $3, provider_ref = COALESCE($4, provider_ref), qr_code = COALESCE($5, qr_code),
-            redirect_url = COALESCE($9, redirect_url), next_check_at = $6, made_at = COALESCE($7, made_at), updated_at = $8
+            redirect_url = COALESCE($8, redirect_url), made_at = COALESCE($6, made_at), updated_at = $7
       WHERE id = $1 AND state = $2`,
-    values: [
-      id,
-      t.from,
-      t.to,
-      c.providerRef ?? null,
-      c.qrCode ?? null,
-      c.nextCheckAt ?? null,
-      c.madeAt ?? null,
-      now,
-      c.redirectUrl ?? null,
-    ],
+    values: [id, t.from, t.to, c.providerRef ?? null, c.qrCode ?? null, c.madeAt ?? null, now, c.redirectUrl ?? null],
   });
   return r.rowCount === 1;
 }
@@ -136,39 +125,4 @@ export async function setAttemptState(tx: Queryable, id: string, t: Transition<'
  */
 export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: string): Promise<void> {
   await tx.query('UPDATE attempts SET provider_ref = $2 WHERE id = $1 AND provider_ref IS DISTINCT FROM $2', [id, providerRef]);
-}
-
-/** UNKNOWN attempts and PENDING ones whose check is due, claimed for 30 s; with how often each was checked. */
-export async function claimAttemptsToCheck(
-  db: Queryable,
-  limit: number,
-  now: Date,
-): Promise<{ id: string; checks: number; provider: string }[]> {
-  const r = await db.query<{ id: string; checks: number; provider: string }>(
-    `UPDATE attempts SET next_check_at = $2, check_count = check_count + 1
-      WHERE id IN (SELECT id FROM attempts WHERE state IN ('UNKNOWN', 'PENDING') AND next_check_at <= $3
-                    ORDER BY next_check_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      RETURNING id, check_count AS checks, provider`,
-    [limit, new Date(now.getTime() + 30_000), now],
-  );
-  return r.rows;
-}
-
-/**
- * Attempts still being made by an instance that is gone (no beat since `aliveSince`): their
- * request died with it, so they are checked at the provider now instead of after the usual wait.
- * Answers how many were made due.
- */
-export async function dueAttemptsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date): Promise<number> {
-  const r = await db.query(
-    `UPDATE attempts SET next_check_at = $2
-      WHERE state = 'PENDING' AND next_check_at > $2 AND created_by IS NOT NULL
-        AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $1)`,
-    [aliveSince, now],
-  );
-  return r.rowCount ?? 0;
-}
-
-export async function rescheduleAttemptCheck(db: Queryable, id: string, at: Date): Promise<void> {
-  await db.query('UPDATE attempts SET next_check_at = $2 WHERE id = $1', [id, at]);
 }

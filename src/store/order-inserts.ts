@@ -3,7 +3,7 @@
  * statement for a batch, within the apps' daily amount ceilings), batched per event-loop turn
  * (src/store/batcher.ts), and the daily amount counters it keeps.
  */
-import { type AttemptRow, type NewAttempt, PENDING_RECHECK_MS } from './attempts.ts';
+import type { AttemptRow, NewAttempt } from './attempts.ts';
 import { TurnBatcher } from './batcher.ts';
 import type { Db, Queryable } from './db.ts';
 import { LATEST_COLS, type LatestCols, splitLatest } from './order-reads.ts';
@@ -91,7 +91,7 @@ function insertSql(withinCeilings: boolean): string {
         SELECT * FROM json_to_recordset($1::json) AS t(idx integer, id text, app_id text, merchant_id text, out_trade_no text,
           channel text, trade_scope text, amount_fen bigint, currency text, subject text, description text, attach text,
           return_url text, payer_client_ip text, digest text, links json, expire_at timestamptz, fee_projection text,
-          created_at timestamptz, next_check_at timestamptz, attempt_id text, cashier_token text, provider text, created_by text,
+          created_at timestamptz, attempt_id text, cashier_token text, provider text, created_by text,
           r_app text, r_req text, r_method text, r_target text, r_sha text, r_holder text, r_instance text, r_lease timestamptz${
             withinCeilings ? ', q_day date, q_ceiling bigint, q_single boolean' : ''
           })),${
@@ -138,8 +138,8 @@ function insertSql(withinCeilings: boolean): string {
          }
         ON CONFLICT (app_id, out_trade_no) DO NOTHING RETURNING *),
       la AS (
-        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, next_check_at, created_at, updated_at)
-        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, i.created_by, o.expire_at, i.next_check_at, i.created_at, i.created_at
+        INSERT INTO attempts(id, order_id, seq, state, cashier_token, provider, created_by, expire_at, created_at, updated_at)
+        SELECT i.attempt_id, o.id, 1, 'PENDING', i.cashier_token, i.provider, i.created_by, o.expire_at, i.created_at, i.created_at
           FROM o JOIN i ON i.id = o.id RETURNING *)${
             withinCeilings
               ? `,
@@ -194,7 +194,6 @@ export async function insertOrdersWithFirstAttempts(db: Queryable, items: OrderI
     // A JSON text inside the JSON: the json column keeps the field order it is written in.
     fee_projection: JSON.stringify(o.feeProjection),
     created_at: o.createdAt,
-    next_check_at: new Date(o.createdAt.getTime() + PENDING_RECHECK_MS),
     attempt_id: a.id,
     cashier_token: a.cashierToken,
     provider: a.provider,

@@ -120,68 +120,51 @@ export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Prom
   return r.rows[0]!;
 }
 
-/** How long a close holds the order's worker lease while it asks the provider. */
-export const CLOSE_LEASE_MS = 30_000;
-/** When the pending-close worker finishes a close kept UNKNOWN_KEPT. */
+/** How long a close holds the order while it asks the provider (FINISH_CLOSE runs only after it). */
+export const CLOSE_HOLD_MS = 30_000;
+/** How soon a close kept pending (UNKNOWN_KEPT) is finished by FINISH_CLOSE. */
 export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
- * Records a close under the order's lock (close_pending, with a worker lease so the pending-close
- * worker does not run it at the same time) while the order is open. Answers the close that was
- * pending before (if any) and the lease written, or null when the order is not open.
+ * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: the
+ * caller schedules FINISH_CLOSE then) while the order is open. Answers the close that was pending
+ * before (if any) and the hold written (the mark by which this close withdraws only its own), or
+ * null when the order is not open.
  */
 export async function markClosePending(
-  db: Queryable,
+  tx: Tx,
   orderId: string,
   reason: ClosedReason,
   now: Date,
-): Promise<{ before: ClosedReason | null; lease: Date } | null> {
-  const r = await db.query<{ before: ClosedReason | null; lease: Date }>(
-    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), worker_lease_until = $3
+): Promise<{ before: ClosedReason | null; heldUntil: Date } | null> {
+  const r = await tx.query<{ before: ClosedReason | null; heldUntil: Date }>(
+    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
        FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
       WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
-      RETURNING b.before, o.worker_lease_until AS lease`,
-    [orderId, reason, new Date(now.getTime() + CLOSE_LEASE_MS)],
+      RETURNING b.before, o.close_held_until AS "heldUntil"`,
+    [orderId, reason, new Date(now.getTime() + CLOSE_HOLD_MS)],
   );
   return r.rows[0] ?? null;
 }
 
-/**
- * Withdraws the close this caller marked, if no other close marked or kept the order since (its
- * lease is still the one it wrote). `keepLease`: background work keeps the worker lease, so an
- * expiry the provider keeps refusing is tried again only when it runs out.
- */
-export async function withdrawClosePending(tx: Tx, orderId: string, markedLease: Date, keepLease: boolean): Promise<boolean> {
-  const r = await tx.query(
-    `UPDATE orders SET close_pending = NULL, worker_lease_until = CASE WHEN $3 THEN worker_lease_until END
-      WHERE id = $1 AND worker_lease_until = $2`,
-    [orderId, markedLease, keepLease],
-  );
+/** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
+export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
+  const r = await tx.query(`UPDATE orders SET close_pending = NULL, close_held_until = NULL WHERE id = $1 AND close_held_until = $2`, [
+    orderId,
+    heldUntil,
+  ]);
   return r.rowCount === 1;
 }
 
-/** A close whose outcome is uncertain: kept pending, finished by the pending-close worker shortly. */
-export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
-  await tx.query(`UPDATE orders SET close_pending = $2, worker_lease_until = $3 WHERE id = $1`, [
-    orderId,
-    reason,
-    new Date(now.getTime() + KEPT_CLOSE_RETRY_MS),
-  ]);
+/** A close whose outcome is uncertain: kept pending, held until the time answered (FINISH_CLOSE finishes it then). */
+export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<Date> {
+  const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
+  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3 WHERE id = $1`, [orderId, reason, until]);
+  return until;
 }
 
 /**
- * Claims due orders by setting a lease; two instances never work on the same order at once. Each
- * claim walks the small partial index of its candidates whatever the statistics say
- * (migrations/0011, 0012).
- */
-export async function claimOrders(db: Queryable, what: 'expired' | 'pending-closes', limit: number, now: Date): Promise<string[]> {
-  const fn = what === 'expired' ? 'mps_claim_expired_orders' : 'mps_claim_pending_closes';
-  const r = await db.query<{ id: string }>({ name: fn, text: `SELECT id FROM ${fn}($1, $2) AS id`, values: [limit, now] });
-  return r.rows.map((x) => x.id);
-}
-
-/**
- * Ends an open order's payment window now (the sandbox's test lever; the expiry worker then
+ * Ends an open order's payment window now (the sandbox's test lever; EXPIRE_ORDER then
  * closes it): the order's and its attempts' expiry, in one statement. Answers the attempts whose
  * material ended, or null when the order is not open.
  */

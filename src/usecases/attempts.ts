@@ -13,7 +13,7 @@ import type { AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { closeStrayLater, confirmPaid, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
+import { closeStrayLater, confirmPaid, firstCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
 import type { RequestUnit } from './request-units.ts';
 import type { OrderOutcome } from './results.ts';
 
@@ -166,7 +166,7 @@ export async function runAttempt(
         return { order: fresh, attempt: a };
       }
       if (result === 'UNCERTAIN') {
-        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, nextCheckAt: nextCheckAt(now, 0) }, now);
+        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, checkAt: firstCheckAt(now) }, now);
         const fresh = o.status === 'CREATED' || o.status === 'PAYING' ? await setOrderStatus(tx, flow, o, 'UNKNOWN', {}, now) : o;
         return { order: fresh, attempt: a };
       }

@@ -19,7 +19,7 @@ import type { OrderRow } from '../store/orders.ts';
 import * as recreateRequests from '../store/recreate-requests.ts';
 import { runAttempt, settledLatest } from './attempts.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
-import { confirmPaid, nextCheckAt, setAttempt } from './payment-state.ts';
+import { confirmPaid, firstCheckAt, setAttempt } from './payment-state.ts';
 import type { OrderOutcome } from './results.ts';
 
 const FLOW = 're-create attempt';
@@ -133,7 +133,7 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
       }
       if (outcome === 'UNCERTAIN') {
         // Uncertain attempts are not closed; the reconciler converges them.
-        if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+        if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
         return null;
       }
       // The new attempt never reached the provider: it is withdrawn, so the order is left exactly

@@ -18,10 +18,12 @@ import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
-import { countedRefundsFen, nextCheckAt, setRefundState } from './payment-state.ts';
+import { countedRefundsFen, firstCheckAt, setRefundState } from './payment-state.ts';
 import type { RefundOutcome } from './results.ts';
 
 const FLOW = 'create refund';
+/** A refund the provider accepted (PENDING) is first asked about this soon. */
+const PENDING_CHECK_MS = 5_000;
 
 export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
   const digest = refundDigest(input);
@@ -127,13 +129,13 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       return r;
     }
     if (result === 'REJECTED') return setRefundState(tx, FLOW, r, 'FAILED', { failureReason: rejectReason }, now);
-    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
     return setRefundState(
       tx,
       FLOW,
       r,
       result.outcome,
-      { providerRef: result.providerRef, nextCheckAt: result.outcome === 'PENDING' ? new Date(now.getTime() + 5000) : null },
+      { providerRef: result.providerRef, checkAt: result.outcome === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
       now,
     );
   });
@@ -167,7 +169,7 @@ export async function reviveLostRefund(
     'refund reported after it was judged lost',
     r,
     to,
-    { providerRef, nextCheckAt: to === 'PENDING' ? new Date(now.getTime() + 5000) : null },
+    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
     now,
   );
   const o = (await orders.getOrder(tx, r.orderId))!;

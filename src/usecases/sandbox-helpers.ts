@@ -5,6 +5,7 @@
 import { DomainError } from '../domain/errors.ts';
 import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
 import * as attempts from '../store/attempts.ts';
+import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
@@ -32,7 +33,7 @@ export async function sandboxBuyerAction(
   return { orderId: fresh.id, attemptId: target.id, status: fresh.status };
 }
 
-/** Ends the order's payment window now, at the provider too (the expiry worker then closes it). */
+/** Ends the order's payment window now, at the provider too (its EXPIRE_ORDER job, due now, then closes it). */
 export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxProvider, orderId: string): Promise<void> {
   const ended = await orders.endPaymentWindow(d.db, orderId, nowOf(d));
   if (!ended) {
@@ -40,5 +41,6 @@ export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxPr
     throw new DomainError('STATE_INVALID', 'the order is not open');
   }
   await sandbox.expirePayments(ended.attemptIds, ended.expireAt);
+  await jobs.schedule(d.db, 'EXPIRE_ORDER', orderId, nowOf(d));
   d.wakeWorkers();
 }
