@@ -212,6 +212,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
       throw new Error(`cannot use ${where}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
     const keys = await PlatformKeyRing.load({
+      clock: o.clock,
       keyFile: config.platformKeyFile,
       dataDir: config.dataDir,
       log: (m) => log.info(m),

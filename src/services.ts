@@ -141,8 +141,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     allowIpv6: config.allowIpv6,
   });
   await ipPolicy.refresh();
-  const authCache = new AuthCache(db);
-  const merchantConfig = new MerchantConfigCache(db);
+  const authCache = new AuthCache(db, clock);
+  const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
   const notifyUrlPolicy: NotifyUrlPolicy = {
@@ -160,15 +160,18 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     log,
     clock,
     authCache,
-    authFailures: new AuthFailureTracker({
-      maxFailures: config.authFailureLimit,
-      windowMs: config.authFailureWindowSeconds * 1000,
-      blockMs: config.authBlockSeconds * 1000,
-      maxTrackedAddresses: 100_000,
-    }),
+    authFailures: new AuthFailureTracker(
+      {
+        maxFailures: config.authFailureLimit,
+        windowMs: config.authFailureWindowSeconds * 1000,
+        blockMs: config.authBlockSeconds * 1000,
+        maxTrackedAddresses: 100_000,
+      },
+      () => clock.now(),
+    ),
     ipPolicy,
     nonces,
-    rateLimiter: new AppRateLimiter(redis),
+    rateLimiter: new AppRateLimiter(redis, clock),
     allowlists: new AllowlistCache(),
     units,
     merchantConfig,

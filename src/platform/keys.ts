@@ -9,6 +9,7 @@ import { type KeyObject, createHash, createPrivateKey, createPublicKey, generate
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { type Clock, systemClock } from '../domain/clock.ts';
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 
@@ -63,9 +64,12 @@ export class PlatformKeyRing {
   #fileStamp = '';
   #watch: NodeJS.Timeout | null = null;
 
-  private constructor(keys: PlatformKey[], dir: string | null) {
+  readonly #clock: Clock;
+
+  private constructor(keys: PlatformKey[], dir: string | null, clock: Clock) {
     this.#keys = keys;
     this.#dir = dir;
+    this.#clock = clock;
   }
 
   /**
@@ -80,9 +84,12 @@ export class PlatformKeyRing {
     dataDir: string;
     log: (msg: string) => void;
     error?: (msg: string) => void;
+    /** The service's clock: a staged key signs from its activation time on it. */
+    clock?: Clock;
   }): Promise<PlatformKeyRing> {
+    const clock = opts.clock ?? systemClock;
     if (opts.keyFile !== null) {
-      const ring = new PlatformKeyRing([], null);
+      const ring = new PlatformKeyRing([], null, clock);
       const log = { info: opts.log, error: opts.error ?? opts.log };
       await ring.#readKeyFile(opts.keyFile, log);
       ring.#watch = setInterval(() => void ring.#readKeyFile(opts.keyFile!, log), KEY_FILE_CHECK_MS);
@@ -91,7 +98,7 @@ export class PlatformKeyRing {
     }
     const dir = path.join(opts.dataDir, 'platform-keys');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const ring = new PlatformKeyRing([], dir);
+    const ring = new PlatformKeyRing([], dir, clock);
     await ring.#scanDir(true);
     if (ring.#keys.length === 0) {
       const k = await ring.rotate();
@@ -209,7 +216,7 @@ export class PlatformKeyRing {
   async #rotate(dir: string, activateAfterMs: number): Promise<PlatformKey> {
     const { privateKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
     const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-    const now = Date.now();
+    const now = this.#clock.now();
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
     const name = generatedName(k);
     const file = path.join(dir, name);
@@ -231,7 +238,7 @@ export class PlatformKeyRing {
   /** The key that signs now: the latest whose activation time has come (null while unavailable). */
   get current(): PlatformKey | null {
     if (this.unavailable || this.#fileProblem !== null) return null;
-    const now = Date.now();
+    const now = this.#clock.now();
     for (let i = this.#keys.length - 1; i >= 0; i--) {
       if (this.#keys[i]!.activatesAt.getTime() <= now) return this.#keys[i]!;
     }
@@ -240,7 +247,7 @@ export class PlatformKeyRing {
 
   /** A published key that signs later (the next one due), if any. */
   get next(): PlatformKey | null {
-    const now = Date.now();
+    const now = this.#clock.now();
     return this.#keys.find((k) => k.activatesAt.getTime() > now) ?? null;
   }
 
