@@ -40,15 +40,12 @@ INSERT INTO jobs(kind, subject_id, run_at, runs, created_at)
 INSERT INTO jobs(kind, subject_id, run_at, created_at)
   SELECT 'CHECK_DUPLICATE_REFUND', id, now(), now() FROM duplicate_payments WHERE refund_state IN ('PENDING', 'UNKNOWN')
   ON CONFLICT (kind, subject_id) DO NOTHING;
--- Closes left pending, due when the close holding them lets go.
-INSERT INTO jobs(kind, subject_id, run_at, created_at)
-  SELECT 'FINISH_CLOSE', id, COALESCE(worker_lease_until, now()), now() FROM orders
-   WHERE close_pending IS NOT NULL AND status IN ('CREATED', 'PAYING', 'UNKNOWN');
 -- Reconciliation runs queued, running (due when their lease ends) or failed with tries left.
 INSERT INTO jobs(kind, subject_id, run_at, runs, created_at)
   SELECT 'RECONCILE_STATEMENT', id::text, CASE WHEN status = 'RUNNING' THEN COALESCE(lease_until, now()) ELSE due_at END, tries, created_at
     FROM reconciliation_runs WHERE status IN ('QUEUED', 'RUNNING') OR (status = 'FAILED' AND tries < 6);
--- Orders past their window are found by FIND_DUE_WORK, as are new attempts and refunds that stall.
+-- Orders past their window and closes left pending are found by FIND_DUE_WORK, as are attempts
+-- and refunds that stall.
 
 DROP TABLE follow_ups;
 DROP FUNCTION mps_claim_expired_orders(integer, timestamptz);
@@ -59,6 +56,7 @@ ALTER TABLE reconciliation_runs DROP COLUMN lease_until;
 -- The time a close holds an order (no FINISH_CLOSE runs before it), and the mark by which the close
 -- that wrote it withdraws only its own (src/store/orders.ts markClosePending).
 ALTER TABLE orders RENAME COLUMN worker_lease_until TO close_held_until;
+CREATE INDEX orders_close_held ON orders(close_held_until) WHERE close_pending IS NOT NULL;
 
 -- Attempts being made and refunds being requested are found by their age (FIND_DUE_WORK): the
 -- check times go, with their indexes.
@@ -106,7 +104,8 @@ ALTER FUNCTION mps_accept_attempts(json, text[], text[], text, text, text, text,
 
 -- FIND_DUE_WORK (src/store/jobs.ts findDueWork): the jobs that rows imply, at most p_limit of each,
 -- each due since the moment its work came due: open orders past their window with no close pending
--- (EXPIRE_ORDER, due at expire_at), attempts PENDING since before p_attempt_stall (due when they
+-- (EXPIRE_ORDER, due at expire_at), open orders whose pending close was let go (FINISH_CLOSE, due at
+-- close_held_until: the close that held it ended, or answered uncertainly), attempts PENDING since before p_attempt_stall (due when they
 -- stalled) or made by an instance that stopped beating (due since they were created: their request
 -- died) (CHECK_ATTEMPT), refunds REQUESTED likewise (CHECK_REFUND). A subject whose job is due,
 -- running or has run is left to it (its backoff stands); one whose job has never run is made due. The kinds are parameters (src/domain/jobs.ts names them). A function so that
@@ -114,7 +113,7 @@ ALTER FUNCTION mps_accept_attempts(json, text[], text[], text, text, text, text,
 -- index whatever the statistics say (test/integration/worker-claim-plan.test.ts).
 CREATE FUNCTION mps_find_due_work(
   p_now timestamptz, p_alive_since timestamptz, p_attempt_stall timestamptz, p_refund_stall timestamptz, p_limit integer,
-  p_expire_kind text, p_attempt_kind text, p_refund_kind text
+  p_expire_kind text, p_attempt_kind text, p_refund_kind text, p_close_kind text
 ) RETURNS integer LANGUAGE sql AS $$
   WITH expired AS (
     INSERT INTO jobs(kind, subject_id, run_at, created_at)
@@ -122,6 +121,14 @@ CREATE FUNCTION mps_find_due_work(
      WHERE o.status IN ('CREATED', 'PAYING') AND o.expire_at <= p_now AND o.close_pending IS NULL
        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = p_expire_kind AND j.subject_id = o.id)
      ORDER BY o.expire_at LIMIT p_limit
+    ON CONFLICT (kind, subject_id) DO NOTHING
+    RETURNING 1
+  ), closes AS (
+    INSERT INTO jobs(kind, subject_id, run_at, created_at)
+    SELECT p_close_kind, o.id, o.close_held_until, p_now FROM orders o
+     WHERE o.close_pending IS NOT NULL AND o.close_held_until <= p_now AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
+       AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = p_close_kind AND j.subject_id = o.id)
+     ORDER BY o.close_held_until LIMIT p_limit
     ON CONFLICT (kind, subject_id) DO NOTHING
     RETURNING 1
   ), attempts_due AS (
@@ -153,8 +160,9 @@ CREATE FUNCTION mps_find_due_work(
     ON CONFLICT (kind, subject_id) DO UPDATE SET run_at = LEAST(jobs.run_at, EXCLUDED.run_at) WHERE jobs.runs = 0 AND jobs.locked_by IS NULL
     RETURNING 1
   )
-  SELECT ((SELECT count(*) FROM expired) + (SELECT count(*) FROM attempts_due) + (SELECT count(*) FROM refunds_due))::integer
+  SELECT ((SELECT count(*) FROM expired) + (SELECT count(*) FROM closes) + (SELECT count(*) FROM attempts_due)
+          + (SELECT count(*) FROM refunds_due))::integer
 $$;
 -- No JIT: a plan whose cost counts a disabled scan would be compiled on every call (seconds).
-ALTER FUNCTION mps_find_due_work(timestamptz, timestamptz, timestamptz, timestamptz, integer, text, text, text)
+ALTER FUNCTION mps_find_due_work(timestamptz, timestamptz, timestamptz, timestamptz, integer, text, text, text, text)
   SET enable_seqscan = off SET jit = off;

@@ -120,7 +120,8 @@ export async function releaseJobsOfGoneInstances(db: Queryable, aliveSince: Date
 
 /**
  * FIND_DUE_WORK's statement (mps_find_due_work, migrations/0030): adds the jobs that rows imply
- * (orders past their window, attempts and refunds whose request stalled or whose instance is gone),
+ * (orders past their window, closes left pending, attempts and refunds whose request stalled or
+ * whose instance is gone),
  * at most `limit` of each, each due since its work came due. Answers how many jobs it added or made due.
  */
 export async function findDueWork(
@@ -131,13 +132,23 @@ export async function findDueWork(
     attemptStalledBefore: Date;
     refundStalledBefore: Date;
     limit: number;
-    kinds: { expire: JobKind; attempt: JobKind; refund: JobKind };
+    kinds: { expire: JobKind; close: JobKind; attempt: JobKind; refund: JobKind };
   },
 ): Promise<number> {
   const r = await db.query<{ n: number }>({
     name: 'jobs_find_due_work',
-    text: 'SELECT mps_find_due_work($1, $2, $3, $4, $5, $6, $7, $8) AS n',
-    values: [o.now, o.aliveSince, o.attemptStalledBefore, o.refundStalledBefore, o.limit, o.kinds.expire, o.kinds.attempt, o.kinds.refund],
+    text: 'SELECT mps_find_due_work($1, $2, $3, $4, $5, $6, $7, $8, $9) AS n',
+    values: [
+      o.now,
+      o.aliveSince,
+      o.attemptStalledBefore,
+      o.refundStalledBefore,
+      o.limit,
+      o.kinds.expire,
+      o.kinds.attempt,
+      o.kinds.refund,
+      o.kinds.close,
+    ],
   });
   return r.rows[0]!.n;
 }

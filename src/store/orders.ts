@@ -126,18 +126,18 @@ export const CLOSE_HOLD_MS = 30_000;
 export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
- * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: the
- * caller schedules FINISH_CLOSE then) while the order is open. Answers the close that was pending
- * before (if any) and the hold written (the mark by which this close withdraws only its own), or
- * null when the order is not open.
+ * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: a hold
+ * that lapses while the close is still pending is found by FIND_DUE_WORK) while the order is open.
+ * Answers the close that was pending before (if any) and the hold written (the mark by which this
+ * close withdraws only its own), or null when the order is not open.
  */
 export async function markClosePending(
-  tx: Tx,
+  db: Queryable,
   orderId: string,
   reason: ClosedReason,
   now: Date,
 ): Promise<{ before: ClosedReason | null; heldUntil: Date } | null> {
-  const r = await tx.query<{ before: ClosedReason | null; heldUntil: Date }>(
+  const r = await db.query<{ before: ClosedReason | null; heldUntil: Date }>(
     `UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
        FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
       WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
@@ -156,11 +156,10 @@ export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: D
   return r.rowCount === 1;
 }
 
-/** A close whose outcome is uncertain: kept pending, held until the time answered (FINISH_CLOSE finishes it then). */
-export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<Date> {
+/** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
+export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
   const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
   await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3 WHERE id = $1`, [orderId, reason, until]);
-  return until;
 }
 
 /**

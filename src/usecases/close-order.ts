@@ -9,7 +9,6 @@ import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
 import { type CallOptions, ProviderRejectedError } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
-import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { untilSettled } from './attempts.ts';
@@ -42,15 +41,12 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS, with the FINISH_CLOSE job
-  // that finishes it should this caller stop), under the order's lock: a re-create that starts
-  // after this answers 409, and the attempt of one that started before is in the list read next.
-  // Without this, a re-create racing the close could open a payment the close never saw.
-  const mark = await withTx(d.db, async (tx) => {
-    const m = await orders.markClosePending(tx, o.id, reason, nowOf(d));
-    if (m) await jobs.schedule(tx, 'FINISH_CLOSE', o.id, m.heldUntil, 'exactly');
-    return m;
-  });
+  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS: should this caller stop,
+  // FIND_DUE_WORK finds it once the hold lapses, and FINISH_CLOSE finishes it), under the order's
+  // lock: a re-create that starts after this answers 409, and the attempt of one that started
+  // before is in the list read next. Without this, a re-create racing the close could open a
+  // payment the close never saw.
+  const mark = await orders.markClosePending(d.db, o.id, reason, nowOf(d));
   // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote
   // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
   // refused withdraws, and a close kept pending by another caller survives.
@@ -81,8 +77,6 @@ export async function closeOrderById(
   const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
     let order = (await orders.getOrderLocked(tx, o.id))!;
     const now = nowOf(d);
-    // The order ended: no close is left to finish.
-    if (order.status !== 'CREATED' && order.status !== 'PAYING' && order.status !== 'UNKNOWN') await jobs.cancel(tx, 'FINISH_CLOSE', o.id);
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
     if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
     if (order.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
@@ -94,27 +88,21 @@ export async function closeOrderById(
         await setAttempt(tx, flow, a, 'CLOSED', {}, now);
       }
     }
-    if (values.includes('PAID')) {
-      if (order.status === 'SUCCEEDED') await jobs.cancel(tx, 'FINISH_CLOSE', o.id);
-      return { closeState: 'PROVIDER_PAID_CONFLICT', order };
-    }
+    if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT', order };
     // Refused: the order stays as it was (the close this call recorded is withdrawn), but the
     // attempts the provider did close are recorded as closed (their material no longer pays), so
     // the order shows nextAction when it has none left.
     if (values.includes('REJECTED')) {
       // An expiry the provider refuses is tried again by its own job's backoff (EXPIRE_ORDER).
       const withdrawn = markedHold !== null && (await orders.withdrawClosePending(tx, order.id, markedHold));
-      if (withdrawn) await jobs.cancel(tx, 'FINISH_CLOSE', order.id);
       return { closeState: 'REJECTED', order: withdrawn ? { ...order, closePending: null } : order };
     }
     if (values.includes('UNCERTAIN')) {
-      // Finished by FINISH_CLOSE shortly.
-      const until = await orders.keepClosePending(tx, order.id, reason, now);
-      await jobs.schedule(tx, 'FINISH_CLOSE', order.id, until, 'exactly');
+      // Held briefly: FINISH_CLOSE finishes it once the hold lapses.
+      await orders.keepClosePending(tx, order.id, reason, now);
       return { closeState: 'UNKNOWN_KEPT', order: (await orders.getOrder(tx, order.id))! };
     }
     order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
-    await jobs.cancel(tx, 'FINISH_CLOSE', order.id);
     return { closeState: 'CLOSE_REQUESTED', order };
   };
   const r = await withTx(d.db, async (tx) => {

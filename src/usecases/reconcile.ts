@@ -34,7 +34,7 @@ export async function findDueWork(d: UseCaseDeps): Promise<JobOutcome> {
     attemptStalledBefore: new Date(now.getTime() - PENDING_RECHECK_MS),
     refundStalledBefore: new Date(now.getTime() - REQUESTED_RECHECK_MS),
     limit: FIND_LIMIT,
-    kinds: { expire: 'EXPIRE_ORDER', attempt: 'CHECK_ATTEMPT', refund: 'CHECK_REFUND' },
+    kinds: { expire: 'EXPIRE_ORDER', close: 'FINISH_CLOSE', attempt: 'CHECK_ATTEMPT', refund: 'CHECK_REFUND' },
   });
   if (found > 0) d.wakeWorkers();
   return 'done';
@@ -55,17 +55,20 @@ export async function expireOrder(d: UseCaseDeps, job: Job): Promise<JobOutcome>
   return 'done';
 }
 
-/** FINISH_CLOSE: a close left pending (its request ended, or the provider answered uncertainly) is run again. */
+/**
+ * FINISH_CLOSE: a close left pending (its request ended, or the provider answered uncertainly) is
+ * run again; while the provider's answer stays uncertain, again after the job's backoff.
+ */
 export async function finishClose(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
   const o = await orders.getOrder(d.db, job.subjectId);
   if (!o?.closePending) return 'done';
   try {
-    await closeOrderById(d, o, o.closePending, { background: true });
+    const r = await closeOrderById(d, o, o.closePending, { background: true });
+    return r.closeState === 'UNKNOWN_KEPT' ? 'retry' : 'done';
   } catch (err) {
     if (err instanceof DomainError) return 'done';
     throw err;
   }
-  return 'done';
 }
 
 /** CHECK_ATTEMPT: an UNKNOWN attempt, or a PENDING one whose creating request stalled or died, is settled by asking the provider. */

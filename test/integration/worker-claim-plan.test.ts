@@ -26,8 +26,12 @@ describe('FIND_DUE_WORK with many open orders and no statistics', () => {
     await db.query('ALTER TABLE attempts SET (autovacuum_enabled = off)');
     await insertOrders(db, { key: 'open', appId: 'app_claim', merchantId: 'mch_claim', status: 'PAYING', from: 1, to: OPEN_ORDERS });
     await insertAttempts(db, { key: 'open', from: 1, to: OPEN_ORDERS, state: 'ACCEPTED' });
-    // One order past its window, one attempt whose creation stalled: each part has something to find.
+    // One order past its window, one whose pending close was let go, one attempt whose creation
+    // stalled: each part has something to find.
     await db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = 'ord_open_9'`);
+    await db.query(
+      `UPDATE orders SET close_pending = 'CLOSE_REQUESTED', close_held_until = now() - interval '1 second' WHERE id = 'ord_open_5'`,
+    );
     await db.query(`UPDATE attempts SET state = 'PENDING', created_at = now() - interval '10 minutes' WHERE id = 'att_open_7'`);
   });
   after(async () => {
@@ -46,7 +50,7 @@ describe('FIND_DUE_WORK with many open orders and no statistics', () => {
           attemptStalledBefore: new Date(now.getTime() - 150_000),
           refundStalledBefore: new Date(now.getTime() - 60_000),
           limit: 200,
-          kinds: { expire: 'EXPIRE_ORDER', attempt: 'CHECK_ATTEMPT', refund: 'CHECK_REFUND' },
+          kinds: { expire: 'EXPIRE_ORDER', close: 'FINISH_CLOSE', attempt: 'CHECK_ATTEMPT', refund: 'CHECK_REFUND' },
         }),
       );
       assert.ok(read.orders < 100, `${read.orders} order rows read`);
@@ -55,6 +59,7 @@ describe('FIND_DUE_WORK with many open orders and no statistics', () => {
       assert.deepEqual(jobs.rows, [
         { kind: 'CHECK_ATTEMPT', subject_id: 'att_open_7' },
         { kind: 'EXPIRE_ORDER', subject_id: 'ord_open_9' },
+        { kind: 'FINISH_CLOSE', subject_id: 'ord_open_5' },
       ]);
     } finally {
       c.release();
