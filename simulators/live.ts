@@ -60,6 +60,10 @@ export async function startLiveSimulators(o: LiveSimulatorOptions): Promise<Live
     WECHATPAY_PLATFORM_PUBLIC_KEY_ID: w.publicKeyId,
     WECHATPAY_PLATFORM_PUBLIC_KEY_FILE: write('wechatpay-platform-public-key.pem', w.platformPublicKeyPem, 0o644),
     WECHATPAY_BASE_URL: wechatpay.url,
+    // The official account's web authorization (JSAPI inside WeChat), at the simulator too.
+    WECHATPAY_APP_SECRET_FILE: write('wechatpay-app-secret', w.appSecret),
+    WECHATPAY_OAUTH_URL: wechatpay.url,
+    WECHATPAY_SNS_URL: wechatpay.url,
     WECHATPAY_TIMEOUT_MS: timeout,
   };
   if (a.certs) {

@@ -28,6 +28,7 @@ import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor } from './store/attempt-acceptance.ts';
 import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
+import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
 import { purgeOperatorRows } from './usecases/operators.ts';
@@ -190,7 +191,9 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       (await units.purge()) +
       (await purgeOperatorRows(svc)) +
       // Daily amount counters of the days before yesterday (Asia/Shanghai).
-      (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))),
+      (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))) +
+      // The cashier's WeChat authorization states an hour after they ended.
+      (await purgeOAuthStates(db, new Date(clock.now() - 3_600_000), 1000)),
     // Replaced by the worker runner's wake-up once the workers exist (app.ts).
     wakeWorkers: () => {},
   };

@@ -4,7 +4,7 @@
  * worker loop (src/usecases/worker-loop.ts) runs the job runner, the event dispatcher and any
  * extra task every second and when woken.
  */
-import { closeStrayAttempt, checkDuplicateRefund, refundDuplicate } from './usecases/follow-ups.ts';
+import { closeStrayAttempt, closeTrade, checkDuplicateRefund, refundDuplicate } from './usecases/follow-ups.ts';
 import type { UseCaseDeps } from './usecases/deps.ts';
 import { JobRunner, type JobHandlers } from './usecases/jobs.ts';
 import { checkAttempt, checkRefund, expireOrder, findDueWork, finishClose } from './usecases/reconcile.ts';
@@ -26,6 +26,7 @@ export const HANDLERS: JobHandlers<WorkerDeps> = {
   EXPIRE_ORDER: expireOrder,
   FINISH_CLOSE: finishClose,
   CLOSE_STRAY_ATTEMPT: closeStrayAttempt,
+  CLOSE_TRADE: closeTrade,
   REFUND_DUPLICATE: refundDuplicate,
   CHECK_DUPLICATE_REFUND: checkDuplicateRefund,
   RECONCILE_STATEMENT: reconcileStatement,

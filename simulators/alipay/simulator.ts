@@ -56,6 +56,8 @@ export const ALIPAY_NOTIFY_RETRY_DELAYS_MS = [4, 10, 10, 60, 120, 360, 900].map(
 export type SimFault =
   /** The work is done, but no answer comes (the connection is held until the client gives up). */
   | { kind: 'timeout' }
+  /** The request is lost before Alipay acts on it: nothing done, and no answer comes. */
+  | { kind: 'drop' }
   /** An HTTP error status with an HTML body; `doWork`: the call was carried out all the same. */
   | { kind: 'http'; status: number; doWork?: boolean }
   /** A signed business answer (nothing done): e.g. 40004 ACQ.SYSTEM_ERROR, 20000 isp.unknow-error. */
@@ -776,7 +778,7 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
     const p = body === null ? null : paramsOf(url, body, req.headers['content-type']);
     const method = p?.method ?? '';
     counts.set(method, (counts.get(method) ?? 0) + 1);
-    if (method === PAGE_METHOD) return wapPay(res, p!);
+    if (method === PAGE_METHOD) return wapPay(req, res, p!);
     const known = (SIMULATED_METHODS as readonly string[]).includes(method) ? (method as SimulatedMethod) : null;
     const reply = (payload: Record<string, unknown>, variant: SimFault['kind'] | null = null) =>
       send(res, 200, 'application/json;charset=utf-8', answerText(known, payload, variant));
@@ -790,6 +792,13 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
       throw e;
     }
     const fault = takeFault(known);
+    if (fault?.kind === 'drop') {
+      // Lost on the way in: nothing done; the connection is held until the client gives up.
+      held.add(res);
+      res.on('close', () => held.delete(res));
+      later(holdMs, () => res.destroy());
+      return;
+    }
     if (fault?.kind === 'delay') await new Promise((r) => setTimeout(r, fault.ms));
     if (fault?.kind === 'business') {
       return reply({
@@ -817,8 +826,15 @@ export async function startAlipaySimulator(opts: AlipaySimulatorOptions = {}): P
     reply(payload, fault?.kind ?? null);
   }
 
-  /** alipay.trade.wap.pay, opened by the buyer's browser: the payment page, or Alipay's error page. */
-  function wapPay(res: http.ServerResponse, p: Record<string, string>): void {
+  /**
+   * alipay.trade.wap.pay, opened by the buyer's browser: the payment page, or Alipay's error page.
+   * Inside WeChat (its User-Agent) nothing: WeChat blocks Alipay's pages, so a buyer there never
+   * reaches one (the merchant's page must not send them).
+   */
+  function wapPay(req: http.IncomingMessage, res: http.ServerResponse, p: Record<string, string>): void {
+    if (/MicroMessenger\//i.test(req.headers['user-agent'] ?? '')) {
+      return send(res, 403, 'text/html;charset=utf-8', messagePage('Blocked', '微信内无法打开支付宝页面 (WeChat blocks Alipay pages).'));
+    }
     try {
       checkRequest(p);
       const biz = bizOf(p);

@@ -53,6 +53,7 @@ const merchantKey = keep(
   0o600,
 );
 const apiV3Key = keep('apiv3.key', () => randomBytes(24).toString('base64url').slice(0, 32), 0o600).trim();
+const appSecret = keep('app-secret', () => randomBytes(16).toString('hex'), 0o600).trim();
 const platformKey = keep(
   'sim-platform-private-key.pem',
   () => generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
@@ -85,6 +86,7 @@ const sim = await startWechatPaySimulator({
   merchantPublicKey: createPublicKey(createPrivateKey(merchantKey)),
   merchantCertSerial: settings.certSerial,
   apiV3Key,
+  appSecret,
   platformPrivateKey: platformKey,
   publicKeyId: settings.publicKeyId,
   signWith: mode,
@@ -107,6 +109,9 @@ if (mode === 'publicKey') {
   console.log(`WECHATPAY_PLATFORM_PUBLIC_KEY_ID=${settings.publicKeyId}`);
 }
 console.log(`WECHATPAY_BASE_URL=${sim.url}`);
+console.log(`WECHATPAY_APP_SECRET_FILE=${file('app-secret')}`);
+console.log(`WECHATPAY_OAUTH_URL=${sim.url}`);
+console.log(`WECHATPAY_SNS_URL=${sim.url}`);
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => void sim.close().then(() => process.exit(0)));

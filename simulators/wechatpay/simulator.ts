@@ -12,8 +12,17 @@
  *   `PUB_KEY_ID_...`) or the platform certificate's key: the key the request names in its
  *   `Wechatpay-Serial`, else the configured `signWith`. `GET /v3/certificates` lists the platform
  *   certificates encrypted under the APIv3 key and is signed with the newest certificate.
- * - Orders (H5), their query and close, refunds and their query are kept in memory. The buyer pays
- *   or fails on the `h5_url` page, which then goes to the order's `redirect_url`.
+ * - Orders (H5, JSAPI, Native), their query and close, refunds and their query are kept in memory.
+ *   An out_trade_no used again with another product or other parameters is `403 OUT_TRADE_NO_USED`
+ *   ("商户订单号重复"); the same order again answers the same material. The buyer pays or fails on
+ *   the `h5_url` page (refused inside WeChat, as WeChat Pay refuses H5 there), which then goes to
+ *   the order's `redirect_url`; scans a Native `code_url` (`scanPay`); or pays a JSAPI order through
+ *   a stand-in for WeChat's in-browser payment call (`jsapiPay`), which verifies the page's
+ *   `paySign` with the merchant's public key and that the payer is the order's openid.
+ * - WeChat's official-account web authorization (OAuth 2.0): `GET /connect/oauth2/authorize`
+ *   (inside WeChat only, as the WeChat user of the `sim_wechat_user` cookie) sends the browser back
+ *   to `redirect_uri` with a code, single-use and valid 5 minutes, that `GET
+ *   /sns/oauth2/access_token` (with the AppSecret) exchanges for the user's openid.
  * - The trade bill of a past Beijing day (`GET /v3/bill/tradebill`, type ALL, gzip on request) from
  *   the orders paid and the refunds accepted that day, in the documented format (a header, rows of
  *   back-quoted fields, a summary), with its SHA-1; the file is fetched with a signed GET of its
@@ -40,13 +49,30 @@ import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { type SimCertificate, selfSignedCertificate } from './certificate.ts';
 
-export type Endpoint = 'create' | 'query' | 'close' | 'refund' | 'refundQuery' | 'certificates' | 'tradeBill' | 'billFile';
-const ENDPOINTS: readonly Endpoint[] = ['create', 'query', 'close', 'refund', 'refundQuery', 'certificates', 'tradeBill', 'billFile'];
+/** `create`: the H5 order; `jsapi`, `native`: the JSAPI and Native orders. */
+export type Endpoint =
+  'create' | 'jsapi' | 'native' | 'query' | 'close' | 'refund' | 'refundQuery' | 'certificates' | 'tradeBill' | 'billFile';
+const ENDPOINTS: readonly Endpoint[] = [
+  'create',
+  'jsapi',
+  'native',
+  'query',
+  'close',
+  'refund',
+  'refundQuery',
+  'certificates',
+  'tradeBill',
+  'billFile',
+];
+
+/** The product of an order (its trade_type). */
+export type TradeType = 'MWEB' | 'JSAPI' | 'NATIVE';
 
 /**
  * A programmed fault of one endpoint:
  * - error: answer this error (signed unless `signed: false`); nothing is done;
  * - noAnswer: do the work, then never answer (the client's timeout ends the call);
+ * - drop: the request is lost before WeChat Pay acts on it: nothing is done, nothing answered;
  * - badSignature: do the work, answer with a signature that does not verify;
  * - probeSignature: do the work, answer with WeChat Pay's probe signature (`WECHATPAY/SIGNTEST/...`);
  * - delay: wait `ms`, then proceed normally;
@@ -56,6 +82,7 @@ const ENDPOINTS: readonly Endpoint[] = ['create', 'query', 'close', 'refund', 'r
 export type Fault =
   | { kind: 'error'; status: number; code: string; message?: string; signed?: boolean }
   | { kind: 'noAnswer' }
+  | { kind: 'drop' }
   | { kind: 'badSignature' }
   | { kind: 'probeSignature' }
   | { kind: 'delay'; ms: number }
@@ -66,6 +93,7 @@ export type RefundStatus = 'PROCESSING' | 'SUCCESS' | 'ABNORMAL' | 'CLOSED';
 
 export interface SimOrder {
   outTradeNo: string;
+  tradeType: TradeType;
   appid: string;
   description: string;
   total: number;
@@ -74,7 +102,12 @@ export interface SimOrder {
   timeExpire: string;
   payerClientIp: string;
   prepayId: string;
+  /** MWEB: the buyer's page; '' otherwise. */
   h5Url: string;
+  /** NATIVE: the code the buyer scans; null otherwise. */
+  codeUrl: string | null;
+  /** JSAPI: the openid the order was made for (only that WeChat user can pay it); null otherwise. */
+  payerOpenid: string | null;
   tradeState: TradeState;
   transactionId: string | null;
   successTime: string | null;
@@ -134,6 +167,10 @@ export interface WechatPaySimulatorOptions {
   notifyRetryScheduleMs?: readonly number[];
   /** Sends a notification; POST with a 5 s timeout by default. Answers the HTTP status. */
   deliver?: Deliver;
+  /** The official account's AppSecret (for `sns/oauth2/access_token`); generated when absent. */
+  appSecret?: string;
+  /** How long an OAuth code is valid (WeChat: 5 minutes). */
+  oauthCodeTtlMs?: number;
   /** The simulator's clock (ms), for its timestamps and the 5-minute check of requests. */
   now?: () => number;
   log?: (msg: string) => void;
@@ -147,6 +184,8 @@ export const WECHAT_NOTIFY_SCHEDULE_MS = [15, 15, 30, 180, 600, 1200, 1800, 1800
 export interface SimulatorKeys {
   mchId: string;
   appId: string;
+  /** The official account's AppSecret. */
+  appSecret: string;
   apiV3Key: string;
   merchantCertSerial: string;
   /** PEM, when the simulator generated the merchant's key pair (absent when it was given). */
@@ -159,6 +198,16 @@ export interface SimulatorKeys {
 export interface SimulatorControls {
   /** The buyer pays; resolves once the notification's first delivery was answered (or lost). */
   pay(outTradeNo: string): Promise<void>;
+  /** A WeChat user scans a Native order's code_url and pays it. */
+  scanPay(codeUrl: string): Promise<void>;
+  /**
+   * The stand-in for WeChat's in-browser payment call (`getBrandWCPayRequest`) made by the WeChat
+   * user `openid` with the page's parameters: verified (appId, signType RSA, the prepay_id's order,
+   * the payer, paySign under the merchant's public key), then paid. Answers WeChat's `err_msg`.
+   */
+  jsapiPay(params: object, openid: string): Promise<{ err_msg: string; reason?: string }>;
+  /** The openid of a WeChat user (by name) under this official account. */
+  openIdOf(user: string): string;
   /** The buyer's payment fails (PAYERROR; WeChat Pay sends no notification for it). */
   fail(outTradeNo: string): void;
   /** The order's time to pay ends now: the buyer can no longer pay (it stays NOTPAY until closed). */
@@ -257,6 +306,10 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
     merchantPublicKey = typeof opts.merchantPublicKey === 'string' ? createPublicKey(opts.merchantPublicKey) : opts.merchantPublicKey;
   }
   const merchantCertSerial = opts.merchantCertSerial ?? randomBytes(20).toString('hex').toUpperCase();
+  const appSecret = opts.appSecret ?? randomBytes(16).toString('hex');
+  const oauthCodeTtlMs = opts.oauthCodeTtlMs ?? 5 * 60_000;
+  /** OAuth codes issued by the authorize page: single-use, valid oauthCodeTtlMs. */
+  const oauthCodes = new Map<string, { openid: string; until: number; used: boolean }>();
 
   const pkPrivate =
     opts.platformPrivateKey === undefined
@@ -284,6 +337,7 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
 
   const orders = new Map<string, SimOrder>();
   const ordersByPrepay = new Map<string, SimOrder>();
+  const ordersByCode = new Map<string, SimOrder>();
   const refunds = new Map<string, SimRefund>();
   const faults = new Map<Endpoint, { fault: Fault; remaining: number }[]>();
   const counts = new Map<Endpoint, number>();
@@ -440,15 +494,20 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
       mchid: mchId,
       out_trade_no: o.outTradeNo,
       ...(paid ? { transaction_id: o.transactionId } : {}),
-      trade_type: 'MWEB',
+      trade_type: o.tradeType,
       trade_state: o.tradeState,
       trade_state_desc: { NOTPAY: '未支付', SUCCESS: '支付成功', REFUND: '转入退款', CLOSED: '已关闭', PAYERROR: '支付失败' }[o.tradeState],
-      ...(paid ? { bank_type: 'OTHERS', success_time: o.successTime, payer: { openid: 'oSimulatedBuyer000000000000' } } : {}),
+      ...(paid ? { bank_type: 'OTHERS', success_time: o.successTime, payer: { openid: payerOf(o) } } : {}),
       amount: paid
         ? { total: o.total, payer_total: o.total, currency: o.currency, payer_currency: o.currency }
         : { total: o.total, currency: o.currency },
       attach: '',
     };
+  }
+
+  /** Who paid an order: a JSAPI order's openid, else a simulated buyer. */
+  function payerOf(o: SimOrder): string {
+    return o.payerOpenid ?? 'oSimulatedBuyer000000000000';
   }
 
   function markPaid(o: SimOrder): void {
@@ -522,10 +581,19 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
 
   // -- API endpoints ----------------------------------------------------------------------------
 
-  function createOrder(b: Record<string, unknown>, fault: Fault | null): HttpAnswer {
+  /** The answer that carries an order's material: h5_url (H5), prepay_id (JSAPI), code_url (Native). */
+  function material(o: SimOrder): HttpAnswer {
+    if (o.tradeType === 'JSAPI') return new HttpAnswer(200, { prepay_id: o.prepayId });
+    if (o.tradeType === 'NATIVE') return new HttpAnswer(200, { code_url: o.codeUrl });
+    return new HttpAnswer(200, { h5_url: o.h5Url });
+  }
+
+  /** An H5, JSAPI or Native order (`/v3/pay/transactions/h5|jsapi|native`), checked as the gateway checks them. */
+  function createOrder(b: Record<string, unknown>, fault: Fault | null, tradeType: TradeType): HttpAnswer {
     const amount = b.amount as Record<string, unknown> | undefined;
     const scene = b.scene_info as Record<string, unknown> | undefined;
     const h5Info = scene?.h5_info as Record<string, unknown> | undefined;
+    const payer = b.payer as Record<string, unknown> | undefined;
     const bad = (m: string) => error(400, 'PARAM_ERROR', m);
     if (b.mchid !== mchId) return bad('mchid与请求头中的商户号不一致');
     if (typeof b.appid !== 'string') return bad('缺少参数appid');
@@ -536,8 +604,12 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
     if (typeof b.notify_url !== 'string' || !/^https?:\/\/[^?#]+$/.test(b.notify_url)) return bad('notify_url格式不正确');
     if (!amount || !Number.isSafeInteger(amount.total) || (amount.total as number) < 1) return bad('amount.total须为正整数(分)');
     if (amount.currency !== undefined && amount.currency !== 'CNY') return bad('amount.currency只支持CNY');
-    if (typeof scene?.payer_client_ip !== 'string' || scene.payer_client_ip === '') return bad('缺少参数scene_info.payer_client_ip');
-    if (typeof h5Info?.type !== 'string') return bad('缺少参数scene_info.h5_info.type');
+    if (tradeType === 'MWEB') {
+      if (typeof scene?.payer_client_ip !== 'string' || scene.payer_client_ip === '') return bad('缺少参数scene_info.payer_client_ip');
+      if (typeof h5Info?.type !== 'string') return bad('缺少参数scene_info.h5_info.type');
+    }
+    if (tradeType === 'JSAPI' && (typeof payer?.openid !== 'string' || !/^[\w-]{1,128}$/.test(payer.openid)))
+      return bad('缺少参数payer.openid');
     let payableUntil = Infinity;
     if (b.time_expire !== undefined) {
       const t =
@@ -547,7 +619,11 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
       if (Number.isNaN(t)) return bad('time_expire须为rfc3339格式');
       payableUntil = t;
     }
+    // The product and the payer are part of the order: the number used again with another product
+    // (or for another WeChat user) is "商户订单号重复".
     const fingerprint = JSON.stringify([
+      tradeType,
+      tradeType === 'JSAPI' ? payer!.openid : null,
       b.appid,
       b.description,
       amount.total,
@@ -560,20 +636,23 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
       if (existing.tradeState === 'SUCCESS' || existing.tradeState === 'REFUND') return error(400, 'ORDERPAID', '该订单已支付');
       if (existing.tradeState === 'CLOSED') return error(400, 'ORDER_CLOSED', '订单已关闭');
       if (existing.fingerprint !== fingerprint) return error(403, 'OUT_TRADE_NO_USED', '商户订单号重复');
-      return new HttpAnswer(200, { h5_url: existing.h5Url });
+      return material(existing);
     }
     const prepayId = `wx${beijing(now()).replace(/\D/g, '').slice(0, 14)}${randomBytes(9).toString('hex')}`;
     const o: SimOrder = {
       outTradeNo: b.out_trade_no,
+      tradeType,
       appid: b.appid,
       description: b.description,
       total: amount.total as number,
       currency: 'CNY',
       notifyUrl: b.notify_url,
       timeExpire: (b.time_expire as string | undefined) ?? '',
-      payerClientIp: scene.payer_client_ip,
+      payerClientIp: typeof scene?.payer_client_ip === 'string' ? scene.payer_client_ip : '',
       prepayId,
-      h5Url: `${baseUrl()}/pay/h5?prepay_id=${prepayId}&package=${digits(10)}`,
+      h5Url: tradeType === 'MWEB' ? `${baseUrl()}/pay/h5?prepay_id=${prepayId}&package=${digits(10)}` : '',
+      codeUrl: tradeType === 'NATIVE' ? `weixin://wxpay/bizpayurl?pr=${randomBytes(6).toString('base64url')}` : null,
+      payerOpenid: tradeType === 'JSAPI' ? (payer!.openid as string) : null,
       tradeState: 'NOTPAY',
       transactionId: null,
       successTime: null,
@@ -582,12 +661,89 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
     };
     orders.set(o.outTradeNo, o);
     ordersByPrepay.set(prepayId, o);
+    if (o.codeUrl) ordersByCode.set(o.codeUrl, o);
     if (fault?.kind === 'paid') {
       markPaid(o);
       void notify(o.notifyUrl, 'TRANSACTION.SUCCESS', '支付成功', 'transaction', orderResource(o)).catch(() => {});
       return error(400, 'ORDERPAID', '该订单已支付');
     }
-    return new HttpAnswer(200, { h5_url: o.h5Url });
+    return material(o);
+  }
+
+  // -- WeChat: web authorization, the in-browser payment call ----------------------------------------
+
+  function openIdOf(user: string): string {
+    return `o${createHash('sha256').update(`${appId}|${user}`).digest('base64url').slice(0, 27)}`;
+  }
+
+  /**
+   * `GET /connect/oauth2/authorize`: only inside WeChat (its User-Agent); the user is the
+   * `sim_wechat_user` cookie's (default `buyer`). Redirects to `redirect_uri` with a fresh code.
+   */
+  function authorizePage(req: http.IncomingMessage, url: URL): { status: number; headers: Record<string, string>; body: string } {
+    const html = (text: string) => ({ status: 200, headers: { 'Content-Type': 'text/html; charset=utf-8' }, body: text });
+    if (!/MicroMessenger\//i.test(req.headers['user-agent'] ?? '')) return html('<!doctype html><p>请在微信客户端打开链接</p>');
+    const q = url.searchParams;
+    const redirect = q.get('redirect_uri') ?? '';
+    const state = q.get('state') ?? '';
+    if (q.get('appid') !== appId) return html('<!doctype html><p>appid参数错误</p>');
+    if (q.get('response_type') !== 'code' || !['snsapi_base', 'snsapi_userinfo'].includes(q.get('scope') ?? ''))
+      return html('<!doctype html><p>scope参数错误或没有scope权限</p>');
+    if (!/^https?:\/\/[^#]+$/.test(redirect)) return html('<!doctype html><p>redirect_uri参数错误</p>');
+    if (!/^[A-Za-z0-9]{0,128}$/.test(state)) return html('<!doctype html><p>state参数错误</p>');
+    const cookie = /(?:^|;\s*)sim_wechat_user=([\w-]{1,64})/.exec(req.headers.cookie ?? '');
+    const code = randomBytes(16).toString('hex');
+    oauthCodes.set(code, { openid: openIdOf(cookie?.[1] ?? 'buyer'), until: now() + oauthCodeTtlMs, used: false });
+    const back = `${redirect}${redirect.includes('?') ? '&' : '?'}code=${code}&state=${state}`;
+    return { status: 302, headers: { Location: back }, body: '' };
+  }
+
+  /** `GET /sns/oauth2/access_token`: the code (once, in time) for the openid; errors as WeChat's `{errcode, errmsg}`. */
+  function accessToken(url: URL): HttpAnswer {
+    const q = url.searchParams;
+    const fail = (errcode: number, errmsg: string) => new HttpAnswer(200, { errcode, errmsg }, false);
+    if (q.get('appid') !== appId) return fail(40013, 'invalid appid');
+    if (q.get('secret') !== appSecret) return fail(40125, 'invalid appsecret');
+    if (q.get('grant_type') !== 'authorization_code') return fail(40002, 'invalid grant_type');
+    const c = oauthCodes.get(q.get('code') ?? '');
+    if (!c) return fail(40029, 'invalid code');
+    if (c.used) return fail(40163, 'code been used');
+    if (now() > c.until) return fail(42003, 'code expired');
+    c.used = true;
+    return new HttpAnswer(
+      200,
+      {
+        access_token: randomBytes(24).toString('base64url'),
+        expires_in: 7200,
+        refresh_token: randomBytes(24).toString('base64url'),
+        openid: c.openid,
+        scope: 'snsapi_base',
+      },
+      false,
+    );
+  }
+
+  /** The stand-in for `WeixinJSBridge.invoke('getBrandWCPayRequest', params)` made by the WeChat user `openid`. */
+  async function jsapiPay(call: object, openid: string): Promise<{ err_msg: string; reason?: string }> {
+    const params = call as Record<string, unknown>;
+    const fail = (reason: string) => ({ err_msg: 'get_brand_wcpay_request:fail', reason });
+    const str = (k: string) => (typeof params[k] === 'string' ? (params[k] as string) : '');
+    const [app, ts, nonce, pkg, signType, paySign] = ['appId', 'timeStamp', 'nonceStr', 'package', 'signType', 'paySign'].map(str);
+    if (app !== appId) return fail('appId does not match the order');
+    if (signType !== 'RSA') return fail('signType must be RSA');
+    if (!/^\d{10}$/.test(ts!) || Math.abs(Math.floor(now() / 1000) - Number(ts)) > 7200) return fail('timeStamp');
+    if (!nonce || nonce.length > 32) return fail('nonceStr');
+    const o = ordersByPrepay.get(/^prepay_id=(.+)$/.exec(pkg!)?.[1] ?? '');
+    if (!o || o.tradeType !== 'JSAPI') return fail('no JSAPI order of this prepay_id');
+    let signed: boolean;
+    try {
+      signed = verify('sha256', Buffer.from(`${app}\n${ts}\n${nonce}\n${pkg}\n`), merchantPublicKey, Buffer.from(paySign!, 'base64'));
+    } catch {
+      signed = false;
+    }
+    if (!signed) return fail('支付验证签名失败');
+    if (o.payerOpenid !== openid) return fail('the order was made for another WeChat user');
+    return (await pay(o)) === 'OK' ? { err_msg: 'get_brand_wcpay_request:ok' } : fail('订单已关闭或已过期');
   }
 
   async function closeOrder(outTradeNo: string, b: Record<string, unknown>, fault: Fault | null): Promise<HttpAnswer> {
@@ -677,8 +833,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
           '',
           o.transactionId!,
           o.outTradeNo,
-          'oSimulatedBuyer000000000000',
-          'MWEB',
+          payerOf(o),
+          o.tradeType,
           'SUCCESS',
           'OTHERS',
           'CNY',
@@ -713,8 +869,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
           '',
           r.transactionId,
           r.outTradeNo,
-          'oSimulatedBuyer000000000000',
-          'MWEB',
+          payerOf(o),
+          o.tradeType,
           'REFUND',
           'OTHERS',
           'CNY',
@@ -793,7 +949,9 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
         return error(400, 'PARAM_ERROR', '请求体不是合法的JSON对象');
       }
     }
-    if (method === 'POST' && p === '/v3/pay/transactions/h5') return createOrder(json, fault);
+    if (method === 'POST' && p === '/v3/pay/transactions/h5') return createOrder(json, fault, 'MWEB');
+    if (method === 'POST' && p === '/v3/pay/transactions/jsapi') return createOrder(json, fault, 'JSAPI');
+    if (method === 'POST' && p === '/v3/pay/transactions/native') return createOrder(json, fault, 'NATIVE');
     let m = /^\/v3\/pay\/transactions\/out-trade-no\/([^/]+)$/.exec(p);
     if (method === 'GET' && m) {
       if (url.searchParams.get('mchid') !== mchId) return error(400, 'PARAM_ERROR', 'mchid与请求头中的商户号不一致');
@@ -818,6 +976,8 @@ export async function startWechatPaySimulator(opts: WechatPaySimulatorOptions = 
 
   function endpointOf(method: string, p: string): Endpoint | null {
     if (method === 'POST' && p === '/v3/pay/transactions/h5') return 'create';
+    if (method === 'POST' && p === '/v3/pay/transactions/jsapi') return 'jsapi';
+    if (method === 'POST' && p === '/v3/pay/transactions/native') return 'native';
     if (method === 'GET' && /^\/v3\/pay\/transactions\/out-trade-no\/[^/]+$/.test(p)) return 'query';
     if (method === 'POST' && /^\/v3\/pay\/transactions\/out-trade-no\/[^/]+\/close$/.test(p)) return 'close';
     if (method === 'POST' && p === '/v3/refund/domestic/refunds') return 'refund';
@@ -852,7 +1012,10 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     const html = (status: number, text: string) => ({ status, headers: { 'Content-Type': 'text/html; charset=utf-8' }, body: text });
     const form = req.method === 'POST' ? new URLSearchParams(body.toString('utf8')) : url.searchParams;
     const o = ordersByPrepay.get(form.get('prepay_id') ?? '');
-    if (!o) return html(404, '<!doctype html><p>订单不存在</p>');
+    if (!o || o.tradeType !== 'MWEB') return html(404, '<!doctype html><p>订单不存在</p>');
+    // WeChat Pay's H5 page is for a phone's browser: inside WeChat it refuses the payment.
+    if (/MicroMessenger\//i.test(req.headers['user-agent'] ?? ''))
+      return html(200, '<!doctype html><p id="refused">请在微信外打开订单，进行支付</p>');
     const redirect = form.get('redirect_url');
     const safeRedirect = redirect && /^https?:\/\//.test(redirect) ? redirect : null;
     if (req.method === 'GET') return html(200, buyerPage(o, safeRedirect, null));
@@ -878,6 +1041,13 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     async pay(outTradeNo) {
       if ((await pay(mustOrder(outTradeNo))) !== 'OK') throw new Error(`simulator: order ${outTradeNo} cannot be paid`);
     },
+    async scanPay(codeUrl) {
+      const o = ordersByCode.get(codeUrl);
+      if (!o) throw new Error('simulator: no Native order of this code_url');
+      if ((await pay(o)) !== 'OK') throw new Error(`simulator: order ${o.outTradeNo} cannot be paid`);
+    },
+    jsapiPay,
+    openIdOf,
     fail(outTradeNo) {
       const o = mustOrder(outTradeNo);
       if (o.tradeState !== 'NOTPAY') throw new Error(`simulator: order ${outTradeNo} is ${o.tradeState}`);
@@ -938,6 +1108,14 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
       else if (m[2] === 'fail') controls.fail(no);
       else controls.expire(no);
       return new HttpAnswer(200, orderResource(mustOrder(no)));
+    }
+    if (method === 'POST' && p === '/native/pay') {
+      await controls.scanPay(String(json().code_url));
+      return new HttpAnswer(204);
+    }
+    if (method === 'POST' && p === '/jsapi/pay') {
+      const j = json();
+      return new HttpAnswer(200, await controls.jsapiPay((j.params ?? {}) as Record<string, unknown>, String(j.openid)));
     }
     if (method === 'POST' && (m = /^\/refunds\/([^/]+)\/(SUCCESS|ABNORMAL|CLOSED)$/.exec(p))) {
       await controls.settleRefund(decodeURIComponent(m[1]!), m[2] as 'SUCCESS' | 'ABNORMAL' | 'CLOSED');
@@ -1008,6 +1186,12 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
       const r = await buyer(req, url, body);
       return void res.writeHead(r.status, r.headers).end(r.body);
     }
+    // WeChat's web authorization: open.weixin.qq.com and api.weixin.qq.com, not the payment API.
+    if (method === 'GET' && url.pathname === '/connect/oauth2/authorize') {
+      const r = authorizePage(req, url);
+      return void res.writeHead(r.status, r.headers).end(r.body);
+    }
+    if (method === 'GET' && url.pathname === '/sns/oauth2/access_token') return send(res, accessToken(url), null, null);
     const refused = authenticate(method, rawUrl, body, req.headers.authorization);
     if (refused) return send(res, refused, null, null);
     if (!req.headers['user-agent']) return send(res, error(400, 'INVALID_REQUEST', '请求头缺少User-Agent'), null, null);
@@ -1028,6 +1212,12 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     }
     // The certificate list is signed with a platform certificate, whatever the request names.
     const signer = endpoint === 'certificates' ? certs[certs.length - 1]!.cert.serial : requested;
+    if (fault?.kind === 'drop') {
+      // Lost on the way in: nothing done, and no answer (cut when the simulator closes, or by the client).
+      held.add(res);
+      res.on('close', () => held.delete(res));
+      return;
+    }
     const a = await api(method, url, body, fault);
     if (fault?.kind === 'noAnswer') {
       // The work is done; the answer never comes. The connection is cut at close (or by the client).
@@ -1061,6 +1251,7 @@ ${redirectUrl ? `<p><a id="back" href="${escapeHtml(redirectUrl)}">Back to the m
     keys: {
       mchId,
       appId,
+      appSecret,
       apiV3Key,
       merchantCertSerial,
       merchantPrivateKeyPem,

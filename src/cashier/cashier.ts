@@ -1,8 +1,10 @@
 /**
  * The hosted cashier page behind payUrl (seed "payUrl", "Re-create attempt"; docs/cashier.md).
  *
- *   GET  /cashier/:token                  the page (HTML)
+ *   GET  /cashier/:token                  the page (HTML); `?via=` a way to pay (where.ts), `&payer=` a JSAPI trade's handle
  *   GET  /cashier/:token/status           {state, expireAt, secondsLeft}, polled by the page
+ *   GET  /cashier/:token/wechat/authorize starts WeChat's silent web authorization (302 to WeChat)
+ *   GET  /cashier/:token/wechat/callback  where WeChat sends the buyer back (code, state): 303 to the page
  *   POST /cashier/:token/sandbox/pay|fail the sandbox buyer's actions (only with the sandbox provider)
  *   GET  /cashier/assets/cashier.js       the page's one script
  *
@@ -19,9 +21,21 @@ import type { Services } from '../services.ts';
 import type { AttemptRow } from '../store/attempts.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { cashierAttempt, merchantName } from '../usecases/cashier.ts';
+import {
+  type TradeForPage,
+  beginAuthorization,
+  finishAuthorization,
+  freshProviderPage,
+  jsapiPaymentOf,
+  jsapiTradeForPage,
+  offersProduct,
+  tradeForPage,
+  tradeNoOfWay,
+} from '../usecases/cashier-trades.ts';
 import { type Lang, negotiateLang } from './i18n.ts';
 import { type CashierView, type PageAssets, renderCashierPage, renderNotFoundPage, renderUnavailablePage } from './page.ts';
 import { type CashierState, type CashierStatus, cashierState, cashierStatus } from './state.ts';
+import { type Way, chooseWay, placeOf, waysAt } from './where.ts';
 
 const ASSETS_DIR = path.join(import.meta.dirname, 'assets');
 /** newId.cashierToken(): 32 random bytes, base64url without padding. Anything else is not looked up. */
@@ -35,6 +49,20 @@ const HTML = 'text/html; charset=utf-8';
 const ROUTE_LOG = { logLevel: 'warn' } as const;
 /** The page and its status also answer HEAD (link checkers, previews): same status and headers, no body. */
 const PAGE_ROUTE = { ...ROUTE_LOG, exposeHeadRoute: true, config: { html: true } };
+/** WeChat's authorization round trip: redirects, no HEAD (a link checker must not start one). */
+const OAUTH_ROUTE = { ...ROUTE_LOG, exposeHeadRoute: false, config: { html: true } };
+/** A JSAPI trade's handle in the page's address (newId.tradeHandle()). */
+const HANDLE_RE = /^[A-Za-z0-9_-]{22}$/;
+/** WeChat's `state` (letters and digits) and `code` (visible ASCII), as far as the page accepts them. */
+const STATE_RE = /^[A-Za-z0-9]{1,128}$/;
+const CODE_RE = /^[\x21-\x7e]{1,256}$/;
+const QR = { errorCorrectionLevel: 'M', margin: 2, width: 480 } as const;
+
+/** A query parameter given once as a string, else null. */
+function param(q: unknown, name: string): string | null {
+  const v = (q as Record<string, unknown> | undefined)?.[name];
+  return typeof v === 'string' ? v : null;
+}
 const STATUS_ROUTE = { ...ROUTE_LOG, exposeHeadRoute: true };
 
 function securityHeaders(styleHash: string): Record<string, string> {
@@ -138,8 +166,17 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     if (!c) return notFoundPage(req, reply);
     const { order, attempt, state } = c;
     const merchant = { name: await merchantName(svc, order.merchantId) };
-    // Material only while payable: an ended, replaced or paid attempt never shows its old code.
-    const qrCode = state === 'PAYABLE' && order.channel === 'ALIPAY_H5' ? attempt.qrCode : null;
+    const payable = state === 'PAYABLE';
+    const place = placeOf(req.headers['user-agent']);
+    const ways = waysAt(order.channel, place, {
+      jsapi: offersProduct(svc, attempt, 'JSAPI'),
+      native: offersProduct(svc, attempt, 'NATIVE'),
+    });
+    const way = chooseWay(ways, param(req.query, 'via'));
+    // Material only while payable: an ended, replaced or paid attempt never shows its old code. A
+    // trade is made only by a GET (a HEAD, e.g. a link preview, makes none).
+    const qrCode = payable && order.channel === 'ALIPAY_H5' ? attempt.qrCode : null;
+    const material = payable && req.method === 'GET' ? await wayMaterial(req, c, way) : NO_MATERIAL;
     const view: CashierView = {
       state,
       merchantName: merchant?.name ?? '',
@@ -147,14 +184,81 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       amountFen: order.amountFen,
       channel: order.channel,
       secondsLeft: cashierStatus(state, order, attempt, c.nowMs).secondsLeft,
-      payable: qrCode ? { qrCode, qrImage: await QRCode.toDataURL(qrCode, { errorCorrectionLevel: 'M', margin: 2, width: 480 }) } : null,
+      payable: qrCode ? { qrCode, qrImage: await QRCode.toDataURL(qrCode, QR) } : null,
       // The provider's own payment page (the live adapters' redirectUrl), like the code only while
       // PAYABLE; the sandbox has none (its buyer acts on this page).
-      providerPageUrl: state === 'PAYABLE' ? attempt.redirectUrl : null,
+      providerPageUrl: payable ? attempt.redirectUrl : null,
       returnUrl: state === 'PAID' ? order.returnUrl : null,
-      sandboxActions: state === 'PAYABLE' && svc.sandbox !== null && attempt.provider === svc.sandbox.name,
+      sandboxActions: payable && svc.sandbox !== null && attempt.provider === svc.sandbox.name,
+      place,
+      way,
+      otherWays: ways.filter((w) => w !== way),
+      ...material,
     };
     return sendPage(req, reply, 200, (lang) => renderCashierPage(view, assets, lang));
+  });
+
+  type Material = Pick<CashierView, 'wechatCode' | 'jsapi' | 'wayProblem'> & { providerPageUrl?: string | null };
+  const NO_MATERIAL: Material = { wechatCode: null, jsapi: null, wayProblem: null };
+  const problemOf = (r: TradeForPage): CashierView['wayProblem'] =>
+    r.problem === null ? null : r.problem === 'UNCERTAIN' || r.problem === 'REJECTED' ? 'RETRY' : 'UNAVAILABLE';
+
+  /** What the way needs beyond the attempt's own material: a Native trade's code, a JSAPI trade's signed parameters. */
+  async function wayMaterial(req: FastifyRequest<{ Params: { token: string } }>, c: Loaded, way: Way): Promise<Material> {
+    if (way === 'native') {
+      const r = await tradeForPage(svc, c.order, c.attempt, 'NATIVE');
+      const code = r.trade?.state === 'OPEN' ? r.trade.material : null;
+      if (!code) return { ...NO_MATERIAL, wayProblem: problemOf(r) ?? 'RETRY' };
+      return { ...NO_MATERIAL, wechatCode: { codeUrl: code, qrImage: await QRCode.toDataURL(code, QR) } };
+    }
+    if (way === 'jsapi') {
+      const handle = param(req.query, 'payer');
+      const authorize = { authorizeHref: `${req.params.token}/wechat/authorize` };
+      if (handle === null || !HANDLE_RE.test(handle)) {
+        return { ...NO_MATERIAL, jsapi: authorize, wayProblem: param(req.query, 'oauth') === 'failed' ? 'AUTH' : null };
+      }
+      const r = await jsapiTradeForPage(svc, c.order, c.attempt, handle);
+      // A handle of no trade of this attempt: authorized again.
+      if (!r) return { ...NO_MATERIAL, jsapi: authorize };
+      const payment = r.trade ? jsapiPaymentOf(svc, r.trade) : null;
+      return payment ? { ...NO_MATERIAL, jsapi: { payment } } : { ...NO_MATERIAL, jsapi: authorize, wayProblem: problemOf(r) ?? 'RETRY' };
+    }
+    // The attempt's own order: its material came with it; WeChat Pay's page, which lives 5 minutes,
+    // is asked again when older (a live WECHAT_H5 attempt without its page can only be asked again later).
+    if (way === 'h5' && c.attempt.provider !== svc.sandbox?.name) {
+      const page = await freshProviderPage(svc, c.order, c.attempt);
+      return page === null ? { ...NO_MATERIAL, wayProblem: 'RETRY' } : { ...NO_MATERIAL, providerPageUrl: page };
+    }
+    return NO_MATERIAL;
+  }
+
+  // WeChat's silent web authorization (snsapi_base): a state bound to this page's attempt, used
+  // once; the code exchanged on the server for the buyer's openid, which never leaves the server.
+  const pageUrl = (token: string, query = '') => `${svc.config.publicBaseUrl}/cashier/${token}${query}`;
+  const backToPage = (reply: FastifyReply, token: string, query: string) =>
+    reply.code(303).header('location', pageUrl(token, query)).send();
+
+  scope.get<{ Params: { token: string } }>('/:token/wechat/authorize', OAUTH_ROUTE, async (req, reply) => {
+    const c = await load(svc, req.params.token);
+    if (!c) return notFoundPage(req, reply);
+    if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
+    const url = await beginAuthorization(svc, c.attempt, `${pageUrl(req.params.token)}/wechat/callback`);
+    if (url === null) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
+    return reply.code(302).header('location', url).send();
+  });
+
+  scope.get<{ Params: { token: string } }>('/:token/wechat/callback', OAUTH_ROUTE, async (req, reply) => {
+    const c = await load(svc, req.params.token);
+    if (!c) return notFoundPage(req, reply);
+    if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
+    const state = param(req.query, 'state');
+    const code = param(req.query, 'code');
+    if (state === null || code === null || !STATE_RE.test(state) || !CODE_RE.test(code)) {
+      return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
+    }
+    const r = await finishAuthorization(svc, c.order, c.attempt, state, code);
+    if ('problem' in r) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
+    return backToPage(reply, req.params.token, `?via=jsapi&payer=${r.handle}`);
   });
 
   scope.get<{ Params: { token: string } }>('/:token/status', STATUS_ROUTE, async (req, reply) => {
@@ -174,8 +278,15 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     const c = await load(svc, req.params.token);
     if (!c) return notFoundJson(reply);
     if (c.state !== 'PAYABLE') return notPayable(reply, cashierStatus(c.state, c.order, c.attempt, c.nowMs));
-    // The same path as a real provider: the sandbox records the buyer's action and notifies the service.
-    const outcome = await sandbox.buyerAction(c.attempt.id, action);
+    // The same path as a real provider: the sandbox records the buyer's action and notifies the
+    // service. A payment pays the provider order of the way the page shows (`?via=`: the attempt's
+    // own, or its Native or JSAPI trade); a failure is the attempt's own payment failing.
+    const payer = param(req.query, 'payer');
+    const no =
+      action === 'PAY'
+        ? await tradeNoOfWay(svc, c.attempt, param(req.query, 'via') ?? '', payer && HANDLE_RE.test(payer) ? payer : null)
+        : c.attempt.id;
+    const outcome = await sandbox.buyerAction(no, action);
     const after = (await load(svc, req.params.token))!;
     const status = cashierStatus(after.state, after.order, after.attempt, after.nowMs);
     // NOT_OPEN / NOT_FOUND / EXPIRED: the provider already ended this payment (a race with a re-create, a close or

@@ -4,6 +4,7 @@
  * Machine-read bodies (the status JSON, the sandbox actions' JSON) stay language-neutral.
  */
 import type { CashierState } from './state.ts';
+import type { Way } from './where.ts';
 
 export const LANGS = ['zh-CN', 'en'] as const;
 export type Lang = (typeof LANGS)[number];
@@ -73,6 +74,30 @@ export interface Messages {
   wechatInside: string;
   wechatInsideHint: string;
   wechatPageHint: string;
+  /** Alipay opened inside WeChat: no Alipay link works there. */
+  alipayInWechatTitle: string;
+  alipayInWechatText: string;
+  alipayInWechatCode: string;
+  /** The collection code alone (a computer). */
+  alipayCodeHint: string;
+  /** WeChat Pay's Native code. */
+  wechatQrAlt: string;
+  nativeHint: string;
+  nativeHintInWechat: string;
+  /** Inside WeChat: WeChat's silent authorization first, then WeChat's own payment sheet. */
+  wechatAuthorize: string;
+  wechatAuthorizeHint: string;
+  wechatAuthFailed: string;
+  wechatPayNow: string;
+  wechatPayHint: string;
+  wechatPayNotDone: string;
+  wechatNoBridge: string;
+  /** A way's material could not be had. */
+  wayRetry: string;
+  wayUnavailable: string;
+  /** The switch between ways. */
+  otherWays: string;
+  ways: Record<Way, string>;
   sandboxTag: string;
   sandboxText: string;
   sandboxWechat: string;
@@ -102,6 +127,24 @@ export const MESSAGES: Record<Lang, Messages> = {
     wechatInside: '请在微信中付款',
     wechatInsideHint: '请在微信中打开此页面，使用微信支付付款。',
     wechatPageHint: '将打开微信完成付款。',
+    alipayInWechatTitle: '请在浏览器中打开',
+    alipayInWechatText: '微信内无法打开支付宝。请点击右上角“···”，选择“在浏览器打开”，再完成付款。',
+    alipayInWechatCode: '也可以长按保存下方二维码，用支付宝扫码付款。',
+    alipayCodeHint: '请用支付宝扫码付款。',
+    wechatQrAlt: '微信支付二维码',
+    nativeHint: '请用微信扫一扫付款。',
+    nativeHintInWechat: '长按二维码，选择“识别图中二维码”付款。',
+    wechatAuthorize: '微信支付',
+    wechatAuthorizeHint: '将在微信中确认您的身份后付款。',
+    wechatAuthFailed: '微信未能确认您的身份，请重试。',
+    wechatPayNow: '立即支付',
+    wechatPayHint: '请在微信中确认付款。',
+    wechatPayNotDone: '付款未完成，可再次点击付款。',
+    wechatNoBridge: '请在微信中打开此页面付款。',
+    wayRetry: '暂时无法获取付款信息，请刷新页面重试，或选择其他付款方式。',
+    wayUnavailable: '此付款方式暂不可用，请选择其他付款方式。',
+    otherWays: '其他付款方式',
+    ways: { jsapi: '微信内支付', h5: '手机浏览器支付', native: '微信扫码支付', page: '打开支付宝支付', code: '支付宝扫码支付' },
     sandboxTag: '测试',
     sandboxText: '这是一笔测试付款，不会扣除真实款项。',
     sandboxWechat: '测试付款无需打开微信，请使用下方按钮。',
@@ -136,6 +179,24 @@ export const MESSAGES: Record<Lang, Messages> = {
     wechatInside: 'Pay inside WeChat',
     wechatInsideHint: 'Open this page in WeChat to pay with WeChat Pay.',
     wechatPageHint: 'WeChat opens to complete the payment.',
+    alipayInWechatTitle: 'Open this page in your browser',
+    alipayInWechatText: 'Alipay cannot be opened inside WeChat. Tap “···” at the top right, choose “Open in Browser”, then pay.',
+    alipayInWechatCode: 'Or press and hold the code below to save it, and scan it with Alipay.',
+    alipayCodeHint: 'Scan the code with Alipay to pay.',
+    wechatQrAlt: 'WeChat Pay code',
+    nativeHint: 'Scan the code with WeChat to pay.',
+    nativeHintInWechat: 'Press and hold the code, then choose “Scan QR Code in Image”.',
+    wechatAuthorize: 'Pay with WeChat Pay',
+    wechatAuthorizeHint: 'WeChat confirms who you are, then you pay.',
+    wechatAuthFailed: 'WeChat could not confirm who you are. Please try again.',
+    wechatPayNow: 'Pay now',
+    wechatPayHint: 'Confirm the payment in WeChat.',
+    wechatPayNotDone: 'The payment was not completed. Tap to try again.',
+    wechatNoBridge: 'Open this page in WeChat to pay.',
+    wayRetry: 'The payment details are not available right now. Reload the page to try again, or choose another way to pay.',
+    wayUnavailable: 'This way to pay is not available. Choose another way to pay.',
+    otherWays: 'Other ways to pay',
+    ways: { jsapi: 'Pay in WeChat', h5: 'Pay on this phone', native: 'Scan with WeChat', page: 'Open Alipay', code: 'Scan with Alipay' },
     sandboxTag: 'Test',
     sandboxText: 'This is a test payment: no real money is charged.',
     sandboxWechat: 'For this test payment, use the buttons below instead.',

@@ -4,9 +4,11 @@
  * Payment material appears only in the PAYABLE branch, and the caller passes it only then. Every
  * page is rendered in one language (i18n.ts), its texts from MESSAGES only.
  */
+import type { JsapiPayment } from '../providers/provider.ts';
 import { type Lang, MESSAGES, formatDuration, formatFen } from './i18n.ts';
 import type { CashierState } from './state.ts';
 import { escapeHtml } from '../lib/html.ts';
+import type { Place, Way } from './where.ts';
 
 export interface CashierView {
   state: CashierState;
@@ -26,6 +28,20 @@ export interface CashierView {
   returnUrl: string | null;
   /** Only while PAYABLE with the sandbox provider: show the sandbox buyer actions. */
   sandboxActions: boolean;
+  /** Where the page is opened (where.ts). */
+  place: Place;
+  /** How this page offers to pay (where.ts), and the other ways the buyer can switch to (`?via=`). */
+  way: Way;
+  otherWays: Way[];
+  /** Only while PAYABLE, `native`: WeChat Pay's code_url of the attempt's Native trade, and its QR image. */
+  wechatCode: { codeUrl: string; qrImage: string } | null;
+  /**
+   * Only while PAYABLE, `jsapi`: before WeChat's authorization, the link that starts it; after, the
+   * signed parameters of WeChat's payment call for the buyer's JSAPI trade.
+   */
+  jsapi: { authorizeHref: string } | { payment: JsapiPayment } | null;
+  /** The way's material could not be had: ask again (RETRY), not offered (UNAVAILABLE), WeChat's authorization failed (AUTH). */
+  wayProblem: 'RETRY' | 'UNAVAILABLE' | 'AUTH' | null;
 }
 
 export interface PageAssets {
@@ -81,6 +97,79 @@ function timer(v: CashierView, lang: Lang): string {
   return `<p class="timer">${t.timeLeft} <strong data-countdown data-format-minutes="${escapeHtml(t.durationMinutes)}" data-format-hours="${escapeHtml(t.durationHours)}">${formatDuration(v.secondsLeft, lang)}</strong></p>`;
 }
 
+/** The QR image of a code (the collection code, WeChat Pay's code_url), shown at 240 CSS px (a buyer can long-press it). */
+function qrImage(src: string, alt: string): string {
+  return `<img class="qr" src="${escapeHtml(src)}" width="240" height="240" alt="${alt}">`;
+}
+
+function problemText(v: CashierView, lang: Lang): string {
+  const t = MESSAGES[lang];
+  if (!v.wayProblem) return '';
+  const text = v.wayProblem === 'RETRY' ? t.wayRetry : v.wayProblem === 'AUTH' ? t.wechatAuthFailed : t.wayUnavailable;
+  return `<p class="error" role="alert">${text}</p>`;
+}
+
+/** ALIPAY_H5: the collection code everywhere; Alipay's page (or the app link) only where it opens (`page`); inside WeChat no link at all. */
+function alipayBlock(v: CashierView, lang: Lang, providerPage: string): string {
+  const t = MESSAGES[lang];
+  const code = v.payable;
+  if (!code) return providerPage;
+  const img = qrImage(code.qrImage, t.qrAlt);
+  if (v.place === 'WECHAT') {
+    return `<div class="guide"><p><strong>${t.alipayInWechatTitle}</strong></p><p class="hint">${t.alipayInWechatText}</p></div>${img}
+      <p class="hint">${t.alipayInWechatCode}</p>`;
+  }
+  if (v.way === 'code') return `${img}<p class="hint">${t.alipayCodeHint}</p>`;
+  // With the provider's page, its link replaces the app link (Alipay's page opens the app itself).
+  const appLink = `<a class="btn primary" href="${escapeHtml(alipayAppLink(code.qrCode))}" rel="noreferrer">${t.alipayOpenApp}</a>`;
+  return `${img}
+      <p class="hint">${providerPage ? t.alipayHintWithPage : t.alipayHint}</p>
+      ${providerPage || appLink}`;
+}
+
+/** WECHAT_H5: WeChat's own payment sheet inside WeChat (`jsapi`), WeChat Pay's H5 page (`h5`), or a code to scan (`native`). */
+function wechatBlock(v: CashierView, lang: Lang, providerPage: string): string {
+  const t = MESSAGES[lang];
+  if (v.way === 'native') {
+    if (!v.wechatCode) return problemText(v, lang);
+    return `${qrImage(v.wechatCode.qrImage, t.wechatQrAlt)}<p class="hint">${v.place === 'WECHAT' ? t.nativeHintInWechat : t.nativeHint}</p>`;
+  }
+  if (v.way === 'jsapi') {
+    const j = v.jsapi;
+    if (j && 'payment' in j) {
+      const p = j.payment;
+      const data = [
+        ['app-id', p.appId],
+        ['time-stamp', p.timeStamp],
+        ['nonce-str', p.nonceStr],
+        ['package', p.package],
+        ['sign-type', p.signType],
+        ['pay-sign', p.paySign],
+      ]
+        .map(([k, val]) => `data-${k}="${escapeHtml(val!)}"`)
+        .join(' ');
+      return `<p class="hint">${t.wechatPayHint}</p>
+      <button class="btn primary" type="button" data-jsapi ${data}>${t.wechatPayNow}</button>
+      <p class="error" data-jsapi-error data-error-cancelled="${escapeHtml(t.wechatPayNotDone)}" data-error-bridge="${escapeHtml(t.wechatNoBridge)}" role="alert" hidden></p>`;
+    }
+    const start = j && 'authorizeHref' in j ? `<a class="btn primary" href="${escapeHtml(j.authorizeHref)}">${t.wechatAuthorize}</a>` : '';
+    return `${problemText(v, lang)}<p class="hint">${t.wechatAuthorizeHint}</p>${start}`;
+  }
+  if (providerPage) return `<p class="hint">${t.wechatPageHint}</p>${providerPage}`;
+  if (v.wayProblem) return problemText(v, lang);
+  // The sandbox's H5 has no provider page: its buyer acts with the buttons below.
+  return `<div class="handoff"><p><strong>${t.wechatInside}</strong></p>
+      <p class="hint">${t.wechatInsideHint}</p>${v.sandboxActions ? `<p class="hint">${t.sandboxWechat}</p>` : ''}</div>`;
+}
+
+/** The other ways the page can show at this place (`?via=`), when there are. */
+function otherWays(v: CashierView, lang: Lang): string {
+  const t = MESSAGES[lang];
+  if (v.otherWays.length === 0) return '';
+  const links = v.otherWays.map((w) => `<a href="?via=${w}" data-way="${w}">${t.ways[w]}</a>`).join('');
+  return `<nav class="ways" aria-label="${t.otherWays}"><p>${t.otherWays}</p>${links}</nav>`;
+}
+
 function payableBlock(v: CashierView, lang: Lang): string {
   const t = MESSAGES[lang];
   const url = webUrl(v.providerPageUrl);
@@ -89,26 +178,7 @@ function payableBlock(v: CashierView, lang: Lang): string {
   const providerPage = url
     ? `<a class="btn primary" href="${escapeHtml(url)}" referrerpolicy="origin">${t.providerPage[v.channel]}</a>`
     : '';
-  let how: string;
-  if (v.channel === 'ALIPAY_H5') {
-    const code = v.payable;
-    // With the provider's page, its link replaces the app link (Alipay's page opens the app itself).
-    const appLink = code
-      ? `<a class="btn primary" href="${escapeHtml(alipayAppLink(code.qrCode))}" rel="noreferrer">${t.alipayOpenApp}</a>`
-      : '';
-    how = code
-      ? `<img class="qr" src="${escapeHtml(code.qrImage)}" width="240" height="240" alt="${t.qrAlt}">
-      <p class="hint">${providerPage ? t.alipayHintWithPage : t.alipayHint}</p>
-      ${providerPage || appLink}`
-      : providerPage;
-  } else if (providerPage) {
-    how = `<p class="hint">${t.wechatPageHint}</p>${providerPage}`;
-  } else {
-    // WECHAT_H5 without the provider's page: the JSAPI payment runs inside WeChat's own browser; the
-    // attempt holds no material for this page to show, so it explains the hand-off instead of inventing any.
-    how = `<div class="handoff"><p><strong>${t.wechatInside}</strong></p>
-      <p class="hint">${t.wechatInsideHint}</p>${v.sandboxActions ? `<p class="hint">${t.sandboxWechat}</p>` : ''}</div>`;
-  }
+  const how = v.channel === 'ALIPAY_H5' ? alipayBlock(v, lang, providerPage) : wechatBlock(v, lang, providerPage);
   const sandbox = v.sandboxActions
     ? `<div class="sandbox"><p class="tag">${t.sandboxTag}</p>
       <p class="hint">${t.sandboxText}</p>
@@ -116,7 +186,7 @@ function payableBlock(v: CashierView, lang: Lang): string {
       <button class="btn" type="button" data-sandbox-action="fail">${t.sandboxFail}</button></div>
       <p class="error" data-error data-error-failed="${escapeHtml(t.actionFailed)}" data-error-network="${escapeHtml(t.networkError)}" role="alert" hidden></p></div>`
     : '';
-  return `${timer(v, lang)}${how}${sandbox}`;
+  return `${timer(v, lang)}${how}${sandbox}${otherWays(v, lang)}`;
 }
 
 function outcomeBlock(v: CashierView, state: Exclude<CashierState, 'PAYABLE'>, lang: Lang): string {

@@ -58,6 +58,12 @@ export const newId = {
   account: () => `sa_${b32(10)}`,
   order: () => `ord_${b32(15)}`,
   attempt: () => `att_${b32(15)}`,
+  /** A provider trade of an attempt beyond its own: the provider's out_trade_no (28 characters; WeChat Pay allows 32). */
+  trade: () => `trd_${b32(15)}`,
+  /** The cashier page's handle of a JSAPI trade (128 bits): its URL names this, never the buyer's openid. */
+  tradeHandle: () => random(16).toString('base64url'),
+  /** WeChat's OAuth `state`: letters and digits only (WeChat's rule), 190 bits. */
+  oauthState: () => randomAlnum(32),
   refund: () => `rf_${b32(15)}`,
   event: () => `evt_${b32(15)}`,
   gateway: () => `gw_${b32(15)}`,

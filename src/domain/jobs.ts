@@ -49,6 +49,10 @@ export const JOB_KINDS = {
     what: 'closes at the provider an attempt the order can no longer use; after 5 failed runs it is handed to CHECK_ATTEMPT',
     retry: PROVIDER_BACKOFF,
   },
+  CLOSE_TRADE: {
+    what: "closes at the provider one provider order of an attempt that can no longer be used (a trade, or the attempt's own when a trade paid)",
+    retry: { firstMs: 2 * S, maxMs: H },
+  },
   REFUND_DUPLICATE: {
     what: 'refunds a second payment of an order',
     retry: PROVIDER_BACKOFF,

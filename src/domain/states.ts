@@ -13,6 +13,11 @@ export const LIVE_ATTEMPT_STATES: readonly AttemptState[] = ['PENDING', 'ACCEPTE
 export const isLiveAttempt = (a: { state: AttemptState }): boolean => LIVE_ATTEMPT_STATES.includes(a.state);
 export const REFUND_STATES = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'FAILED', 'UNKNOWN'] as const;
 export type RefundState = (typeof REFUND_STATES)[number];
+/** A provider trade of an attempt beyond its own (migrations/0020): NEW until its material is known. */
+export const TRADE_STATES = ['NEW', 'OPEN', 'PAID', 'CLOSED'] as const;
+export type TradeState = (typeof TRADE_STATES)[number];
+/** Trades that may still be paid at the provider: made (or maybe made: an answer lost), not closed. */
+export const LIVE_TRADE_STATES: readonly TradeState[] = ['NEW', 'OPEN'];
 
 export const ORDER_TRANSITIONS: Readonly<Record<OrderStatus, readonly OrderStatus[]>> = {
   // CREATED: recorded, no live attempt (first attempt pending, or the provider refused it).
@@ -47,6 +52,16 @@ export const REFUND_TRANSITIONS: Readonly<Record<RefundState, readonly RefundSta
   FAILED: ['PENDING', 'SUCCEEDED'],
 };
 
+export const TRADE_TRANSITIONS: Readonly<Record<TradeState, readonly TradeState[]>> = {
+  // NEW: recorded; the provider has not given its material (not asked yet, refused, or its answer
+  // was lost). The identical order is sent again when the cashier needs it.
+  NEW: ['OPEN', 'PAID', 'CLOSED'],
+  OPEN: ['PAID', 'CLOSED'],
+  PAID: [],
+  // As for attempts: only the provider's report of a payment leaves a closed trade.
+  CLOSED: ['PAID'],
+};
+
 /** The failure the platform records when the provider has not known a refund for 5 minutes. */
 export const REFUND_NOT_RECEIVED = 'NOT_RECEIVED_BY_PROVIDER';
 
@@ -58,8 +73,9 @@ type Tables = {
   order: [OrderStatus, typeof ORDER_TRANSITIONS];
   attempt: [AttemptState, typeof ATTEMPT_TRANSITIONS];
   refund: [RefundState, typeof REFUND_TRANSITIONS];
+  trade: [TradeState, typeof TRADE_TRANSITIONS];
 };
-const TABLES = { order: ORDER_TRANSITIONS, attempt: ATTEMPT_TRANSITIONS, refund: REFUND_TRANSITIONS };
+const TABLES = { order: ORDER_TRANSITIONS, attempt: ATTEMPT_TRANSITIONS, refund: REFUND_TRANSITIONS, trade: TRADE_TRANSITIONS };
 
 export function canTransition<K extends keyof Tables>(entity: K, from: Tables[K][0], to: Tables[K][0]): boolean {
   return (TABLES[entity] as Record<string, readonly string[]>)[from]?.includes(to) ?? false;

@@ -27,7 +27,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   const d = svc.backOffice;
 
   scope.get<O>('/orders/:openOrderId', need('read'), async (req) => {
-    const { order: o, attempts, refunds, events, duplicates } = await bo.orderDetail(d, req.params.openOrderId);
+    const { order: o, attempts, refunds, events, duplicates, trades } = await bo.orderDetail(d, req.params.openOrderId);
     return {
       openOrderId: o.id,
       appId: o.appId,
@@ -44,6 +44,10 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
         state: a.state,
         expireAt: a.expireAt.toISOString(),
         createdAt: a.createdAt.toISOString(),
+        // Its provider trades beyond its own order (JSAPI, Native): numbers and states, never the payer or the material.
+        trades: trades
+          .filter((t) => t.attemptId === a.id)
+          .map((t) => ({ tradeNo: t.id, product: t.product, state: t.state, createdAt: t.createdAt.toISOString() })),
       })),
       refunds: refunds.map((r) => ({
         refundAttemptId: r.id,
@@ -68,6 +72,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
       duplicatePayments: duplicates.map((x) => ({
         id: x.id,
         attemptId: x.attemptId,
+        tradeNo: x.tradeNo,
         amountFen: x.amountFen,
         refundState: x.refundState,
         createdAt: x.createdAt,

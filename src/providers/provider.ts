@@ -80,6 +80,54 @@ export interface PaymentMaterial {
 export type CreateAttemptResult =
   { outcome: 'ACCEPTED'; providerRef: string; material: PaymentMaterial } | { outcome: 'PAID'; providerRef: string };
 
+/**
+ * A provider trade of an attempt beyond its own (docs/providers.md, "Provider trades"): another
+ * product of the same provider for the same payment, with its own merchant order number, made when
+ * the cashier needs it. WeChat Pay: JSAPI (inside WeChat, for the buyer's openid: a prepay_id the
+ * page hands to WeixinJSBridge) and NATIVE (a code_url shown as a QR code on a computer).
+ */
+export interface CreateTradeInput {
+  /** The trade's number at the provider (out_trade_no), not the attempt's. */
+  tradeNo: string;
+  product: 'JSAPI' | 'NATIVE';
+  /** JSAPI: the buyer's openid under the official account (from WeChat's web authorization). */
+  payerOpenId: string | null;
+  openOrderId: string;
+  amountFen: number;
+  currency: 'CNY';
+  subject: string;
+  expireAt: Date;
+  payerClientIp: string;
+}
+
+/**
+ * The material of a trade: JSAPI's prepay_id, NATIVE's code_url. An identical order (the same
+ * number and parameters) answers the same material again, so a trade whose answer was lost gets it
+ * by asking again.
+ */
+export type CreateTradeResult = { outcome: 'ACCEPTED'; material: string } | { outcome: 'PAID'; providerRef: string };
+
+/** The parameters of WeChat's in-browser payment call (`getBrandWCPayRequest`), signed on the server. */
+export interface JsapiPayment {
+  appId: string;
+  timeStamp: string;
+  nonceStr: string;
+  package: string;
+  signType: 'RSA';
+  paySign: string;
+}
+
+/**
+ * WeChat's official-account web authorization (OAuth 2.0, silent `snsapi_base`): the address the
+ * buyer's browser is sent to, and the server-side exchange of the code it comes back with for the
+ * buyer's openid.
+ */
+export interface BuyerIdentity {
+  authorizeUrl(redirectUri: string, state: string): string;
+  /** The openid of a code (each code once, within 5 minutes); ProviderRejectedError for a code WeChat refuses. */
+  openIdOf(code: string): Promise<string>;
+}
+
 export type ProviderPaymentState = 'NOT_FOUND' | 'OPEN' | 'PAID' | 'CLOSED' | 'FAILED';
 
 export interface PaymentQueryResult {
@@ -95,7 +143,7 @@ export type CloseResult = { outcome: 'CLOSED' } | { outcome: 'PAID' };
 export interface RefundInput {
   /** Our refund id: the provider's refund request number (a retried refund is one refund). */
   refundId: string;
-  /** The attempt that was paid (its id is the provider's out_trade_no). */
+  /** The provider order that was paid (out_trade_no): the paid attempt's id, or the number of its trade that was paid. */
   paidAttemptId: string;
   amountFen: number;
   /** The whole payment's amount (WeChat Pay asks for it with every refund). */
@@ -171,6 +219,24 @@ export interface PaymentProvider {
   /** The channels it can serve. */
   readonly channels: readonly Channel[];
   createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult>;
+  /**
+   * How long the page an attempt's `redirectUrl` names stays valid (WeChat Pay's h5_url: 5
+   * minutes); older, the identical order is asked again for a fresh one. Absent: as long as the
+   * attempt (Alipay's page is built locally).
+   */
+  readonly pageTtlMs?: number;
+  /** The trade products it makes besides an attempt's own order (none when absent). */
+  readonly tradeProducts?: readonly ('JSAPI' | 'NATIVE')[];
+  /** Makes (or asks again for, identically) a trade of an attempt: ACCEPTED with its material, or PAID. */
+  createTrade?(input: CreateTradeInput): Promise<CreateTradeResult>;
+  /** The signed parameters of the in-WeChat payment call for a JSAPI trade's prepay_id. */
+  jsapiPayment?(prepayId: string): JsapiPayment;
+  /** WeChat's web authorization, when configured (JSAPI needs the buyer's openid). */
+  readonly buyerIdentity?: BuyerIdentity | null;
+  /**
+   * The calls below take the provider's merchant order number (`attemptId`): an attempt's id, or a
+   * trade's number (createTrade), which every one of them serves alike.
+   */
   queryPayment(attemptId: string): Promise<PaymentQueryResult>;
   /** Closes the payment if unpaid; NOT_FOUND counts as closed. Reports PAID when it was paid. */
   closePayment(attemptId: string, opts?: CallOptions): Promise<CloseResult>;

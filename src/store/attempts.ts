@@ -126,3 +126,11 @@ export async function setAttemptState(tx: Queryable, id: string, t: Transition<'
 export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: string): Promise<void> {
   await tx.query('UPDATE attempts SET provider_ref = $2 WHERE id = $1 AND provider_ref IS DISTINCT FROM $2', [id, providerRef]);
 }
+
+/**
+ * A fresh address of the provider's own page for an attempt still ACCEPTED (the identical order
+ * asked again: WeChat Pay's h5_url lives 5 minutes). Its updated_at tells the page's age.
+ */
+export async function noteAttemptPage(db: Queryable, id: string, redirectUrl: string, now: Date): Promise<void> {
+  await db.query(`UPDATE attempts SET redirect_url = $2, updated_at = $3 WHERE id = $1 AND state = 'ACCEPTED'`, [id, redirectUrl, now]);
+}

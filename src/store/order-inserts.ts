@@ -12,7 +12,7 @@ import { ORDER_COLS, type OrderRow } from './orders.ts';
 /** What a new order is written with; the rest of its row is set by the database or later changes. */
 export type NewOrder = Omit<
   OrderRow,
-  'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidAt' | 'closePending' | 'updatedAt'
+  'status' | 'closedReason' | 'failureReason' | 'stateVersion' | 'paidAttemptId' | 'paidTradeNo' | 'paidAt' | 'closePending' | 'updatedAt'
 >;
 
 /**

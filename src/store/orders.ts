@@ -34,6 +34,8 @@ export interface OrderRow {
   feeProjection: FeeProjection;
   stateVersion: number;
   paidAttemptId: string | null;
+  /** The provider order that paid, when it is a trade of the paid attempt rather than its own (migrations/0020). */
+  paidTradeNo: string | null;
   paidAt: Date | null;
   closePending: ClosedReason | null;
   createdAt: Date;
@@ -44,7 +46,7 @@ export const ORDER_COLS = `id, app_id AS "appId", merchant_id AS "merchantId", o
   trade_scope AS "tradeScope", amount_fen AS "amountFen", currency, subject, description, attach, return_url AS "returnUrl",
   payer_client_ip AS "payerClientIp", digest, links, status, closed_reason AS "closedReason", failure_reason AS "failureReason",
   expire_at AS "expireAt", fee_projection AS "feeProjection", state_version AS "stateVersion", paid_attempt_id AS "paidAttemptId",
-  paid_at AS "paidAt", close_pending AS "closePending", created_at AS "createdAt", updated_at AS "updatedAt"`;
+  paid_trade_no AS "paidTradeNo", paid_at AS "paidAt", close_pending AS "closePending", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 export async function findOrder(db: Queryable, appId: string, outTradeNo: string): Promise<OrderRow | null> {
   const r = await db.query<OrderRow>({
@@ -89,6 +91,8 @@ export interface OrderChange {
   closedReason?: ClosedReason;
   failureReason?: string;
   paidAttemptId?: string;
+  /** With paidAttemptId: the trade of it that was paid, when not its own provider order. */
+  paidTradeNo?: string;
 }
 
 /**
@@ -99,11 +103,12 @@ export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>,
   const r = await tx.query<OrderRow>({
     name: 'order_set_status',
     text: `UPDATE orders SET status = $3, closed_reason = COALESCE($4, closed_reason), failure_reason = COALESCE($5, failure_reason),
-            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
+            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_trade_no = COALESCE($8, paid_trade_no),
+            paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
             close_pending = CASE WHEN $3 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
             state_version = state_version + 1, updated_at = $7
       WHERE id = $1 AND status = $2 RETURNING ${ORDER_COLS}`,
-    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now],
+    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now, c.paidTradeNo ?? null],
   });
   const fresh = r.rows[0];
   if (!fresh) throw new Error(`order ${id} is not ${t.from}: the caller must hold its lock`);

@@ -88,6 +88,16 @@ export async function insertProviderLines(db: Queryable, runId: string, firstLin
 }
 
 /**
+ * Whether the ledger holds the payment of the provider order a line names (`t`: its trade row, if
+ * the number is a trade's; `a`, `o`: the attempt it belongs to and its order): a trade paid; an
+ * attempt's own order paid, unless the order was paid through a trade of that attempt and this
+ * order's payment is not recorded as a duplicate.
+ */
+const PAID_IN_LEDGER = `(CASE WHEN t.id IS NOT NULL THEN t.state = 'PAID'
+  ELSE a.state = 'PAID' AND (o.paid_trade_no IS NULL OR o.paid_attempt_id IS DISTINCT FROM a.id
+                             OR EXISTS (SELECT 1 FROM duplicate_payments dp WHERE dp.trade_no = a.id)) END)`;
+
+/**
  * Classifies the provider's lines numbered [from, to] against the ledger, in one statement each
  * for payments and refunds (the ledger's rows found by primary key). A payment: unknown
  * (PAYMENT_NOT_RECORDED), held by another provider, of another amount, matched, paid there but not
@@ -106,13 +116,15 @@ export async function classifyProviderLines(db: Queryable, runId: string, provid
   await classify(
     'PAYMENT',
     `CASE WHEN a.id IS NULL THEN 'PAYMENT_NOT_RECORDED'
-          WHEN a.provider <> $2 THEN 'PROVIDER_MISMATCH'
+          WHEN coalesce(t.provider, a.provider) <> $2 THEN 'PROVIDER_MISMATCH'
           WHEN x.amount_fen IS DISTINCT FROM o.amount_fen THEN 'AMOUNT_MISMATCH'
-          WHEN x.state = 'PAID' AND a.state = 'PAID' THEN 'MATCHED'
+          WHEN x.state = 'PAID' AND ${PAID_IN_LEDGER} THEN 'MATCHED'
           WHEN x.state = 'PAID' THEN 'TO_CONVERGE'
-          WHEN x.state = 'REVOKED' AND a.state <> 'PAID' THEN 'MATCHED'
+          WHEN x.state = 'REVOKED' AND NOT ${PAID_IN_LEDGER} THEN 'MATCHED'
           ELSE 'STATE_MISMATCH' END`,
-    'LEFT JOIN attempts a ON a.id = x.subject_id LEFT JOIN orders o ON o.id = a.order_id',
+    // The line's number is an attempt's own provider order, or a trade of an attempt (migrations/0020).
+    `LEFT JOIN provider_trades t ON t.id = x.subject_id LEFT JOIN attempts a ON a.id = coalesce(t.attempt_id, x.subject_id)
+     LEFT JOIN orders o ON o.id = a.order_id`,
   );
   await classify(
     'REFUND',
@@ -147,9 +159,11 @@ export async function addLedgerOnlyLines(
   const r = await db.query(
     `INSERT INTO reconciliation_lines(run_id, line_no, origin, kind, subject_id, provider_ref, amount_fen, state, occurred_at, outcome)
      SELECT $1, $5::integer - 1 + (row_number() OVER (ORDER BY m.at, m.subject_id))::integer, 'LEDGER', m.kind, m.subject_id, m.ref, m.amount, 'SUCCEEDED', m.at, 'TO_CHECK'
-       FROM (SELECT 'PAYMENT' AS kind, a.id AS subject_id, a.provider_ref AS ref, o.amount_fen AS amount, e.created_at AS at
+       FROM (SELECT 'PAYMENT' AS kind, coalesce(o.paid_trade_no, a.id) AS subject_id, coalesce(t.provider_ref, a.provider_ref) AS ref,
+                    o.amount_fen AS amount, e.created_at AS at
                FROM events e JOIN orders o ON o.id = e.order_id JOIN attempts a ON a.id = o.paid_attempt_id
-              WHERE e.event_type = 'PAYMENT_SUCCEEDED' AND e.created_at >= $3 AND e.created_at < $4 AND a.provider = $2
+               LEFT JOIN provider_trades t ON t.id = o.paid_trade_no
+              WHERE e.event_type = 'PAYMENT_SUCCEEDED' AND e.created_at >= $3 AND e.created_at < $4 AND coalesce(t.provider, a.provider) = $2
              UNION ALL
              SELECT 'REFUND', r.id, r.provider_ref, r.amount_fen, e.created_at
                FROM events e JOIN refunds r ON r.id = e.refund_id
@@ -226,7 +240,8 @@ export async function recordFindings(db: Db, run: { id: string; provider: string
                       l.outcome = 'CONVERGED' AS converged, l.subject_id,
                       CASE WHEN l.kind = 'PAYMENT' THEN
                              (SELECT jsonb_build_object('amountFen', o.amount_fen, 'attemptState', a.state, 'provider', a.provider)
-                                FROM attempts a JOIN orders o ON o.id = a.order_id WHERE a.id = l.subject_id)
+                                FROM attempts a JOIN orders o ON o.id = a.order_id
+                               WHERE a.id = coalesce((SELECT attempt_id FROM provider_trades WHERE id = l.subject_id), l.subject_id))
                            ELSE coalesce(
                              (SELECT jsonb_build_object('amountFen', r.amount_fen, 'refundState', r.state, 'provider', r.provider)
                                 FROM refunds r WHERE r.id = l.subject_id),

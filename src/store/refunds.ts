@@ -110,8 +110,9 @@ export async function sumRefundsFen(tx: Queryable, orderId: string, states: read
 }
 
 /**
- * A refund to ask the provider about (CHECK_REFUND): its provider, the paid attempt of its order,
- * and whether the instance whose request asked the provider is gone (no beat since `aliveSince`).
+ * A refund to ask the provider about (CHECK_REFUND): its provider, the provider order that paid its
+ * order (`paidAttemptId`: the paid attempt's own number, or the trade of it that was paid), and
+ * whether the instance whose request asked the provider is gone (no beat since `aliveSince`).
  */
 export async function refundToCheck(
   db: Queryable,
@@ -121,7 +122,7 @@ export async function refundToCheck(
   const r = await db.query<{ id: string; state: RefundState; paidAttemptId: string; provider: string; requesterGone: boolean }>(
     `SELECT id, state, provider,
             (created_by IS NOT NULL AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $2)) AS "requesterGone",
-            (SELECT paid_attempt_id FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"
+            (SELECT coalesce(paid_trade_no, paid_attempt_id) FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"
        FROM refunds WHERE id = $1`,
     [id, aliveSince],
   );
@@ -136,6 +137,8 @@ export interface DuplicateRow {
   id: string;
   orderId: string;
   attemptId: string;
+  /** The provider order paid a second time, and refunded: the attempt's own (its id) or one of its trades. */
+  tradeNo: string;
   amountFen: number;
   refundState: DuplicateRefundState;
   provider: string;
@@ -143,19 +146,19 @@ export interface DuplicateRow {
   updatedAt: Date;
 }
 
-const DUPLICATE_COLS = `id, order_id AS "orderId", attempt_id AS "attemptId", amount_fen AS "amountFen", refund_state AS "refundState",
+const DUPLICATE_COLS = `id, order_id AS "orderId", attempt_id AS "attemptId", trade_no AS "tradeNo", amount_fen AS "amountFen", refund_state AS "refundState",
   provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-/** A second payment of an order, to be refunded; answers false when the attempt's was already recorded. */
+/** A second payment of an order, to be refunded; answers false when this provider order's was already recorded. */
 export async function insertDuplicate(
   tx: Tx,
-  d: { id: string; orderId: string; attemptId: string; amountFen: number; provider: string },
+  d: { id: string; orderId: string; attemptId: string; tradeNo: string; amountFen: number; provider: string },
   now: Date,
 ): Promise<boolean> {
   const r = await tx.query(
-    `INSERT INTO duplicate_payments(id, order_id, attempt_id, amount_fen, refund_state, provider, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, 'PENDING', $5, $6, $6) ON CONFLICT (attempt_id) DO NOTHING RETURNING id`,
-    [d.id, d.orderId, d.attemptId, d.amountFen, d.provider, now],
+    `INSERT INTO duplicate_payments(id, order_id, attempt_id, trade_no, amount_fen, refund_state, provider, created_at, updated_at)
+     VALUES ($1, $2, $3, $7, $4, 'PENDING', $5, $6, $6) ON CONFLICT (trade_no) DO NOTHING RETURNING id`,
+    [d.id, d.orderId, d.attemptId, d.amountFen, d.provider, now, d.tradeNo],
   );
   return r.rowCount === 1;
 }
@@ -188,7 +191,7 @@ export async function duplicatesOfOrder(db: Queryable, orderId: string): Promise
 export async function listDuplicates(db: Queryable, limit: number): Promise<(DuplicateRow & { outTradeNo: string; appId: string })[]> {
   const r = await db.query<DuplicateRow & { outTradeNo: string; appId: string }>(
     `SELECT d.id, d.order_id AS "orderId", o.out_trade_no AS "outTradeNo", o.app_id AS "appId", d.attempt_id AS "attemptId",
-            d.amount_fen AS "amountFen", d.refund_state AS "refundState", d.provider, d.created_at AS "createdAt", d.updated_at AS "updatedAt"
+            d.trade_no AS "tradeNo", d.amount_fen AS "amountFen", d.refund_state AS "refundState", d.provider, d.created_at AS "createdAt", d.updated_at AS "updatedAt"
        FROM duplicate_payments d JOIN orders o ON o.id = d.order_id ORDER BY d.created_at DESC LIMIT $1`,
     [limit],
   );

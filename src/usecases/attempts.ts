@@ -69,10 +69,15 @@ export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ 
   return { order: (await orders.getOrder(d.db, orderId))!, attempt };
 }
 
-type Outcome = CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
+export type CreateOutcome = CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
+type Outcome = CreateOutcome;
 
-/** Calls the attempt's provider; a refusal and an uncertain outcome are outcomes too. */
-async function callProvider(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<Outcome> {
+/**
+ * Calls the attempt's provider; a refusal and an uncertain outcome are outcomes too. The same
+ * attempt asked again is the identical order (same number and parameters), which the providers
+ * answer with the same material: how the reconciler recovers the material of an answer lost.
+ */
+export async function callProvider(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<Outcome> {
   try {
     return await d.providers.byName(attempt.provider).createAttempt({
       attemptId: attempt.id,

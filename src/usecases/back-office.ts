@@ -24,6 +24,7 @@ import * as attempts from '../store/attempts.ts';
 import * as orderInserts from '../store/order-inserts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 import { audited, recorder } from './audit.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
@@ -359,13 +360,14 @@ export async function getFeeRule(d: BackOfficeDeps, merchantId: string) {
 export async function orderDetail(d: BackOfficeDeps, orderId: string) {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw notFound('order');
-  const [attemptRows, refundRows, eventRows, duplicates] = await Promise.all([
+  const [attemptRows, refundRows, eventRows, duplicates, tradeRows] = await Promise.all([
     attempts.attemptsOf(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
     refunds.duplicatesOfOrder(d.db, order.id),
+    trades.tradesOfOrder(d.db, order.id),
   ]);
-  return { order, attempts: attemptRows, refunds: refundRows, events: eventRows, duplicates };
+  return { order, attempts: attemptRows, refunds: refundRows, events: eventRows, duplicates, trades: tradeRows };
 }
 
 /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */

@@ -11,15 +11,26 @@ import { type Tx, withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
+import * as trades from '../store/trades.ts';
 import { untilSettled } from './attempts.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
-import { confirmPaid, setAttempt, setOrderStatus } from './payment-state.ts';
+import { confirmPaid, setAttempt, setOrderStatus, setTrade } from './payment-state.ts';
 import type { CloseState, OrderClose } from './results.ts';
 
 /** How long a close waits for an attempt being created at the provider to settle. */
 export const PENDING_WAIT_MS = 10_000;
 
-type Outcome = 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
+export type CloseOutcome = 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
+type Outcome = CloseOutcome;
+
+/** Closes one provider order (an attempt's own, or a trade's) at the provider that holds it; a refusal and an uncertain outcome are outcomes too. */
+export async function closeAtProvider(d: UseCaseDeps, provider: string, no: string, opts: CallOptions = {}): Promise<CloseOutcome> {
+  try {
+    return (await d.providers.byName(provider).closePayment(no, opts)).outcome;
+  } catch (err) {
+    return err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN';
+  }
+}
 
 /** Called in the close's transaction when it changed the order (closed it, or kept the close pending). */
 export type CloseRecorder = (
@@ -63,23 +74,26 @@ export async function closeOrderById(
   );
   const outcomes = new Map<string, Outcome>();
   for (const a of all.filter(isLiveAttempt)) {
-    if (a.state === 'PENDING') {
-      outcomes.set(a.id, 'UNCERTAIN');
-      continue;
-    }
-    try {
-      outcomes.set(a.id, (await d.providers.byName(a.provider).closePayment(a.id, opts)).outcome);
-    } catch (err) {
-      outcomes.set(a.id, err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN');
-    }
+    outcomes.set(a.id, a.state === 'PENDING' ? 'UNCERTAIN' : await closeAtProvider(d, a.provider, a.id, opts));
   }
-  const values = [...outcomes.values()];
+  // Every way the order can still be paid is closed: its attempts' trades too (JSAPI, Native).
+  const tradeOutcomes = new Map<string, Outcome>();
+  for (const t of await trades.liveTradesOfOrder(d.db, o.id)) tradeOutcomes.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
+  const values = [...outcomes.values(), ...tradeOutcomes.values()];
   const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
     let order = (await orders.getOrderLocked(tx, o.id))!;
     const now = nowOf(d);
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
     if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
     if (order.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
+    for (const [id, outcome] of tradeOutcomes) {
+      const t = (await trades.getTrade(tx, id))!;
+      if (outcome === 'PAID') {
+        order = (await confirmPaid(tx, flow, order, (await attempts.getAttempt(tx, t.attemptId))!, now, t)).order;
+      } else if (outcome === 'CLOSED' && (t.state === 'NEW' || t.state === 'OPEN')) {
+        await setTrade(tx, flow, t, 'CLOSED', {}, now);
+      }
+    }
     for (const [id, outcome] of outcomes) {
       const a = (await attempts.getAttempt(tx, id))!;
       if (outcome === 'PAID') {

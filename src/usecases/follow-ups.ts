@@ -10,6 +10,13 @@
  * - REFUND_DUPLICATE: a second payment of an order is refunded automatically; its outcome is
  *   recorded on the duplicate (visible in the back office), and one not settled at once is
  *   followed by CHECK_DUPLICATE_REFUND until it is.
+ * - CLOSE_TRADE: one provider order of an attempt that can no longer be used is closed there: a
+ *   trade of an attempt that ended or was paid another way, or the attempt's own order when one of
+ *   its trades paid. Tried again (the job's backoff, 2 s doubling, at most 1 h) until the provider
+ *   answers; given up after CLOSE_TRADE_RETRIES runs once the order's window is over (nobody can
+ *   pay it any more; a payment made before would be in the provider's statement, which
+ *   reconciliation applies). A provider that reports it paid: the payment is applied (a duplicate,
+ *   refunded).
  */
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
@@ -17,13 +24,16 @@ import * as jobs from '../store/jobs.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { Job, JobOutcome } from './jobs.ts';
-import { applyNotification } from './notifications.ts';
-import { reopenIfNoLiveAttempt, setAttempt } from './payment-state.ts';
+import { applyNotification, ownerOfTradeNo } from './notifications.ts';
+import { reopenIfNoLiveAttempt, setAttempt, setTrade } from './payment-state.ts';
 
 /** Retries of a stray close before it is handed to CHECK_ATTEMPT. */
 export const STRAY_CLOSE_RETRIES = 5;
+/** Runs of a trade's close after which, the order's window being over, it is given up. */
+export const CLOSE_TRADE_RETRIES = 10;
 /** How soon a duplicate's refund that is not settled at once is asked about. */
 const DUPLICATE_CHECK_MS = 3_000;
 
@@ -73,6 +83,38 @@ async function handOver(d: UseCaseDeps, attemptId: string, err: unknown): Promis
   d.log.warn({ err, attemptId, handedToReconciler: handed }, 'stray attempt not closed yet');
 }
 
+/** CLOSE_TRADE: done when the provider order is closed (or found paid, and applied), or given up. */
+export async function closeTrade(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const owner = await ownerOfTradeNo(d.db, job.subjectId);
+  if (!owner) return 'done';
+  const { attempt, trade } = owner;
+  if (trade && trade.state !== 'NEW' && trade.state !== 'OPEN') return 'done';
+  let out;
+  try {
+    out = await d.providers.byName(trade?.provider ?? attempt.provider).closePayment(job.subjectId, { background: true });
+  } catch (err) {
+    const order = await orders.getOrder(d.db, attempt.orderId);
+    if (job.runs < CLOSE_TRADE_RETRIES || (order && order.expireAt.getTime() > nowOf(d).getTime())) return 'retry';
+    d.log.warn(
+      { err, tradeNo: job.subjectId },
+      'provider order not closed; given up after the payment window (the statement shows any payment)',
+    );
+    return 'done';
+  }
+  if (out.outcome === 'PAID') {
+    await applyNotification(d, { kind: 'PAYMENT', attemptId: job.subjectId, state: 'PAID', reason: null });
+    return 'done';
+  }
+  if (trade) {
+    await withTx(d.db, async (tx) => {
+      await orders.lockOrder(tx, trade.orderId);
+      const fresh = await trades.getTrade(tx, trade.id);
+      if (fresh && (fresh.state === 'NEW' || fresh.state === 'OPEN')) await setTrade(tx, 'close trade', fresh, 'CLOSED', {}, nowOf(d));
+    });
+  }
+  return 'done';
+}
+
 /** REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome. */
 export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
   const dup = await refunds.getDuplicate(d.db, job.subjectId);
@@ -83,7 +125,7 @@ export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutc
     const out = await d.providers.byName(dup.provider).refund(
       {
         refundId: dup.id,
-        paidAttemptId: dup.attemptId,
+        paidAttemptId: dup.tradeNo,
         amountFen: dup.amountFen,
         paymentAmountFen: dup.amountFen,
         reason: 'DUPLICATE_PAYMENT',
@@ -116,7 +158,7 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
   if (!dup || (dup.refundState !== 'PENDING' && dup.refundState !== 'UNKNOWN')) return 'done';
   let state;
   try {
-    state = (await d.providers.byName(dup.provider).queryRefund({ refundId: dup.id, paidAttemptId: dup.attemptId })).state;
+    state = (await d.providers.byName(dup.provider).queryRefund({ refundId: dup.id, paidAttemptId: dup.tradeNo })).state;
   } catch (err) {
     if (!(err instanceof ProviderRejectedError)) d.log.warn({ err, duplicateId: dup.id }, 'duplicate refund check failed');
     return 'retry';

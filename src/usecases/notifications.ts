@@ -18,10 +18,14 @@ import { withTx } from '../store/db.ts';
 import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 import * as refunds from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
+import type { TradeRow } from '../store/trades.ts';
+import type { Queryable } from '../store/db.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { reviveLostRefund } from './refunds.ts';
-import { confirmPaid, setAttempt, setOrderStatus, setRefundState } from './payment-state.ts';
+import { confirmPaid, setAttempt, setOrderStatus, setRefundState, setTrade } from './payment-state.ts';
 
 /** What became of a notice: applied (or already applied), about nothing of ours, or kept for the operator. */
 export type NoticeOutcome = 'APPLIED' | 'UNKNOWN_SUBJECT' | 'KEPT_FOR_OPERATOR';
@@ -67,33 +71,61 @@ export async function keep(
 }
 
 /**
+ * The attempt a provider order number belongs to: the attempt itself (its own order), or the
+ * attempt of a trade (with the trade's row).
+ */
+export async function ownerOfTradeNo(db: Queryable, no: string): Promise<{ attempt: AttemptRow; trade: TradeRow | null } | null> {
+  const attempt = await attempts.getAttempt(db, no);
+  if (attempt) return { attempt, trade: null };
+  const trade = await trades.getTrade(db, no);
+  const owner = trade ? await attempts.getAttempt(db, trade.attemptId) : null;
+  return owner ? { attempt: owner, trade } : null;
+}
+
+/**
  * The provider's word about a payment or refund, applied if it matches the ledger. `from`: who
- * said it (a notice, or the reconciler's query); the service's own findings pass none.
+ * said it (a notice, or the reconciler's query); the service's own findings pass none. A payment
+ * names the provider order (`attemptId`): an attempt's own, or one of its trades.
  */
 export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {
   if (n.kind === 'PAYMENT') {
     const flow = `provider notice ${n.state}`;
-    const attempt0 = await attempts.getAttempt(d.db, n.attemptId);
-    if (!attempt0) return 'UNKNOWN_SUBJECT';
+    const owner = await ownerOfTradeNo(d.db, n.attemptId);
+    if (!owner) return 'UNKNOWN_SUBJECT';
+    const attempt0 = owner.attempt;
+    const holder = owner.trade?.provider ?? attempt0.provider;
     if (from) {
       const order = (await orders.getOrder(d.db, attempt0.orderId))!;
-      if (from.provider !== attempt0.provider) {
-        await keep(d, from, 'PROVIDER_MISMATCH', attempt0.id, { provider: attempt0.provider }, { provider: from.provider, state: n.state });
+      if (from.provider !== holder) {
+        await keep(d, from, 'PROVIDER_MISMATCH', n.attemptId, { provider: holder }, { provider: from.provider, state: n.state });
         return 'KEPT_FOR_OPERATOR';
       }
       if (n.amountFen != null && n.amountFen !== order.amountFen) {
-        await keep(d, from, 'AMOUNT_MISMATCH', attempt0.id, { amountFen: order.amountFen }, { amountFen: n.amountFen, state: n.state });
+        await keep(d, from, 'AMOUNT_MISMATCH', n.attemptId, { amountFen: order.amountFen }, { amountFen: n.amountFen, state: n.state });
         return 'KEPT_FOR_OPERATOR';
       }
       if (n.currency != null && n.currency !== order.currency) {
-        await keep(d, from, 'CURRENCY_MISMATCH', attempt0.id, { currency: order.currency }, { currency: n.currency, state: n.state });
+        await keep(d, from, 'CURRENCY_MISMATCH', n.attemptId, { currency: order.currency }, { currency: n.currency, state: n.state });
         return 'KEPT_FOR_OPERATOR';
       }
     }
     await withTx(d.db, async (tx) => {
       const o = (await orders.getOrderLocked(tx, attempt0.orderId))!;
-      const a = (await attempts.getAttempt(tx, n.attemptId))!;
+      const a = (await attempts.getAttempt(tx, attempt0.id))!;
+      const trade = owner.trade && (await trades.getTrade(tx, owner.trade.id))!;
       const now = nowOf(d);
+      if (trade) {
+        // A trade of the attempt: paid, the attempt is paid through it; failed or closed, only that
+        // way to pay ended (the attempt's other orders may still be paid).
+        if (n.state === 'PAID') {
+          if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
+          // The provider's reference of the payment (WeChat Pay's transaction_id) is recorded on the trade.
+          await confirmPaid(tx, flow, o, a, now, { ...trade, providerRef: n.providerRef ?? trade.providerRef });
+        } else if (trade.state === 'NEW' || trade.state === 'OPEN') {
+          await setTrade(tx, flow, trade, 'CLOSED', {}, now);
+        }
+        return;
+      }
       if (n.state === 'PAID') {
         if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
         if (n.providerRef) await attempts.noteAttemptProviderRef(tx, a.id, n.providerRef);

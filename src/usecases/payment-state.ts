@@ -24,10 +24,13 @@ import * as orders from '../store/orders.ts';
 import type { OrderChange, OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundChange, RefundRow } from '../store/refunds.ts';
+import * as trades from '../store/trades.ts';
 
 /**
  * Moves the attempt to `to` (nothing when it is there already); `a` is updated in place (state, and
- * the time it was made). `checkAt`: the provider is asked about it then (CHECK_ATTEMPT).
+ * the time it was made). `checkAt`: the provider is asked about it then (CHECK_ATTEMPT). An attempt
+ * that ends (CLOSED, FAILED) has its trades still live at the provider closed there afterwards
+ * (CLOSE_TRADE jobs).
  */
 export async function setAttempt(
   tx: Tx,
@@ -45,6 +48,27 @@ export async function setAttempt(
   if (change.checkAt) await jobs.schedule(tx, 'CHECK_ATTEMPT', a.id, change.checkAt);
   a.state = to;
   if (change.madeAt) a.madeAt = change.madeAt;
+  if (to === 'CLOSED' || to === 'FAILED') await closeTradesLater(tx, a.id, null, now);
+}
+
+/** Closes at the provider, afterwards (CLOSE_TRADE jobs), the attempt's trades still live there, but `except`. */
+export async function closeTradesLater(tx: Tx, attemptId: string, except: string | null, now: Date): Promise<void> {
+  for (const t of await trades.liveTradesOfAttempt(tx, attemptId, except)) await jobs.schedule(tx, 'CLOSE_TRADE', t.id, now);
+}
+
+/** Moves a trade to `to` under its order's lock (nothing when it is there already); false when it changed meanwhile. */
+export async function setTrade(
+  tx: Tx,
+  flow: string,
+  t: trades.TradeRow,
+  to: trades.TradeRow['state'],
+  change: trades.TradeChange,
+  now: Date,
+): Promise<boolean> {
+  if (t.state === to) return true;
+  const ok = await trades.setTradeState(tx, t.id, transition('trade', flow, t.state, to), change, now);
+  if (ok) t.state = to;
+  return ok;
 }
 
 /** Moves the order to `to`, bumps stateVersion, writes the matching event; returns the fresh row. */
@@ -97,10 +121,12 @@ export function countedRefundsFen(tx: Tx, orderId: string): Promise<number> {
 }
 
 /**
- * A payment of `attempt` is confirmed. If the order can still succeed, it does, and its other
- * accepted attempts are closed at the provider afterwards (follow-ups). If it already succeeded
- * through another attempt or was closed, this is a second payment: recorded as a duplicate and
- * refunded automatically (a follow-up). Returns the duplicate id when one was recorded.
+ * A payment of `attempt` is confirmed, through its own provider order or through one of its trades
+ * (`trade`, the row of that trade). If the order can still succeed, it does, and its other accepted
+ * attempts and the attempt's other provider orders are closed at the provider afterwards
+ * (follow-ups). If it already succeeded through another attempt or another of this attempt's
+ * orders, or was closed, this is a second payment: recorded as a duplicate and refunded
+ * automatically (a follow-up). Returns the duplicate id when one was recorded.
  */
 export async function confirmPaid(
   tx: Tx,
@@ -108,20 +134,28 @@ export async function confirmPaid(
   order: OrderRow,
   attempt: AttemptRow,
   now: Date,
+  trade: trades.TradeRow | null = null,
 ): Promise<{ order: OrderRow; duplicateId: string | null }> {
-  if (attempt.state === 'PAID' && order.paidAttemptId === attempt.id) return { order, duplicateId: null };
+  const tradeNo = trade?.id ?? attempt.id;
+  if (trade && trade.state !== 'PAID') await setTrade(tx, flow, trade, 'PAID', { providerRef: trade.providerRef }, now);
+  const paidHere = order.paidAttemptId === attempt.id && (order.paidTradeNo ?? attempt.id) === tradeNo;
+  if (attempt.state === 'PAID' && paidHere) return { order, duplicateId: null };
   if (attempt.state !== 'PAID') await setAttempt(tx, flow, attempt, 'PAID', {}, now);
   if (canTransition('order', order.status, 'SUCCEEDED')) {
-    const fresh = await setOrderStatus(tx, flow, order, 'SUCCEEDED', { paidAttemptId: attempt.id }, now);
+    const change = trade ? { paidAttemptId: attempt.id, paidTradeNo: trade.id } : { paidAttemptId: attempt.id };
+    const fresh = await setOrderStatus(tx, flow, order, 'SUCCEEDED', change, now);
     for (const sibling of await attempts.attemptsOf(tx, order.id)) {
       if (sibling.id !== attempt.id && sibling.state === 'ACCEPTED') await closeStrayLater(tx, sibling.id, now);
     }
+    // The attempt's other ways to pay: its other trades, and its own order when a trade paid.
+    await closeTradesLater(tx, attempt.id, tradeNo, now);
+    if (trade) await jobs.schedule(tx, 'CLOSE_TRADE', attempt.id, now);
     return { order: fresh, duplicateId: null };
   }
-  const id = `dup_${attempt.id.slice(4)}`;
+  const id = `dup_${tradeNo.slice(4)}`;
   const added = await refunds.insertDuplicate(
     tx,
-    { id, orderId: order.id, attemptId: attempt.id, amountFen: order.amountFen, provider: attempt.provider },
+    { id, orderId: order.id, attemptId: attempt.id, tradeNo, amountFen: order.amountFen, provider: trade?.provider ?? attempt.provider },
     now,
   );
   if (added) await jobs.schedule(tx, 'REFUND_DUPLICATE', id, now);

@@ -5,7 +5,7 @@
  * outcome is uncertain or whose request stalled; FIND_DUE_WORK finds the jobs that rows imply.
  */
 import { DomainError } from '../domain/errors.ts';
-import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_NOT_RECEIVED, isLiveAttempt } from '../domain/states.ts';
 import { withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import { PENDING_RECHECK_MS } from '../store/attempts.ts';
@@ -13,6 +13,7 @@ import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import { REQUESTED_RECHECK_MS } from '../store/refunds.ts';
+import { type CreateOutcome, callProvider } from './attempts.ts';
 import { closeOrderById } from './close-order.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { Job, JobOutcome } from './jobs.ts';
@@ -92,6 +93,21 @@ export async function checkAttempt(d: UseCaseDeps, job: Job): Promise<JobOutcome
     );
     return 'done';
   }
+  // Open at the provider, but its material (the code, the provider's page) was in the answer that
+  // was lost, and a query does not give it: the identical order is sent again, which answers the
+  // same material (docs/decisions.md, "A create whose answer was lost"). Never PAYING without it.
+  let material = q.material;
+  let unrecoverable = false;
+  if (q.state === 'OPEN' && material === null) {
+    const again = await askAgain(d, id);
+    if (again === 'UNCERTAIN') return 'retry';
+    if (again !== 'REJECTED' && again !== null && again.outcome === 'PAID') {
+      await applyNotification(d, { kind: 'PAYMENT', attemptId: id, state: 'PAID', reason: null, providerRef: again.providerRef });
+      return 'done';
+    }
+    if (again !== 'REJECTED' && again !== null) material = again.material;
+    else unrecoverable = true;
+  }
   const strays = await withTx(d.db, async (tx): Promise<number> => {
     const o = (await orders.getOrderLocked(tx, a0.orderId))!;
     const a = (await attempts.getAttempt(tx, id))!;
@@ -106,9 +122,16 @@ export async function checkAttempt(d: UseCaseDeps, job: Job): Promise<JobOutcome
         flow,
         a,
         'ACCEPTED',
-        { providerRef: q.providerRef, qrCode: q.material?.qrCode ?? null, redirectUrl: q.material?.redirectUrl ?? null },
+        { providerRef: q.providerRef, qrCode: material?.qrCode ?? null, redirectUrl: material?.redirectUrl ?? null },
         now,
       );
+      if (unrecoverable) {
+        // The provider would not give its material again: closed there, and the order is
+        // payable again with a new attempt (nextAction: CREATE_ATTEMPT), never PAYING without a way to pay.
+        if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
+        await closeStrayLater(tx, a.id, now);
+        return 1;
+      }
       if (isLatest && (o.status === 'UNKNOWN' || o.status === 'CREATED')) {
         await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
         return 0;
@@ -143,6 +166,17 @@ export async function checkAttempt(d: UseCaseDeps, job: Job): Promise<JobOutcome
   });
   if (strays > 0) d.wakeWorkers();
   return 'done';
+}
+
+/**
+ * The identical order of an attempt sent again (its material); null, without asking, when the
+ * attempt was settled meanwhile or its order can no longer be paid (then it is only closed).
+ */
+async function askAgain(d: UseCaseDeps, attemptId: string): Promise<CreateOutcome | null> {
+  const a = await attempts.getAttempt(d.db, attemptId);
+  const o = a ? await orders.getOrder(d.db, a.orderId) : null;
+  if (!a || !o || !isLiveAttempt(a) || a.state === 'ACCEPTED' || !['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status)) return null;
+  return callProvider(d, o, a);
 }
 
 /**

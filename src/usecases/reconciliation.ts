@@ -25,7 +25,6 @@
 import { DomainError } from '../domain/errors.ts';
 import type { Actor } from '../domain/operators.ts';
 import { ProviderUncertainError, type PaymentProvider, type ProviderStatementLine } from '../providers/provider.ts';
-import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
@@ -39,7 +38,7 @@ import * as jobs from '../store/jobs.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { audited } from './audit.ts';
 import type { Job, JobOutcome } from './jobs.ts';
-import { applyNotification } from './notifications.ts';
+import { applyNotification, ownerOfTradeNo } from './notifications.ts';
 
 /** The daily run of yesterday is created from this hour, Asia/Shanghai (the acquirers' bills of T-1 are ready by then). */
 export const RECONCILIATION_HOUR = 10;
@@ -238,7 +237,9 @@ async function converge(d: UseCaseDeps, provider: string, l: LineRow): Promise<L
       { kind: 'PAYMENT', attemptId: l.subjectId, state: 'PAID', reason: null, amountFen: l.amountFen, providerRef: l.providerRef },
       from,
     );
-    return (await attempts.getAttempt(d.db, l.subjectId))?.state === 'PAID' ? 'CONVERGED' : 'STATE_MISMATCH';
+    const owner = await ownerOfTradeNo(d.db, l.subjectId);
+    const paid = owner?.trade ? owner.trade.state === 'PAID' : owner?.attempt.state === 'PAID';
+    return paid ? 'CONVERGED' : 'STATE_MISMATCH';
   }
   await applyNotification(
     d,
@@ -257,7 +258,7 @@ async function check(d: UseCaseDeps, provider: PaymentProvider, l: LineRow): Pro
     const r = await refunds.getRefund(d.db, l.subjectId);
     const o = r ? await orders.getOrder(d.db, r.orderId) : null;
     if (!o?.paidAttemptId) return 'UNCHECKED';
-    const q = await provider.queryRefund({ refundId: l.subjectId, paidAttemptId: o.paidAttemptId });
+    const q = await provider.queryRefund({ refundId: l.subjectId, paidAttemptId: o.paidTradeNo ?? o.paidAttemptId });
     return q.state === 'SUCCEEDED' ? 'MATCHED' : 'REFUND_MISSING_AT_PROVIDER';
   } catch (err) {
     d.log.warn({ err, subjectId: l.subjectId }, 'reconciliation: the provider could not be asked; line left unchecked');

@@ -10,16 +10,18 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import { exceedsSingleCeiling } from '../domain/money.ts';
 import { MERCHANT_NO_RE } from '../domain/order-input.ts';
-import { ProviderRejectedError } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
+import { type Tx, withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import type { AttemptRow } from '../store/attempts.ts';
+import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as recreateRequests from '../store/recreate-requests.ts';
+import * as trades from '../store/trades.ts';
 import { runAttempt, settledLatest } from './attempts.ts';
+import { closeAtProvider } from './close-order.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
-import { confirmPaid, firstCheckAt, setAttempt } from './payment-state.ts';
+import { confirmPaid, firstCheckAt, setAttempt, setTrade } from './payment-state.ts';
 import type { OrderOutcome } from './results.ts';
 
 const FLOW = 're-create attempt';
@@ -113,19 +115,39 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
   return makeAttempt(d, start);
 }
 
-/** Closes the in-progress attempts at the provider first (their material must not stay payable), then makes the new one. */
+/**
+ * Closes the in-progress attempts at the provider first, their trades (JSAPI, Native) with them
+ * (their material must not stay payable), then makes the new one.
+ */
 async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: AttemptRow; previous: AttemptRow[] }): Promise<OrderOutcome> {
   for (const old of start.previous) {
-    let outcome: 'CLOSED' | 'PAID' | 'UNCERTAIN' | 'REJECTED';
-    try {
-      outcome = (await d.providers.byName(old.provider).closePayment(old.id)).outcome;
-    } catch (err) {
-      outcome = err instanceof ProviderRejectedError ? 'REJECTED' : 'UNCERTAIN';
+    for (const t of await trades.liveTradesOfAttempt(d.db, old.id, null)) {
+      const outcome = await closeAtProvider(d, t.provider, t.id);
+      const stop = await withTx(d.db, async (tx) => {
+        const o = (await orders.getOrderLocked(tx, start.order.id))!;
+        const fresh = (await trades.getTrade(tx, t.id))!;
+        const now = nowOf(d);
+        const live = fresh.state === 'NEW' || fresh.state === 'OPEN';
+        if (outcome === 'CLOSED') {
+          if (live) await setTrade(tx, FLOW, fresh, 'CLOSED', {}, now);
+          return null;
+        }
+        // Not known to be closed: closed again afterwards (a follow-up); the re-create goes on.
+        if (outcome === 'UNCERTAIN') {
+          if (live) await jobs.schedule(tx, 'CLOSE_TRADE', fresh.id, now);
+          return null;
+        }
+        return stopRecreate(tx, start.attempt.id, outcome, o, (await attempts.getAttempt(tx, old.id))!, fresh, now);
+      });
+      if (stop) {
+        d.wakeWorkers();
+        throw stop;
+      }
     }
+    const outcome = await closeAtProvider(d, old.provider, old.id);
     const stop = await withTx(d.db, async (tx) => {
       const o = (await orders.getOrderLocked(tx, start.order.id))!;
       const a = (await attempts.getAttempt(tx, old.id))!;
-      const pending = (await attempts.getAttempt(tx, start.attempt.id))!;
       const now = nowOf(d);
       if (outcome === 'CLOSED') {
         if (a.state === 'ACCEPTED' || a.state === 'UNKNOWN') await setAttempt(tx, FLOW, a, 'CLOSED', {}, now);
@@ -136,14 +158,7 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
         if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
         return null;
       }
-      // The new attempt never reached the provider: it is withdrawn, so the order is left exactly
-      // as it was (its latest attempt is again the one that still pays, or the one that paid).
-      if (pending.state === 'PENDING') await attempts.withdrawPendingAttempt(tx, pending.id);
-      if (outcome === 'PAID') {
-        await confirmPaid(tx, FLOW, o, a, now);
-        return new DomainError('STATE_INVALID', 'The order has been paid; query the order.');
-      }
-      return new DomainError('PROVIDER_REJECTED');
+      return stopRecreate(tx, start.attempt.id, outcome, o, a, null, now);
     });
     if (stop) {
       d.wakeWorkers();
@@ -151,4 +166,27 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
     }
   }
   return runAttempt(d, start.order, start.attempt, FLOW);
+}
+
+/**
+ * An old attempt's provider order could not be closed (refused), or was paid: the new attempt never
+ * reached the provider and is withdrawn, so the order is left exactly as it was (its latest attempt
+ * is again the one that still pays, or the one that paid). A payment is applied.
+ */
+async function stopRecreate(
+  tx: Tx,
+  pendingId: string,
+  outcome: 'PAID' | 'REJECTED',
+  o: OrderRow,
+  a: AttemptRow,
+  trade: trades.TradeRow | null,
+  now: Date,
+): Promise<DomainError> {
+  const pending = (await attempts.getAttempt(tx, pendingId))!;
+  if (pending.state === 'PENDING') await attempts.withdrawPendingAttempt(tx, pending.id);
+  if (outcome === 'PAID') {
+    await confirmPaid(tx, FLOW, o, a, now, trade);
+    return new DomainError('STATE_INVALID', 'The order has been paid; query the order.');
+  }
+  return new DomainError('PROVIDER_REJECTED');
 }

@@ -103,7 +103,8 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
   try {
     result = await d.providers.byName(reserved.provider).refund({
       refundId: reserved.id,
-      paidAttemptId: order.paidAttemptId!,
+      // The provider order that was paid: the attempt's own, or the trade of it that paid.
+      paidAttemptId: order.paidTradeNo ?? order.paidAttemptId!,
       amountFen: reserved.amountFen,
       paymentAmountFen: order.amountFen,
       reason: reserved.reason,

@@ -7,6 +7,7 @@ import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
 import * as attempts from '../store/attempts.ts';
 import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
+import { tradeNosOfOrder } from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
 /** The buyer acts on the order's given attempt, or its latest payable one. Answers the order's status after the provider's notice. */
@@ -40,7 +41,8 @@ export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxPr
     if (!(await orders.getOrder(d.db, orderId))) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
     throw new DomainError('STATE_INVALID', 'the order is not open');
   }
-  await sandbox.expirePayments(ended.attemptIds, ended.expireAt);
+  // The attempts' own payments and their trades' (JSAPI, Native).
+  await sandbox.expirePayments([...ended.attemptIds, ...(await tradeNosOfOrder(d.db, orderId))], ended.expireAt);
   await jobs.schedule(d.db, 'EXPIRE_ORDER', orderId, nowOf(d));
   d.wakeWorkers();
 }

@@ -512,6 +512,12 @@ describe('cashier page in a mobile browser', { skip: browserSkipReason() }, () =
               providerPageUrl,
               returnUrl: null,
               sandboxActions: true,
+              place: 'PHONE',
+              way: channel === 'ALIPAY_H5' ? 'page' : 'h5',
+              otherWays: [],
+              wechatCode: null,
+              jsapi: null,
+              wayProblem: null,
             };
             const css = /<style>([\s\S]*?)<\/style>/.exec(html)![1]!;
             await route.fulfill({ response: res, body: renderCashierPage(view, { css, scriptPath: 'assets/cashier.js' }, lang) });

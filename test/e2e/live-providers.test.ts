@@ -18,10 +18,14 @@ let m: Merchant;
 let rx: Receiver;
 const clock = new FakeClock();
 const HOOK = '/hooks/live';
+const PHONE_UA =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1';
+const DESKTOP_UA = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36';
 
 let live: LiveService;
 before(async () => {
-  live = await startLiveService(clock, HOOK);
+  // The simulators on the same clock: their 5-minute signature windows move with the service's time.
+  live = await startLiveService(clock, HOOK, { wechatpay: { now: () => clock.now() }, alipay: { now: () => new Date(clock.now()) } });
   ({ sims, t, m, rx } = live);
 });
 after(() => live.stop());
@@ -73,11 +77,11 @@ describe('live mode against the simulators', () => {
       if (channel === 'ALIPAY_H5') assert.match(String(o.qrCode), /^http/, 'the official collection code');
       else assert.equal('qrCode' in o, false);
 
-      // The cashier sends the buyer to the provider's own page.
+      // The cashier, in a phone's browser, sends the buyer to the provider's own page.
       const page = await t.server.inject({
         method: 'GET',
         url: new URL(String(o.payUrl)).pathname,
-        headers: { 'accept-language': 'zh-CN' },
+        headers: { 'accept-language': 'zh-CN', 'user-agent': PHONE_UA },
       });
       assert.equal(page.statusCode, 200);
       const attemptId = await attemptOf(o.openOrderId);
@@ -101,18 +105,136 @@ describe('live mode against the simulators', () => {
     });
   }
 
-  test('a create the provider does not answer is UNKNOWN, then converges through the reconciler', async () => {
-    sims.alipay.programFault('alipay.trade.precreate', { kind: 'timeout' }, 1);
-    const body = orderBody({ channel: 'ALIPAY_H5' });
+  /** Where a buyer's phone browser opens the link: the provider's page, and for Alipay its collection code beside it. */
+  async function phonePage(payUrl: string): Promise<string> {
+    const r = await t.server.inject({ method: 'GET', url: new URL(payUrl).pathname, headers: { 'user-agent': PHONE_UA } });
+    assert.equal(r.statusCode, 200);
+    return r.body;
+  }
+
+  for (const channel of ['ALIPAY_H5', 'WECHAT_H5'] as const) {
+    const sim = channel === 'ALIPAY_H5' ? 'alipay' : 'wechatpay';
+    const fault = (kind: 'timeout' | 'drop') => {
+      if (channel === 'ALIPAY_H5') sims.alipay.programFault('alipay.trade.precreate', { kind }, 1);
+      else sims.wechatpay.controls.programFault('create', kind === 'timeout' ? { kind: 'noAnswer' } : { kind: 'drop' }, 1);
+    };
+
+    test(`${channel}: a create whose answer was lost after the provider acted gets its material again (the identical order); the buyer pays`, async () => {
+      fault('timeout');
+      const body = orderBody({ channel, amountFen: 777 });
+      const no = String(body.outTradeNo);
+      const c = await api('POST', '/api/open/v1/payments', body);
+      assert.equal(c.statusCode, 201, c.body);
+      assert.equal(c.json().status, 'UNKNOWN');
+      assert.equal(c.json().payUrl, null);
+      clock.advance(5_000);
+      await until(
+        'the attempt found open at the provider',
+        async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'PAYING',
+      );
+      // PAYING is payable: the merchant's replay of the create hands out the link, and the page has the material.
+      const replay = await api('POST', '/api/open/v1/payments', body);
+      assert.equal(replay.statusCode, 200, replay.body);
+      const o = replay.json();
+      assert.equal(o.replayed, true);
+      assert.match(String(o.payUrl), /\/cashier\//);
+      assert.equal('nextAction' in o, false);
+      const attemptId = await attemptOf(o.openOrderId);
+      // The collection code the identical precreate answered again: the simulator's, for this trade.
+      if (channel === 'ALIPAY_H5') assert.ok(String(o.qrCode).startsWith(`${sims.alipay.url}/qr/`), o.qrCode);
+      const html = await phonePage(o.payUrl);
+      const link = /<a class="btn primary" href="([^"]+)"/.exec(html);
+      assert.ok(link && link[1]!.replaceAll('&amp;', '&').startsWith(sims[sim].url), 'a link to the provider page');
+      if (channel === 'ALIPAY_H5') assert.match(html, /<img class="qr"/);
+      await pay(channel, attemptId);
+      await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+    });
+
+    test(`${channel}: a create lost before the provider acted answers nextAction CREATE_ATTEMPT; a re-create is paid`, async () => {
+      fault('drop');
+      const body = orderBody({ channel, amountFen: 778 });
+      const no = String(body.outTradeNo);
+      const c = await api('POST', '/api/open/v1/payments', body);
+      assert.equal(c.statusCode, 201, c.body);
+      assert.equal(c.json().status, 'UNKNOWN');
+      clock.advance(5_000);
+      await until(
+        'the attempt found never made',
+        async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'CREATED',
+      );
+      const q = (await api('GET', `/api/open/v1/payments/${no}`)).json();
+      assert.equal(q.nextAction, 'CREATE_ATTEMPT');
+      assert.equal(q.latestAttempt.state, 'FAILED');
+      const replay = (await api('POST', '/api/open/v1/payments', body)).json();
+      assert.equal(replay.payUrl, null);
+      assert.equal(replay.nextAction, 'CREATE_ATTEMPT');
+      const re = await api('POST', `/api/open/v1/payments/${no}/attempts`);
+      assert.equal(re.statusCode, 201, re.body);
+      assert.equal(re.json().status, 'PAYING');
+      assert.match(await phonePage(re.json().payUrl), new RegExp(`href="${sims[sim].url}`));
+      await pay(channel, await attemptOf(re.json().openOrderId));
+      await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+    });
+  }
+
+  test("WECHAT_H5: a link opened after the h5_url's 5 minutes gets a fresh one (the identical order asked again), and is paid", async () => {
+    const body = orderBody({ channel: 'WECHAT_H5', amountFen: 640 });
     const no = String(body.outTradeNo);
-    const c = await api('POST', '/api/open/v1/payments', body);
-    assert.equal(c.statusCode, 201, c.body);
-    assert.equal(c.json().unknown, true);
-    assert.equal(c.json().status, 'UNKNOWN');
-    clock.advance(5_000);
-    await until(
-      'the attempt found open at the provider',
-      async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'PAYING',
+    const o = (await api('POST', '/api/open/v1/payments', body)).json();
+    const creates = sims.wechatpay.controls.requestCount('create');
+    await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates, 'a young page is used as it is');
+    clock.advance(4 * 60_000 + 1000);
+    const html = await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates + 1, 'asked again');
+    assert.ok(html.includes(`href="${sims.wechatpay.url}/pay/h5?`), 'the page the answer gave');
+    await phonePage(o.payUrl);
+    assert.equal(sims.wechatpay.controls.requestCount('create'), creates + 1, 'the fresh page is used as it is');
+    await pay('WECHAT_H5', await attemptOf(o.openOrderId));
+    await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
+  });
+
+  test('WECHAT_H5: a buyer who pays through two products (the Native code, then the H5 page) is charged once: the second is refunded', async () => {
+    const body = orderBody({ channel: 'WECHAT_H5', amountFen: 1500 });
+    const no = String(body.outTradeNo);
+    const o = (await api('POST', '/api/open/v1/payments', body)).json();
+    const attemptId = await attemptOf(o.openOrderId);
+    // A computer: the page makes the attempt's Native trade (its own out_trade_no) and shows its code.
+    const page = await t.server.inject({ method: 'GET', url: new URL(String(o.payUrl)).pathname, headers: { 'user-agent': DESKTOP_UA } });
+    assert.equal(page.statusCode, 200);
+    assert.match(page.body, /<img class="qr"/);
+    const trades = (await t.admin('GET', `/orders/${o.openOrderId}`)).json().attempts[0].trades as { tradeNo: string; product: string }[];
+    assert.equal(trades.length, 1);
+    assert.equal(trades[0]!.product, 'NATIVE');
+    const native = sims.wechatpay.controls.order(trades[0]!.tradeNo)!;
+    assert.equal(native.tradeType, 'NATIVE');
+    assert.notEqual(native.outTradeNo, attemptId, 'another number than the H5 order');
+    await sims.wechatpay.controls.scanPay(native.codeUrl!);
+    // Before the service has closed the H5 order, the buyer pays it too.
+    await sims.wechatpay.controls.pay(attemptId);
+    const duplicates = async () =>
+      (await t.admin('GET', `/orders/${o.openOrderId}`)).json().duplicatePayments as { tradeNo: string; refundState: string }[];
+    // Refunded at WeChat Pay, and the ledger's duplicate converged (the duplicate reconciler's query).
+    await until('the second payment refunded', async () => {
+      clock.advance(4_000);
+      return (await duplicates())[0]?.refundState === 'REFUNDED';
+    });
+    const q = (await api('GET', `/api/open/v1/payments/${no}`)).json();
+    assert.equal(q.status, 'SUCCEEDED');
+    const dup = sims.wechatpay.controls.refund(`dup_${attemptId.slice(4)}`)!;
+    assert.equal(dup.status, 'SUCCESS');
+    assert.equal(dup.outTradeNo, attemptId);
+    assert.equal(dup.refund, 1500);
+    assert.equal(sims.wechatpay.controls.refund(`dup_${native.outTradeNo.slice(4)}`), null, 'the first payment is kept');
+    await until('PAYMENT_SUCCEEDED delivered', async () => eventsOf(no).some((e) => e.eventType === 'PAYMENT_SUCCEEDED'));
+    assert.deepEqual(
+      eventsOf(no).map((e) => e.eventType),
+      ['PAYMENT_SUCCEEDED'],
+      "one payment for the merchant; the duplicate is the service's own refund",
+    );
+    assert.deepEqual(
+      (await duplicates()).map((x) => [x.tradeNo, x.refundState]),
+      [[attemptId, 'REFUNDED']],
     );
   });
 

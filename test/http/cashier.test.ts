@@ -47,8 +47,10 @@ async function createOrder(o: Record<string, unknown> = {}): Promise<Created> {
 }
 
 /** The page as an English-speaking browser asks for it (`{}`: a browser that states no language). */
+/** A phone's browser (where.ts): the page's ways to pay depend on where it is opened. */
+const PHONE_UA = 'Mozilla/5.0 (Linux; Android 14; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Mobile Safari/537.36';
 const page = (token: string, headers: Record<string, string> = { 'accept-language': 'en' }) =>
-  t.server.inject({ method: 'GET', url: `/cashier/${token}`, headers });
+  t.server.inject({ method: 'GET', url: `/cashier/${token}`, headers: { 'user-agent': PHONE_UA, ...headers } });
 const status = (token: string) => t.server.inject({ method: 'GET', url: `/cashier/${token}/status` });
 const action = (token: string, what: 'pay' | 'fail', headers: Record<string, string> = { 'x-cashier-request': 'sandbox' }) =>
   t.server.inject({ method: 'POST', url: `/cashier/${token}/sandbox/${what}`, headers });
@@ -495,6 +497,12 @@ const baseView: CashierView = {
   providerPageUrl: null,
   returnUrl: null,
   sandboxActions: false,
+  place: 'PHONE',
+  way: 'page',
+  otherWays: [],
+  wechatCode: null,
+  jsapi: null,
+  wayProblem: null,
 };
 
 describe('languages', () => {

@@ -58,6 +58,9 @@ export async function startHarness(
         ? { mode, publicKey: createPublicKey(sim.keys.platformPublicKeyPem), publicKeyId: sim.keys.publicKeyId }
         : { mode: 'certificate' },
     baseUrl: sim.url,
+    appSecret: createSecretKey(Buffer.from(sim.keys.appSecret)),
+    oauthUrl: sim.url,
+    snsUrl: sim.url,
     timeoutMs: o.timeoutMs ?? 1500,
   };
   const provider = new WechatPayProvider(config, { notifyUrl: NOTIFY_URL, ...o.provider });

@@ -40,6 +40,9 @@ export function stubConfig(): WechatPayConfig {
     platform: { mode: 'publicKey', publicKey: platform.publicKey, publicKeyId: KEY_ID },
     baseUrl: 'https://api.mch.weixin.qq.com',
     timeoutMs: 1000,
+    appSecret: null,
+    oauthUrl: 'https://open.weixin.qq.com',
+    snsUrl: 'https://api.weixin.qq.com',
   };
 }
 

@@ -92,6 +92,27 @@ describe('wechatPayConfigFromEnv', () => {
     assert.equal(c.timeoutMs, 2500);
   });
 
+  test("the official account's AppSecret (a private file) and WeChat's authorization origins, for JSAPI inside WeChat", () => {
+    const none = wechatPayConfigFromEnv(base)!;
+    assert.equal(none.appSecret, null, 'without it: no JSAPI (the Native code inside WeChat)');
+    assert.equal(none.oauthUrl, 'https://open.weixin.qq.com');
+    assert.equal(none.snsUrl, 'https://api.weixin.qq.com');
+    const secret = '0123456789abcdef0123456789abcdef';
+    const c = wechatPayConfigFromEnv({
+      ...base,
+      WECHATPAY_APP_SECRET_FILE: write('app-secret', `${secret}\n`),
+      WECHATPAY_OAUTH_URL: 'http://127.0.0.1:8091',
+      WECHATPAY_SNS_URL: 'http://127.0.0.1:8091',
+    })!;
+    assert.equal(c.appSecret!.export().toString(), secret);
+    assert.ok(!inspect(c).includes(secret), 'the secret is not in the printed configuration');
+    assert.equal(c.oauthUrl, 'http://127.0.0.1:8091');
+    refuses({ ...base, WECHATPAY_APP_SECRET_FILE: write('app-secret-open', secret, 0o644) }, 'WECHATPAY_APP_SECRET_FILE');
+    refuses({ ...base, WECHATPAY_APP_SECRET_FILE: write('app-secret-bad', 'not a secret!') }, 'WECHATPAY_APP_SECRET_FILE');
+    refuses({ ...base, WECHATPAY_OAUTH_URL: 'http://open.weixin.qq.com' }, 'WECHATPAY_OAUTH_URL');
+    refuses({ ...base, WECHATPAY_SNS_URL: 'https://api.weixin.qq.com/sns' }, 'WECHATPAY_SNS_URL');
+  });
+
   test('a missing required variable is named', () => {
     for (const v of ['WECHATPAY_APP_ID', 'WECHATPAY_PRIVATE_KEY_FILE', 'WECHATPAY_CERT_SERIAL', 'WECHATPAY_APIV3_KEY_FILE']) {
       refuses({ ...base, [v]: undefined }, v);

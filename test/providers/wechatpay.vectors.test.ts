@@ -23,6 +23,7 @@ import {
   answerMessage,
   authorizationHeader,
   decryptAesGcm,
+  jsapiPayMessage,
   requestMessage,
   rfc3339Beijing,
   signMessage,
@@ -61,6 +62,17 @@ describe('WeChat Pay fixed vectors', () => {
     const keys = new PublicKeyPlatform(r.publicKeyId, publicKey);
     assert.equal(await keys.keyFor(r.publicKeyId), publicKey);
     assert.equal(await keys.keyFor('PUB_KEY_ID_OTHER'), null);
+  });
+
+  test("JSAPI paySign: the documentation's signing string, signed as the documentation's openssl command signs it", () => {
+    const j = V.jsapiPaySign;
+    const message = jsapiPayMessage(j.appId, j.timeStamp, j.nonceStr, j.package);
+    assert.equal(message, j.message);
+    const privateKey = createPrivateKey(V.rsaSignature.privateKeyPem);
+    assert.equal(signMessage(message, privateKey), j.paySign);
+    assert.equal(verifyMessage(j.message, j.paySign, createPublicKey(V.rsaSignature.publicKeyPem)), true);
+    // signType is not signed; a line ending or field order other than the documented one is another signature.
+    assert.notEqual(signMessage(message.slice(0, -1), privateKey), j.paySign);
   });
 
   describe('a notification as WeChat Pay sends it (wechatpay-go notify test)', () => {

@@ -29,7 +29,8 @@ test('the work of a database from before the job queue is carried over as jobs',
     await db.query(`UPDATE attempts SET state = 'UNKNOWN', next_check_at = $1, check_count = 3 WHERE id = 'att_old_1'`, [due]);
     await db.query(`UPDATE attempts SET state = 'PENDING', next_check_at = $1 WHERE id = 'att_old_2'`, [due]);
     await db.query(
-      `INSERT INTO follow_ups(kind, subject_id, due_at, tries, last_error, created_at) VALUES ('CLOSE_STRAY_ATTEMPT', 'att_old_3', $1, 2, 'x', $1)`,
+      `INSERT INTO follow_ups(kind, subject_id, due_at, tries, last_error, created_at)
+       VALUES ('CLOSE_STRAY_ATTEMPT', 'att_old_3', $1, 2, 'x', $1), ('CLOSE_TRADE', 'trd_old_3', $1, 0, NULL, $1)`,
       [due],
     );
     await db.query(
@@ -38,7 +39,8 @@ test('the work of a database from before the job queue is carried over as jobs',
       [due],
     );
     await db.query(
-      `INSERT INTO duplicate_payments(id, order_id, attempt_id, amount_fen, refund_state) VALUES ('dup_old_4', 'ord_old_4', 'att_old_4', 100, 'UNKNOWN')`,
+      `INSERT INTO duplicate_payments(id, order_id, attempt_id, trade_no, amount_fen, refund_state)
+       VALUES ('dup_old_4', 'ord_old_4', 'att_old_4', 'att_old_4', 100, 'UNKNOWN')`,
     );
     await db.query(`UPDATE orders SET close_pending = 'CLOSE_REQUESTED', worker_lease_until = $1 WHERE id = 'ord_old_1'`, [due]);
     await db.query(
@@ -66,6 +68,7 @@ test('the work of a database from before the job queue is carried over as jobs',
         ['CHECK_DUPLICATE_REFUND', 'dup_old_4', jobs.rows.find((j) => j.subject_id === 'dup_old_4')!.run_at.toISOString(), 0],
         ['CHECK_REFUND', 'rf_old_1', due.toISOString(), 1],
         ['CLOSE_STRAY_ATTEMPT', 'att_old_3', due.toISOString(), 2],
+        ['CLOSE_TRADE', 'trd_old_3', due.toISOString(), 0],
         ['RECONCILE_STATEMENT', run('2029-12-29'), due.toISOString(), 2],
         ['RECONCILE_STATEMENT', run('2029-12-30'), due.toISOString(), 0],
       ].sort(order),

@@ -115,7 +115,7 @@ const LAYERS: [string, string[]][] = [
     ['backoffice-http', 'services', 'gate', 'usecases', 'events', 'providers', 'store', 'platform', 'config', 'domain', 'net', 'lib'],
   ],
   ['console', ['backoffice-http', 'services', 'usecases', 'domain', 'lib']],
-  ['cashier', ['services', 'usecases', 'store', 'domain', 'lib']],
+  ['cashier', ['services', 'usecases', 'providers', 'store', 'domain', 'lib']],
   ['backoffice-http', ['services', 'gate', 'usecases', 'store', 'domain', 'net', 'lib']],
   ['services', ['gate', 'usecases', 'events', 'providers', 'store', 'platform', 'config', 'domain', 'net', 'lib']],
   ['gate', ['store', 'platform', 'domain', 'net', 'lib']],

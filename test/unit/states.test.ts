@@ -13,6 +13,8 @@ import {
   ORDER_TRANSITIONS,
   REFUND_STATES,
   REFUND_TRANSITIONS,
+  TRADE_STATES,
+  TRADE_TRANSITIONS,
   TransitionError,
   canTransition,
   transition,
@@ -27,6 +29,11 @@ const TABLES = {
     heading: 'Payment attempt',
   },
   refund: { states: REFUND_STATES as readonly string[], table: REFUND_TRANSITIONS as Record<string, readonly string[]>, heading: 'Refund' },
+  trade: {
+    states: TRADE_STATES as readonly string[],
+    table: TRADE_TRANSITIONS as Record<string, readonly string[]>,
+    heading: 'Provider trade',
+  },
 } as const;
 
 describe('transition tables', () => {
@@ -47,6 +54,8 @@ describe('transition tables', () => {
     assert.deepEqual(ATTEMPT_TRANSITIONS.FAILED, ['PAID']);
     assert.deepEqual(REFUND_TRANSITIONS.SUCCEEDED, []);
     assert.deepEqual([...REFUND_TRANSITIONS.FAILED].sort(), ['PENDING', 'SUCCEEDED']);
+    assert.deepEqual(TRADE_TRANSITIONS.PAID, []);
+    assert.deepEqual(TRADE_TRANSITIONS.CLOSED, ['PAID']);
   });
 
   test('canTransition follows the table; transition() refuses the rest, naming the flow and what was allowed', () => {

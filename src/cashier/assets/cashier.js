@@ -1,12 +1,17 @@
 // Cashier page client (served from /cashier/assets/cashier.js, same origin, no dependencies).
-// Polls <page>/status every 2 s while visible, keeps the countdown, runs the sandbox buttons. When the state
-// changes it fetches the page again and swaps its <main> in place (no reload): the server stays
-// the only place that decides what a state shows, and final states never carry payment material.
+// Polls <page>/status every 2 s while visible, keeps the countdown, runs the sandbox buttons and, inside
+// WeChat, hands the signed JSAPI parameters to WeChat's own payment sheet (WeixinJSBridge, which WeChat
+// injects itself: no script is loaded for it). When the state changes it fetches the page again and
+// swaps its <main> in place (no reload): the server stays the only place that decides what a state
+// shows, and final states never carry payment material. WeChat's answer is only a hint: the order is
+// paid when WeChat Pay notifies the service (or a query finds it), which the polling shows.
 // Every text it shows comes from the page (data-* attributes), in the page's language.
 {
   const POLL_MS = 2000;
   const FINAL = new Set(['PAID', 'EXPIRED', 'CLOSED', 'SUPERSEDED', 'FAILED']);
   const page = window.location.pathname.replace(/\/+$/, '');
+  // The way to pay the buyer is on (`?via=`, `&payer=`) stays with every fetch of the page and every action.
+  const search = window.location.search;
   let root = document.getElementById('cashier');
   let state = root.dataset.state;
   let deadline = Date.now() + Number(root.dataset.secondsLeft || 0) * 1000;
@@ -37,7 +42,7 @@
 
   const swapPage = async () => {
     // The new <main> in this page's language, whatever the browser would ask for now.
-    const res = await fetch(page, {
+    const res = await fetch(page + search, {
       cache: 'no-store',
       credentials: 'same-origin',
       headers: { 'Accept-Language': document.documentElement.lang },
@@ -88,7 +93,7 @@
     if (error) error.hidden = true;
     try {
       // The custom header makes any cross-site attempt a CORS preflight, which this server never approves.
-      const res = await fetch(`${page}/sandbox/${action}`, {
+      const res = await fetch(`${page}/sandbox/${action}${search}`, {
         method: 'POST',
         cache: 'no-store',
         credentials: 'same-origin',
@@ -112,9 +117,53 @@
     }
   };
 
+  /** WeChat's payment sheet for the signed parameters the button carries (JSAPI调起支付). */
+  const payInWechat = (button) => {
+    const error = root.querySelector('[data-jsapi-error]');
+    const show = (text) => {
+      if (error && root.contains(error)) {
+        error.textContent = text;
+        error.hidden = false;
+      }
+    };
+    if (error) error.hidden = true;
+    const d = button.dataset;
+    const params = {
+      appId: d.appId,
+      timeStamp: d.timeStamp,
+      nonceStr: d.nonceStr,
+      package: d.package,
+      signType: d.signType,
+      paySign: d.paySign,
+    };
+    const invoke = () => {
+      button.disabled = true;
+      window.WeixinJSBridge.invoke('getBrandWCPayRequest', params, (res) => {
+        button.disabled = false;
+        // ok: ask the server now (the payment is the provider's to confirm); cancel or fail: the buyer may try again.
+        if (res && res.err_msg === 'get_brand_wcpay_request:ok') void poll();
+        else if (error) show(error.dataset.errorCancelled);
+      });
+    };
+    if (window.WeixinJSBridge) return invoke();
+    // WeChat injects its bridge shortly after the page loads; outside WeChat it never comes.
+    const waited = window.setTimeout(() => error && show(error.dataset.errorBridge), 3000);
+    document.addEventListener(
+      'WeixinJSBridgeReady',
+      () => {
+        window.clearTimeout(waited);
+        invoke();
+      },
+      { once: true },
+    );
+  };
+
   function bind() {
     root.querySelectorAll('[data-sandbox-action]').forEach((b) => {
       b.addEventListener('click', () => void act(b.dataset.sandboxAction));
+    });
+    root.querySelectorAll('[data-jsapi]').forEach((b) => {
+      b.addEventListener('click', () => payInWechat(b));
     });
     tick();
   }

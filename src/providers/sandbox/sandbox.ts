@@ -4,7 +4,7 @@
  * keeps its own; the service reaches them only through this interface. Buyer actions (pay, fail)
  * come back to the service as signed notifications through the same path a real provider's would.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Clock } from '../../domain/clock.ts';
 import { systemClock } from '../../domain/clock.ts';
 import { TurnBatcher } from '../../store/batcher.ts';
@@ -16,6 +16,10 @@ import {
   type CloseResult,
   type CreateAttemptInput,
   type CreateAttemptResult,
+  type CreateTradeInput,
+  type CreateTradeResult,
+  type BuyerIdentity,
+  type JsapiPayment,
   type NotificationAck,
   type PaymentProvider,
   type PaymentQueryResult,
@@ -75,9 +79,29 @@ export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>
 
 const sleep = (ms: number) => new Promise<void>((res) => setTimeout(res, ms));
 
+/** The one WeChat user of the sandbox's web authorization. */
+export const SANDBOX_OPENID = 'oSandboxBuyer0000000000000000';
+/** The code the sandbox's authorization hands back (the sandbox has no authorize page: the cashier's callback is reached at once). */
+const SANDBOX_OAUTH_CODE = 'sandbox-code';
+
 export class SandboxProvider implements PaymentProvider {
   readonly name = 'sandbox';
   readonly channels = ['ALIPAY_H5', 'WECHAT_H5'] as const;
+  /**
+   * The same products as WeChat Pay (docs/cashier.md): JSAPI (its paySign is not checked by anyone:
+   * the sandbox's buyer pays with the page's buttons) and NATIVE (a code to scan, paid with the
+   * buttons too). Trades take no programmed fault (faults are for the open API's calls).
+   */
+  readonly tradeProducts = ['JSAPI', 'NATIVE'] as const;
+  /** WeChat's web authorization, stood in for: straight back to the cashier, as one sandbox WeChat user. */
+  readonly buyerIdentity: BuyerIdentity = {
+    authorizeUrl: (redirectUri, state) =>
+      `${redirectUri}${redirectUri.includes('?') ? '&' : '?'}code=${SANDBOX_OAUTH_CODE}&state=${encodeURIComponent(state)}`,
+    openIdOf: async (code) => {
+      if (code !== SANDBOX_OAUTH_CODE) throw new ProviderRejectedError('OAUTH_40029');
+      return SANDBOX_OPENID;
+    },
+  };
   readonly #db: Db;
   readonly #clock: Clock;
   #secret: Buffer | null = null;
@@ -163,6 +187,32 @@ export class SandboxProvider implements PaymentProvider {
     if (outcome === 'TIMEOUT') throw new ProviderUncertainError('sandbox: create attempt timed out');
     if (state === 'PAID') return { outcome: 'PAID', providerRef: ref };
     return { outcome: 'ACCEPTED', providerRef: ref, material: this.#material(input.channel, ref) };
+  }
+
+  /** A trade of an attempt (JSAPI, NATIVE): a payment of its own in the sandbox's books, under the trade's number. */
+  async createTrade(input: CreateTradeInput): Promise<CreateTradeResult> {
+    const suffix = input.tradeNo.replace(/^[a-z]+_/, '');
+    const ref = `sbx_pay_${suffix}`;
+    const state = await books.openPayment(
+      this.#db,
+      { ref, attemptId: input.tradeNo, channel: 'WECHAT_H5', amountFen: input.amountFen, expireAt: input.expireAt },
+      this.#now(),
+    );
+    if (state === 'PAID') return { outcome: 'PAID', providerRef: ref };
+    if (state !== 'OPEN') throw new ProviderRejectedError('SANDBOX_TRADE_CLOSED');
+    return {
+      outcome: 'ACCEPTED',
+      material: input.product === 'JSAPI' ? `sbx_prepay_${suffix}` : `weixin://wxpay/bizpayurl?pr=sbx${suffix}`,
+    };
+  }
+
+  /** The JSAPI parameters in WeChat's form; `paySign` is a digest, not a signature (nobody in the sandbox checks it). */
+  jsapiPayment(prepayId: string): JsapiPayment {
+    const timeStamp = String(Math.floor(this.#clock.now() / 1000));
+    const nonceStr = randomBytes(16).toString('hex');
+    const pkg = `prepay_id=${prepayId}`;
+    const paySign = createHash('sha256').update(`sandbox\n${timeStamp}\n${nonceStr}\n${pkg}\n`).digest('base64');
+    return { appId: 'wxsandbox', timeStamp, nonceStr, package: pkg, signType: 'RSA', paySign };
   }
 
   /** The sandbox's buyer acts on the cashier page itself: no provider page to send the buyer to. */

@@ -9,6 +9,10 @@ import { ConfigError } from '../../config/config.ts';
 import { readPublicFile, readSecretFile } from '../secret-file.ts';
 
 export const DEFAULT_BASE_URL = 'https://api.mch.weixin.qq.com';
+/** WeChat's web authorization page (the buyer's browser is sent there). */
+export const DEFAULT_OAUTH_URL = 'https://open.weixin.qq.com';
+/** WeChat's official-account API (the code is exchanged for the openid there). */
+export const DEFAULT_SNS_URL = 'https://api.weixin.qq.com';
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
 /** How the answers and notifications of WeChat Pay are verified. */
@@ -32,6 +36,15 @@ export interface WechatPayConfig {
   baseUrl: string;
   /** Upper bound on one HTTP call, answer included. */
   timeoutMs: number;
+  /**
+   * The official account's AppSecret (of WECHATPAY_APP_ID), for WeChat's web authorization: with
+   * it, the cashier pays inside WeChat by JSAPI; without it (null), inside WeChat it shows the
+   * Native code. Held as a KeyObject (its printed form shows nothing).
+   */
+  appSecret: KeyObject | null;
+  /** Origins of WeChat's authorization page and of its official-account API (or a simulator's). */
+  oauthUrl: string;
+  snsUrl: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -113,20 +126,20 @@ export function wechatPayConfigFromEnv(env: Env = process.env): WechatPayConfig 
     platform = { mode: 'publicKey', publicKey, publicKeyId: pkId };
   }
 
-  const baseUrl = get(env, 'WECHATPAY_BASE_URL') ?? DEFAULT_BASE_URL;
-  let u: URL;
-  try {
-    u = new URL(baseUrl);
-  } catch {
-    throw new ConfigError(`WECHATPAY_BASE_URL must be a URL (got '${baseUrl}')`);
-  }
-  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && isLoopback(u.hostname))) {
-    throw new ConfigError(
-      `WECHATPAY_BASE_URL must use https (plain http only to a loopback address, for the simulator) (got '${baseUrl}')`,
-    );
-  }
-  if (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
-    throw new ConfigError(`WECHATPAY_BASE_URL must be an origin only, scheme://host[:port] (got '${baseUrl}')`);
+  const baseUrl = origin(env, 'WECHATPAY_BASE_URL', DEFAULT_BASE_URL);
+  const oauthUrl = origin(env, 'WECHATPAY_OAUTH_URL', DEFAULT_OAUTH_URL);
+  const snsUrl = origin(env, 'WECHATPAY_SNS_URL', DEFAULT_SNS_URL);
+
+  let appSecret: KeyObject | null = null;
+  const secretFile = get(env, 'WECHATPAY_APP_SECRET_FILE');
+  if (secretFile !== undefined) {
+    const raw = readSecretFile('WECHATPAY_APP_SECRET_FILE', secretFile);
+    const text = raw.toString('latin1').replace(/\r?\n$/, '');
+    raw.fill(0);
+    if (!/^[0-9A-Za-z]{16,64}$/.test(text)) {
+      throw new ConfigError("WECHATPAY_APP_SECRET_FILE: the AppSecret must be letters and digits (32 in an official account's)");
+    }
+    appSecret = createSecretKey(Buffer.from(text, 'latin1'));
   }
 
   const t = get(env, 'WECHATPAY_TIMEOUT_MS');
@@ -138,5 +151,23 @@ export function wechatPayConfigFromEnv(env: Env = process.env): WechatPayConfig 
     timeoutMs = Number(t);
   }
 
-  return { mchId, appId, privateKey, certSerial, apiV3Key, platform, baseUrl: u.origin, timeoutMs };
+  return { mchId, appId, privateKey, certSerial, apiV3Key, platform, baseUrl, timeoutMs, appSecret, oauthUrl, snsUrl };
+}
+
+/** An origin variable: https (plain http only to a loopback address, for a simulator), no path. */
+function origin(env: Env, name: string, fallback: string): string {
+  const value = get(env, name) ?? fallback;
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be a URL (got '${value}')`);
+  }
+  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && isLoopback(u.hostname))) {
+    throw new ConfigError(`${name} must use https (plain http only to a loopback address, for the simulator) (got '${value}')`);
+  }
+  if (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+    throw new ConfigError(`${name} must be an origin only, scheme://host[:port] (got '${value}')`);
+  }
+  return u.origin;
 }

@@ -27,6 +27,14 @@ export function answerMessage(timestamp: string, nonce: string, body: string | B
   ]);
 }
 
+/**
+ * The string `paySign` signs for WeChat's in-browser payment call (JSAPI调起支付): four lines, each
+ * ending in `\n`: appId, timeStamp, nonceStr, package (`prepay_id=...`). signType is not signed.
+ */
+export function jsapiPayMessage(appId: string, timeStamp: string, nonceStr: string, pkg: string): string {
+  return `${appId}\n${timeStamp}\n${nonceStr}\n${pkg}\n`;
+}
+
 /** SHA256-with-RSA over the message (a string is taken as UTF-8), base64. */
 export function signMessage(message: string | Buffer, privateKey: KeyObject): string {
   return sign('sha256', typeof message === 'string' ? Buffer.from(message, 'utf8') : message, privateKey).toString('base64');

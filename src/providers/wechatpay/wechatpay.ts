@@ -1,8 +1,11 @@
 /**
- * WeChat Pay API v3, H5 payment (WECHAT_H5), as a PaymentProvider: node:crypto and Node's fetch,
- * no SDK (docs/providers-wechatpay.md says why). Our attempt id is WeChat Pay's out_trade_no and
- * our refund id its out_refund_no, so every call is idempotent at WeChat Pay. What each answer
- * means is in mapping.ts, one table per call.
+ * WeChat Pay API v3 for WECHAT_H5, as a PaymentProvider: node:crypto and Node's fetch, no SDK
+ * (docs/providers-wechatpay.md says why). An attempt is an H5 order (out_trade_no = the attempt
+ * id); the cashier adds trades of the attempt where H5 cannot be paid: a JSAPI order inside WeChat
+ * (for the buyer's openid, from the official account's web authorization, oauth.ts) and a Native
+ * order on a computer, each with its own out_trade_no (WeChat Pay refuses a number used again with
+ * another product). Our refund id is its out_refund_no, so every call is idempotent at WeChat Pay.
+ * What each answer means is in mapping.ts, one table per call.
  *
  * providerRef of a payment: WeChat Pay knows an unpaid order only by (mchid, out_trade_no), and
  * gives its transaction_id once it is paid. So the reference is the out_trade_no (our attempt id)
@@ -14,6 +17,10 @@ import {
   type CloseResult,
   type CreateAttemptInput,
   type CreateAttemptResult,
+  type CreateTradeInput,
+  type CreateTradeResult,
+  type BuyerIdentity,
+  type JsapiPayment,
   type NotificationAck,
   type PaymentProvider,
   type PaymentQueryResult,
@@ -51,8 +58,9 @@ import {
   classify,
 } from './mapping.ts';
 import { parseWechatPayNotification } from './notifications.ts';
+import { WechatOAuth } from './oauth.ts';
 import { CertificatePlatform, type PlatformKeys, PublicKeyPlatform } from './platform-keys.ts';
-import { rfc3339Beijing } from './protocol.ts';
+import { jsapiPayMessage, newNonce, rfc3339Beijing, signMessage } from './protocol.ts';
 
 export interface WechatPayProviderOptions {
   /** Where WeChat Pay posts notifications: `{PUBLIC_BASE_URL}/api/provider/v1/notifications/wechatpay` (no query string). */
@@ -81,6 +89,10 @@ function clip(s: string, max: number): string {
   return cps.length <= max ? s : cps.slice(0, max).join('');
 }
 
+function validAmount(fen: number): boolean {
+  return Number.isSafeInteger(fen) && fen >= 1;
+}
+
 function str(v: unknown): string | null {
   return typeof v === 'string' && v !== '' ? v : null;
 }
@@ -96,9 +108,19 @@ function h5RedirectUrl(h5Url: string, returnUrl: string | null): string {
   return `${h5Url}${h5Url.includes('?') ? '&' : '?'}redirect_url=${encodeURIComponent(returnUrl)}`;
 }
 
+/** The order call of each trade product, and the field of its answer that holds the material. */
+const TRADE_CALLS = {
+  JSAPI: { path: '/v3/pay/transactions/jsapi', field: 'prepay_id', check: (v: string) => /^[\w-]{1,64}$/.test(v) },
+  NATIVE: { path: '/v3/pay/transactions/native', field: 'code_url', check: (v: string) => /^weixin:\/\/\S{1,200}$/.test(v) },
+} as const;
+
 export class WechatPayProvider implements PaymentProvider {
   readonly name = 'wechatpay';
   readonly channels = ['WECHAT_H5'] as const;
+  readonly tradeProducts = ['JSAPI', 'NATIVE'] as const;
+  /** The h5_url is valid 5 minutes (H5下单: "h5_url有效期为5分钟"). */
+  readonly pageTtlMs = 5 * 60_000;
+  readonly buyerIdentity: BuyerIdentity | null;
   readonly #c: WechatPayConfig;
   readonly #http: HttpOptions;
   readonly #keys: PlatformKeys;
@@ -137,6 +159,17 @@ export class WechatPayProvider implements PaymentProvider {
             log: opts.log,
             download: () => sendSigned(this.#http, 'GET', '/v3/certificates', undefined, null),
           });
+    this.buyerIdentity =
+      config.appSecret === null
+        ? null
+        : new WechatOAuth({
+            appId: config.appId,
+            appSecret: config.appSecret,
+            oauthUrl: config.oauthUrl,
+            snsUrl: config.snsUrl,
+            timeoutMs: config.timeoutMs,
+            fetch: this.#http.fetch,
+          });
   }
 
   /** One signed call; the verified answer, or ProviderUncertainError. */
@@ -154,35 +187,101 @@ export class WechatPayProvider implements PaymentProvider {
     return o;
   }
 
-  async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
-    if (input.channel !== 'WECHAT_H5') throw new ProviderRejectedError('CHANNEL_NOT_SUPPORTED');
-    if (!Number.isSafeInteger(input.amountFen) || input.amountFen < 1) throw new ProviderRejectedError('AMOUNT_INVALID');
-    if (input.payerClientIp === '') throw new ProviderRejectedError('PAYER_CLIENT_IP_REQUIRED');
+  /**
+   * One order call (H5, JSAPI or Native) under `no`, with the payment's parameters and the
+   * product's own (`extra`): the material the answer's `field` carries, or the payment when the
+   * number turns out paid already. The same parameters each time, so a repeat is the identical
+   * order, which WeChat Pay answers with the same material.
+   */
+  async #order(
+    what: string,
+    path: string,
+    no: string,
+    p: { subject: string; openOrderId: string; expireAt: Date; amountFen: number; currency: 'CNY' },
+    extra: Record<string, unknown>,
+    field: string,
+    valid: (v: string) => boolean,
+  ): Promise<{ material: string } | { paidRef: string }> {
     const body = {
       appid: this.#c.appId,
       mchid: this.#c.mchId,
-      description: clip(input.subject || input.openOrderId, 127),
-      out_trade_no: input.attemptId,
-      time_expire: rfc3339Beijing(input.expireAt),
+      description: clip(p.subject || p.openOrderId, 127),
+      out_trade_no: no,
+      time_expire: rfc3339Beijing(p.expireAt),
       notify_url: this.#notifyUrl,
-      amount: { total: input.amountFen, currency: input.currency },
-      scene_info: { payer_client_ip: input.payerClientIp, h5_info: { type: 'Wap' } },
+      amount: { total: p.amountFen, currency: p.currency },
+      ...extra,
     };
-    const a = await this.#call('POST', '/v3/pay/transactions/h5', body);
+    const a = await this.#call('POST', path, body);
     if (a.status === 200) {
-      const h5 = str(a.json?.h5_url);
-      if (h5 === null || !/^https?:\/\//.test(h5)) throw new ProviderUncertainError('wechatpay: H5 order answered without an h5_url');
-      return {
-        outcome: 'ACCEPTED',
-        providerRef: input.attemptId,
-        material: { qrCode: null, redirectUrl: h5RedirectUrl(h5, input.returnUrl) },
-      };
+      const material = str(a.json?.[field]);
+      if (material === null || !valid(material)) throw new ProviderUncertainError(`wechatpay: ${what} answered without a valid ${field}`);
+      return { material };
     }
-    this.#outcome(CREATE_ERRORS, a, 'H5 order');
+    this.#outcome(CREATE_ERRORS, a, what);
     // CHECK: an order of this number exists already; only a paid one is an outcome.
-    const q = await this.queryPayment(input.attemptId);
-    if (q.state === 'PAID') return { outcome: 'PAID', providerRef: q.providerRef ?? input.attemptId };
+    const q = await this.queryPayment(no);
+    if (q.state === 'PAID') return { paidRef: q.providerRef ?? no };
     throw new ProviderRejectedError(a.code!);
+  }
+
+  async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
+    if (input.channel !== 'WECHAT_H5') throw new ProviderRejectedError('CHANNEL_NOT_SUPPORTED');
+    if (!validAmount(input.amountFen)) throw new ProviderRejectedError('AMOUNT_INVALID');
+    if (input.payerClientIp === '') throw new ProviderRejectedError('PAYER_CLIENT_IP_REQUIRED');
+    const r = await this.#order(
+      'H5 order',
+      '/v3/pay/transactions/h5',
+      input.attemptId,
+      input,
+      { scene_info: { payer_client_ip: input.payerClientIp, h5_info: { type: 'Wap' } } },
+      'h5_url',
+      (v) => /^https?:\/\//.test(v),
+    );
+    if ('paidRef' in r) return { outcome: 'PAID', providerRef: r.paidRef };
+    return {
+      outcome: 'ACCEPTED',
+      providerRef: input.attemptId,
+      material: { qrCode: null, redirectUrl: h5RedirectUrl(r.material, input.returnUrl) },
+    };
+  }
+
+  /**
+   * A trade of an attempt under its own number: a JSAPI order for the buyer's openid
+   * (`/v3/pay/transactions/jsapi`: a prepay_id), or a Native order (`/v3/pay/transactions/native`:
+   * a code_url). Its parameters are the attempt's (amount, description, time_expire: the order's
+   * window).
+   */
+  async createTrade(input: CreateTradeInput): Promise<CreateTradeResult> {
+    if (!validAmount(input.amountFen)) throw new ProviderRejectedError('AMOUNT_INVALID');
+    if (input.product === 'JSAPI' && !input.payerOpenId) throw new ProviderRejectedError('PAYER_OPENID_REQUIRED');
+    const call = TRADE_CALLS[input.product];
+    const extra = {
+      ...(input.product === 'JSAPI' ? { payer: { openid: input.payerOpenId } } : {}),
+      scene_info: { payer_client_ip: input.payerClientIp },
+    };
+    const r = await this.#order(`${input.product} order`, call.path, input.tradeNo, input, extra, call.field, call.check);
+    return 'paidRef' in r ? { outcome: 'PAID', providerRef: r.paidRef } : { outcome: 'ACCEPTED', material: r.material };
+  }
+
+  /**
+   * The parameters of `WeixinJSBridge.invoke('getBrandWCPayRequest', ...)` for a prepay_id, signed
+   * with the merchant's API private key over `appId\ntimeStamp\nnonceStr\npackage\n` (SHA256 with
+   * RSA, base64): JSAPI调起支付, pay.weixin.qq.com/doc/v3/merchant/4012791857. A fresh timestamp
+   * and nonce each time.
+   */
+  jsapiPayment(prepayId: string): JsapiPayment {
+    const timeStamp = String(Math.floor(this.#clock.now() / 1000));
+    const nonceStr = newNonce();
+    const pkg = `prepay_id=${prepayId}`;
+    return {
+      appId: this.#c.appId,
+      timeStamp,
+      nonceStr,
+      package: pkg,
+      signType: 'RSA',
+      paySign: signMessage(jsapiPayMessage(this.#c.appId, timeStamp, nonceStr, pkg), this.#c.privateKey),
+    };
   }
 
   async queryPayment(attemptId: string): Promise<PaymentQueryResult> {
@@ -223,7 +322,7 @@ export class WechatPayProvider implements PaymentProvider {
   }
 
   async refund(input: RefundInput, _opts?: CallOptions): Promise<RefundResult> {
-    if (!Number.isSafeInteger(input.amountFen) || input.amountFen < 1) throw new ProviderRejectedError('AMOUNT_INVALID');
+    if (!validAmount(input.amountFen)) throw new ProviderRejectedError('AMOUNT_INVALID');
     const body: Record<string, unknown> = {
       out_trade_no: input.paidAttemptId,
       out_refund_no: input.refundId,

@@ -1,0 +1,166 @@
+/**
+ * Repository: the provider trades of an attempt beyond its own (migrations/0020), and the cashier's
+ * OAuth states. A trade's id is the provider's out_trade_no; its state changes take a Transition
+ * checked against src/domain/states.ts and apply only from their source state. Changes that touch
+ * the order's ledger are made by the use cases with the order's row locked.
+ */
+import type { TradeState, Transition } from '../domain/states.ts';
+import type { Queryable } from './db.ts';
+
+export type TradeProduct = 'JSAPI' | 'NATIVE';
+
+export interface TradeRow {
+  id: string;
+  attemptId: string;
+  orderId: string;
+  provider: string;
+  product: TradeProduct;
+  /** JSAPI: the buyer's openid (never shown or logged); '' otherwise. */
+  payer: string;
+  /** JSAPI: the handle the page's URL names; null otherwise. */
+  handle: string | null;
+  state: TradeState;
+  /** The provider's material: a prepay_id (JSAPI), a code_url (NATIVE); null until OPEN. */
+  material: string | null;
+  providerRef: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const TRADE_COLS = `id, attempt_id AS "attemptId", order_id AS "orderId", provider, product, payer, handle, state, material,
+  provider_ref AS "providerRef", created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+export async function getTrade(db: Queryable, id: string): Promise<TradeRow | null> {
+  const r = await db.query<TradeRow>({
+    name: 'trade_by_id',
+    text: `SELECT ${TRADE_COLS} FROM provider_trades WHERE id = $1`,
+    values: [id],
+  });
+  return r.rows[0] ?? null;
+}
+
+/** The attempt's trade of a product (and payer, for JSAPI). */
+export async function findTrade(db: Queryable, attemptId: string, product: TradeProduct, payer: string): Promise<TradeRow | null> {
+  const r = await db.query<TradeRow>(`SELECT ${TRADE_COLS} FROM provider_trades WHERE attempt_id = $1 AND product = $2 AND payer = $3`, [
+    attemptId,
+    product,
+    payer,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+/** The attempt's JSAPI trade the page's handle names. */
+export async function tradeByHandle(db: Queryable, attemptId: string, handle: string): Promise<TradeRow | null> {
+  const r = await db.query<TradeRow>(`SELECT ${TRADE_COLS} FROM provider_trades WHERE handle = $1 AND attempt_id = $2`, [
+    handle,
+    attemptId,
+  ]);
+  return r.rows[0] ?? null;
+}
+
+export type NewTrade = Pick<TradeRow, 'id' | 'attemptId' | 'orderId' | 'provider' | 'product' | 'payer' | 'handle'>;
+
+/**
+ * The attempt's trade of (product, payer): the existing one, or a NEW one recorded now, unless the
+ * attempt already has `cap` trades of that product (then null: a JSAPI trade is made per WeChat
+ * user who opens the link, and a link passed around must not make orders without end).
+ */
+export async function ensureTradeRow(db: Queryable, t: NewTrade, cap: number, now: Date): Promise<TradeRow | null> {
+  const existing = await findTrade(db, t.attemptId, t.product, t.payer);
+  if (existing) return existing;
+  const r = await db.query<TradeRow>(
+    `INSERT INTO provider_trades(id, attempt_id, order_id, provider, product, payer, handle, state, created_at, updated_at)
+     SELECT $1, $2, $3, $4, $5, $6, $7, 'NEW', $8, $8
+      WHERE (SELECT count(*) FROM provider_trades WHERE attempt_id = $2 AND product = $5) < $9
+     ON CONFLICT (attempt_id, product, payer) DO NOTHING RETURNING ${TRADE_COLS}`,
+    [t.id, t.attemptId, t.orderId, t.provider, t.product, t.payer, t.handle, now, cap],
+  );
+  // None: at the cap, or a concurrent request recorded it first (then it is found).
+  return r.rows[0] ?? findTrade(db, t.attemptId, t.product, t.payer);
+}
+
+/** Every trade of an order, oldest first (the back office's order view). */
+export async function tradesOfOrder(db: Queryable, orderId: string): Promise<TradeRow[]> {
+  const r = await db.query<TradeRow>(`SELECT ${TRADE_COLS} FROM provider_trades WHERE order_id = $1 ORDER BY created_at, id`, [orderId]);
+  return r.rows;
+}
+
+/** The trades of an order still live at the provider (NEW or OPEN), of any of its attempts. */
+export async function liveTradesOfOrder(db: Queryable, orderId: string): Promise<TradeRow[]> {
+  const r = await db.query<TradeRow>(
+    `SELECT ${TRADE_COLS} FROM provider_trades WHERE order_id = $1 AND state IN ('NEW', 'OPEN') ORDER BY created_at, id`,
+    [orderId],
+  );
+  return r.rows;
+}
+
+/** The trades of an attempt still live at the provider, but `except`. */
+export async function liveTradesOfAttempt(db: Queryable, attemptId: string, except: string | null): Promise<TradeRow[]> {
+  const r = await db.query<TradeRow>(
+    `SELECT ${TRADE_COLS} FROM provider_trades WHERE attempt_id = $1 AND state IN ('NEW', 'OPEN') AND id IS DISTINCT FROM $2
+      ORDER BY created_at, id`,
+    [attemptId, except],
+  );
+  return r.rows;
+}
+
+export interface TradeChange {
+  material?: string | null;
+  providerRef?: string | null;
+}
+
+/** Applies `t` to the trade if it is still in `t.from`; answers whether it did. */
+export async function setTradeState(db: Queryable, id: string, t: Transition<'trade'>, c: TradeChange, now: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE provider_trades SET state = $3, material = COALESCE($4, material), provider_ref = COALESCE($5, provider_ref), updated_at = $6
+      WHERE id = $1 AND state = $2`,
+    [id, t.from, t.to, c.material ?? null, c.providerRef ?? null, now],
+  );
+  return r.rowCount === 1;
+}
+
+/** The material of a NEW or OPEN trade, as the provider answered it again (an identical order). */
+export async function noteTradeMaterial(db: Queryable, id: string, material: string, now: Date): Promise<void> {
+  await db.query(`UPDATE provider_trades SET material = $2, updated_at = $3 WHERE id = $1 AND state IN ('NEW', 'OPEN')`, [
+    id,
+    material,
+    now,
+  ]);
+}
+
+/** The numbers of an order's trades (the sandbox's lever that ends a payment window ends theirs too). */
+export async function tradeNosOfOrder(db: Queryable, orderId: string): Promise<string[]> {
+  const r = await db.query<{ id: string }>('SELECT id FROM provider_trades WHERE order_id = $1', [orderId]);
+  return r.rows.map((x) => x.id);
+}
+
+// --- the cashier's OAuth states ------------------------------------------------------------------
+
+/** How long a state sent to WeChat's authorization stays usable. */
+export const OAUTH_STATE_TTL_MS = 10 * 60_000;
+
+export async function insertOAuthState(db: Queryable, state: string, attemptId: string, now: Date): Promise<void> {
+  await db.query('INSERT INTO cashier_oauth_states(state, attempt_id, expires_at) VALUES ($1, $2, $3)', [
+    state,
+    attemptId,
+    new Date(now.getTime() + OAUTH_STATE_TTL_MS),
+  ]);
+}
+
+/** Uses the state once: true only for a state of this attempt, not used before and not expired. */
+export async function consumeOAuthState(db: Queryable, state: string, attemptId: string, now: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE cashier_oauth_states SET used_at = $3 WHERE state = $1 AND attempt_id = $2 AND used_at IS NULL AND expires_at > $3`,
+    [state, attemptId, now],
+  );
+  return r.rowCount === 1;
+}
+
+/** States that ended before `before` (used or not). */
+export async function purgeOAuthStates(db: Queryable, before: Date, limit: number): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM cashier_oauth_states WHERE state IN (SELECT state FROM cashier_oauth_states WHERE expires_at < $1 LIMIT $2)`,
+    [before, limit],
+  );
+  return r.rowCount ?? 0;
+}
