@@ -1,16 +1,17 @@
 /** Back-office operations on orders, events and duplicate payments (under the admin scope of src/http/admin.ts). */
 import type { FastifyInstance } from 'fastify';
-import { AdminError, DomainError } from '../domain/errors.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
 import * as bo from '../usecases/back-office.ts';
 import * as reads from '../usecases/back-office-reads.ts';
 import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
-import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
-import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
-import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from './admin-query.ts';
-import { actorOf, need } from './operator-auth.ts';
+import { noFieldsSchema, redeliverEventsSchema } from '../backoffice-http/schemas.ts';
+import { adminErrorOf, bodyOf, optionalBodyOf } from '../backoffice-http/common.ts';
+import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from '../backoffice-http/query.ts';
+import { actorOf, need } from '../backoffice-http/operator-auth.ts';
 
 type O = { Params: { openOrderId: string } };
 type E = { Params: { eventId: string } };
