@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import http, { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { OPEN_API_ERRORS } from './domain/errors.ts';
+import { OPEN_API_ERRORS } from './gate/open-errors.ts';
 import { newId } from './domain/ids.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Config } from './config/config.ts';
@@ -27,7 +27,6 @@ import type { Clock } from './domain/clock.ts';
 import { type Services, createServices } from './services.ts';
 import { type Db, createPool, migrate } from './store/db.ts';
 import { agreeOnNotifyUrlPolicy } from './usecases/deployment.ts';
-import { createReconciler } from './usecases/reconciliation.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
 import { createDispatcher } from './events/dispatcher.ts';
@@ -219,6 +218,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
       throw new Error(`cannot use ${where}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     });
     const keys = await PlatformKeyRing.load({
+      clock: o.clock,
       keyFile: config.platformKeyFile,
       dataDir: config.dataDir,
       log: (m) => log.info(m),
@@ -281,13 +281,12 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     await server.ready();
 
     const dispatcher = createDispatcher(svc);
-    const reconciler = createReconciler(svc);
     const workers = new Workers(svc, [
       dispatcher,
+      // The sandbox provider's own notices (a provider's retries and settlements, simulated).
       ...(sandbox
         ? [{ name: 'sandbox notices', run: async () => (await sandbox.redeliverNotices()) + (await sandbox.sendDueRefundNotices()) }]
         : []),
-      reconciler,
     ]);
     svc.wakeWorkers = () => workers.wake();
     let closed = false;
@@ -303,7 +302,6 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         closing = true;
         await workers.stop();
         await dispatcher.stop();
-        await reconciler.idle();
         await server.close();
         await svc.units.stop();
         svc.keys.close();

@@ -25,7 +25,9 @@ import { setUpProviders } from './providers/setup.ts';
 import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
-import { AttemptAcceptor, OrderInserter, OrderReader, purgeDailyAmounts } from './store/orders.ts';
+import { AttemptAcceptor } from './store/attempt-acceptance.ts';
+import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
+import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
@@ -140,8 +142,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     allowIpv6: config.allowIpv6,
   });
   await ipPolicy.refresh();
-  const authCache = new AuthCache(db);
-  const merchantConfig = new MerchantConfigCache(db);
+  const authCache = new AuthCache(db, clock);
+  const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
   const notifyUrlPolicy: NotifyUrlPolicy = {
@@ -159,15 +161,18 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     log,
     clock,
     authCache,
-    authFailures: new AuthFailureTracker({
-      maxFailures: config.authFailureLimit,
-      windowMs: config.authFailureWindowSeconds * 1000,
-      blockMs: config.authBlockSeconds * 1000,
-      maxTrackedAddresses: 100_000,
-    }),
+    authFailures: new AuthFailureTracker(
+      {
+        maxFailures: config.authFailureLimit,
+        windowMs: config.authFailureWindowSeconds * 1000,
+        blockMs: config.authBlockSeconds * 1000,
+        maxTrackedAddresses: 100_000,
+      },
+      () => clock.now(),
+    ),
     ipPolicy,
     nonces,
-    rateLimiter: new AppRateLimiter(redis),
+    rateLimiter: new AppRateLimiter(redis, clock),
     allowlists: new AllowlistCache(),
     units,
     merchantConfig,

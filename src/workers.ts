@@ -1,125 +1,55 @@
 /**
- * The background worker loop, safe with several instances (work is claimed with row locks and
- * leases): follow-up work, expiry, the reconciler (src/usecases/reconcile.ts), the event
- * dispatcher and any extra task, and purging of expired nonces and request-id answers. A pass runs
- * every second, and at once (at most every WAKE_MIN_GAP_MS) when something asks for it.
+ * The background work: each job kind (src/domain/jobs.ts, where they are listed) and its handler.
+ * The job runner (src/usecases/jobs.ts) claims due jobs from the one queue and runs them here; the
+ * worker loop (src/usecases/worker-loop.ts) runs the job runner, the event dispatcher and any
+ * extra task every second and when woken.
  */
+import { closeStrayAttempt, closeTrade, checkDuplicateRefund, refundDuplicate } from './usecases/follow-ups.ts';
 import type { UseCaseDeps } from './usecases/deps.ts';
-import { runFollowUps } from './usecases/follow-ups.ts';
-import {
-  expireDueOrders,
-  reconcileAttempts,
-  reconcileCloses,
-  reconcileDuplicates,
-  reconcileRefunds,
-  recoverWorkOfGoneInstances,
-} from './usecases/reconcile.ts';
+import { JobRunner, type JobHandlers } from './usecases/jobs.ts';
+import { checkAttempt, checkRefund, expireOrder, findDueWork, finishClose } from './usecases/reconcile.ts';
+import { reconcileStatement, scheduleReconciliation } from './usecases/reconciliation.ts';
+import { WorkerLoop, type WorkerTask } from './usecases/worker-loop.ts';
 
-const TICK_MS = 1000;
-/**
- * A wake (an event came due, a delivery ended, follow-up work was written) runs a pass at once,
- * but passes start at least this far apart: each pass runs every task's claim, and a steady
- * stream of deliveries would otherwise wake ~40 passes a second under load.
- */
-const WAKE_MIN_GAP_MS = 100;
-const BATCH = 20;
+export type { WorkerTask } from './usecases/worker-loop.ts';
 
-export interface WorkerTask {
-  name: string;
-  /** Returns how many items it handled (0 = idle). */
-  run(): Promise<number>;
-}
-
-/** What the worker loop runs besides its own tasks, and what it purges. */
+/** What the workers run with: the use cases' dependencies, and what is purged. */
 export interface WorkerDeps extends UseCaseDeps {
-  /** Drops expired nonces and request-id answers; answers how many. */
+  /** Drops expired nonces, request-id answers, console sessions and the like; answers how many. */
   purge(): Promise<number>;
 }
 
-export class Workers {
-  readonly #svc: WorkerDeps;
-  readonly #tasks: WorkerTask[];
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<void> | null = null;
-  #stopped = true;
-  #wake = false;
-  #halt = false;
-  #lastPassAt = 0;
+/** Each kind's handler. */
+export const HANDLERS: JobHandlers<WorkerDeps> = {
+  CHECK_ATTEMPT: checkAttempt,
+  CHECK_REFUND: checkRefund,
+  EXPIRE_ORDER: expireOrder,
+  FINISH_CLOSE: finishClose,
+  CLOSE_STRAY_ATTEMPT: closeStrayAttempt,
+  CLOSE_TRADE: closeTrade,
+  REFUND_DUPLICATE: refundDuplicate,
+  CHECK_DUPLICATE_REFUND: checkDuplicateRefund,
+  RECONCILE_STATEMENT: reconcileStatement,
+  SCHEDULE_RECONCILIATION: scheduleReconciliation,
+  FIND_DUE_WORK: findDueWork,
+  PURGE: async (d) => {
+    await d.purge();
+  },
+};
+
+/** The worker loop of an instance: the job runner first, then `extra` (the event dispatcher, the sandbox's notices). */
+export class Workers extends WorkerLoop {
+  readonly jobs: JobRunner<WorkerDeps>;
 
   constructor(svc: WorkerDeps, extra: WorkerTask[] = []) {
-    this.#svc = svc;
-    this.#tasks = [
-      { name: 'follow-ups', run: () => runFollowUps(svc, BATCH) },
-      { name: 'recover work of gone instances', run: () => this.#atMostEvery(1000, 'recover', () => recoverWorkOfGoneInstances(svc)) },
-      { name: 'expiry', run: () => expireDueOrders(svc, BATCH) },
-      { name: 'reconcile attempts', run: () => reconcileAttempts(svc, BATCH) },
-      { name: 'reconcile refunds', run: () => reconcileRefunds(svc, BATCH) },
-      { name: 'reconcile closes', run: () => reconcileCloses(svc, BATCH) },
-      { name: 'reconcile duplicates', run: () => reconcileDuplicates(svc, BATCH) },
-      ...extra,
-      // What has expired (WorkerDeps.purge), at most once a minute.
-      { name: 'purge', run: () => this.#atMostEvery(60_000, 'purge', () => svc.purge()) },
-    ];
+    const jobs = new JobRunner(svc, HANDLERS);
+    super(svc.log, [jobs, ...extra]);
+    this.jobs = jobs;
   }
 
-  readonly #lastRun = new Map<string, number>();
-  /** Runs `fn` at most once per `ms` (a pass may run ten times a second when woken). */
-  async #atMostEvery(ms: number, name: string, fn: () => Promise<number>): Promise<number> {
-    if (Date.now() - (this.#lastRun.get(name) ?? 0) < ms) return 0;
-    this.#lastRun.set(name, Date.now());
-    return fn();
-  }
-
-  start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#schedule(50);
-  }
-
-  wake(): void {
-    if (this.#stopped) return;
-    if (this.#running) {
-      this.#wake = true;
-      return;
-    }
-    this.#schedule(this.#untilWakeAllowed());
-  }
-
-  #untilWakeAllowed(): number {
-    return Math.max(0, this.#lastPassAt + WAKE_MIN_GAP_MS - Date.now());
-  }
-
-  #schedule(ms: number): void {
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
-      this.#timer = null;
-      this.#lastPassAt = Date.now();
-      this.#running = this.tick().finally(() => {
-        this.#running = null;
-        if (!this.#stopped) this.#schedule(this.#wake ? this.#untilWakeAllowed() : TICK_MS);
-        this.#wake = false;
-      });
-    }, ms);
-    this.#timer.unref();
-  }
-
-  /** One pass over every task (exported for tests that drive time themselves). */
-  async tick(): Promise<void> {
-    for (const t of this.#tasks) {
-      if (this.#halt) break;
-      try {
-        await t.run();
-      } catch (err) {
-        this.#svc.log.warn({ err, task: t.name }, 'background task failed; will retry');
-      }
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    this.#halt = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
+  /** No more passes, and the jobs still running (a long reconciliation) have ended. */
+  override async stop(): Promise<void> {
+    await super.stop();
+    await this.jobs.idle();
   }
 }

@@ -18,7 +18,8 @@ import path from 'node:path';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import QRCode from 'qrcode';
 import type { Services } from '../services.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import type { OrderRow } from '../store/orders.ts';
 import { cashierAttempt, merchantName } from '../usecases/cashier.ts';
 import {
   type TradeForPage,

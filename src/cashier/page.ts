@@ -7,6 +7,7 @@
 import type { JsapiPayment } from '../providers/provider.ts';
 import { type Lang, MESSAGES, formatDuration, formatFen } from './i18n.ts';
 import type { CashierState } from './state.ts';
+import { escapeHtml } from '../lib/html.ts';
 import type { Place, Way } from './where.ts';
 
 export interface CashierView {
@@ -46,12 +47,6 @@ export interface CashierView {
 export interface PageAssets {
   css: string;
   scriptPath: string;
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-export function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
 /** The Alipay app's hand-off for a collection code (opens the code as if scanned). */

@@ -3,7 +3,8 @@
  * derived from the ledger only (no provider call). Pure, so the page, the status endpoint and the
  * sandbox actions always agree.
  */
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import type { OrderRow } from '../store/orders.ts';
 import { validAttempt } from '../domain/payability.ts';
 
 export const CASHIER_STATES = ['PAYABLE', 'PROCESSING', 'PAID', 'EXPIRED', 'CLOSED', 'SUPERSEDED', 'FAILED'] as const;

@@ -3,7 +3,7 @@
  * style, its script and stylesheet (built by src/lib/ui-bundle.ts), and the session endpoints under
  * /console/api (sign in, who am I, sign out, change my password). Every other read and change goes
  * to the admin API (/api/admin/v1) with the session cookie and the session's CSRF token, where each
- * route's role rule is the one check (src/http/operator-auth.ts).
+ * route's role rule is the one check (src/backoffice-http/operator-auth.ts).
  *
  *   GET    /console                   the page (the console routes by the URL's fragment)
  *   GET    /console/assets/console.js the page's one script;  GET /console/assets/console.css
@@ -14,14 +14,12 @@
  */
 import path from 'node:path';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { bodyOf, installBackOffice } from '../backoffice-http/common.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
+import { consoleCookie, cookieSession, sessionActor } from '../backoffice-http/operator-auth.ts';
+import { changePasswordSchema, signInSchema } from '../backoffice-http/schemas.ts';
+import { refuseSignIn, requestIdOf, sameSiteJson, servePages, sourceIpOf } from '../backoffice-http/session-surface.ts';
 import { type Actor, PERMISSIONS, can } from '../domain/operators.ts';
-import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
-import { adminErrorHandler, bodyOf } from '../http/admin-common.ts';
-import { changePasswordSchema, signInSchema } from '../http/admin-schemas.ts';
-import { installRawJsonParser } from '../http/common.ts';
-import { consoleCookie, cookieSession, sessionActor } from '../http/operator-auth.ts';
-import { refuseSignIn, requestIdOf, sameSiteJson, servePages, sourceIpOf } from '../http/session-surface.ts';
 import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
 import { changeOwnPassword, sessionHash, sessionOf, signIn, signOut } from '../usecases/operators.ts';
@@ -48,11 +46,8 @@ export async function consolePlugin(scope: FastifyInstance, opts: { svc: Service
 
   await scope.register(
     async (api) => {
-      installRawJsonParser(api, BODY_LIMIT_BYTES);
-      api.setErrorHandler(adminErrorHandler('console request failed'));
-      api.setNotFoundHandler((req, reply) =>
-        reply.code(404).send({ code: 'ADMIN_NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}` }),
-      );
+      // Each endpoint checks its session itself (signing in needs none).
+      installBackOffice(api, null, 'console request failed');
 
       /** The request's live session, checked like the admin API checks it (CSRF on a change). */
       const session = async (req: FastifyRequest, change: boolean) => {

@@ -32,8 +32,7 @@ import { type PlatformKeyRing, SigningKeyUnavailableError } from '../platform/ke
 import type { Db } from '../store/db.ts';
 import * as events from '../store/events.ts';
 import type { ClaimedEvent } from '../store/events.ts';
-import type { Log } from '../usecases/deps.ts';
-import type { WorkerTask } from '../workers.ts';
+import type { Log } from '../lib/log.ts';
 import type { NotifyUrlPolicy } from './notify-url.ts';
 import { type PostOutcome, type Resolver, postNotification } from './safe-http.ts';
 import { signNotification } from './signer.ts';
@@ -82,7 +81,11 @@ export interface DispatcherOptions {
   resolver?: Resolver;
 }
 
-export interface EventDispatcher extends WorkerTask {
+/** A task of the worker loop (src/workers.ts runs it on every pass). */
+export interface EventDispatcher {
+  name: string;
+  /** Claims and starts due deliveries; answers how many. */
+  run(): Promise<number>;
   /** Resolves when no delivery of this instance is in flight and the pump has found nothing more to send. */
   idle(): Promise<void>;
   /** Claims nothing more, and resolves when the deliveries in flight have ended (a graceful stop). */

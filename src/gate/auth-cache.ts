@@ -4,6 +4,7 @@
  * instance take effect quickly; changes made through this instance's admin API invalidate at once.
  */
 import { type KeyObject, createPublicKey } from 'node:crypto';
+import type { Clock } from '../domain/clock.ts';
 import type { Db } from '../store/db.ts';
 import { type AppRow, getApp, getAppKey, getMerchant } from '../store/merchants.ts';
 
@@ -28,16 +29,18 @@ export interface AuthKey {
 
 export class AuthCache {
   readonly #db: Db;
+  readonly #clock: Clock;
   readonly #apps = new Map<string, Entry<AuthApp | null>>();
   readonly #keys = new Map<string, Entry<AuthKey>>();
 
-  constructor(db: Db) {
+  constructor(db: Db, clock: Clock) {
     this.#db = db;
+    this.#clock = clock;
   }
 
   async app(appId: string): Promise<AuthApp | null> {
     const hit = this.#apps.get(appId);
-    if (hit && hit.expires > Date.now()) return hit.value;
+    if (hit && hit.expires > this.#clock.now()) return hit.value;
     const app = await getApp(this.#db, appId);
     const merchant = app ? await getMerchant(this.#db, app.merchantId) : null;
     const value = app && merchant ? { app, merchantEntityType: merchant.entityType } : null;
@@ -53,7 +56,7 @@ export class AuthCache {
   async key(appId: string, keyId: string): Promise<AuthKey | null> {
     const k = `${appId}\u0000${keyId}`;
     const hit = this.#keys.get(k);
-    if (hit && hit.expires > Date.now()) return hit.value;
+    if (hit && hit.expires > this.#clock.now()) return hit.value;
     const row = await getAppKey(this.#db, appId, keyId);
     if (!row || row.status !== 'ACTIVE') return null;
     let value: AuthKey;
@@ -73,6 +76,6 @@ export class AuthCache {
 
   #put<T>(m: Map<string, Entry<T>>, k: string, value: T): void {
     if (m.size >= MAX_ENTRIES) m.delete(m.keys().next().value as string);
-    m.set(k, { value, expires: Date.now() + TTL_MS });
+    m.set(k, { value, expires: this.#clock.now() + TTL_MS });
   }
 }

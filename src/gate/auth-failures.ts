@@ -41,8 +41,8 @@ export class AuthFailureTracker {
   readonly #now: () => number;
   readonly #entries = new Map<string, Entry>();
 
-  /** `now` defaults to a monotonic millisecond clock (performance.now). */
-  constructor(options: AuthFailureOptions, now: () => number = () => performance.now()) {
+  /** `now`: the service's clock (milliseconds). */
+  constructor(options: AuthFailureOptions, now: () => number) {
     const { maxFailures, windowMs, blockMs, maxTrackedAddresses } = options;
     if (!Number.isSafeInteger(maxFailures) || maxFailures < 1) {
       throw new RangeError('maxFailures must be an integer >= 1');

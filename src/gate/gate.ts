@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { responseSigningString, normalizeContentType, requestSigningString, sha256Hex } from '@mps/sdk/signing';
 import type { Clock } from '../domain/clock.ts';
-import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import { OPEN_API_ERRORS, type OpenApiCode } from './open-errors.ts';
 import { newId } from '../domain/ids.ts';
 import { CidrList } from '../net/ip.ts';
 import { resolveSource } from '../net/source-ip.ts';

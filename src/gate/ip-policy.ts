@@ -39,7 +39,7 @@ export class IpPolicyHolder {
 
   /** The policy for a request; re-read from the database every few seconds (other instances' changes). */
   async current(): Promise<SourceIpPolicy> {
-    if (Date.now() - this.#loadedAt > REFRESH_MS) {
+    if (this.#clock.now() - this.#loadedAt > REFRESH_MS) {
       this.#refreshing ??= this.refresh().finally(() => {
         this.#refreshing = null;
       });
@@ -53,7 +53,7 @@ export class IpPolicyHolder {
     const view = { ...this.#defaults, ...stored };
     this.#policy = compile(view);
     this.#view = view;
-    this.#loadedAt = Date.now();
+    this.#loadedAt = this.#clock.now();
   }
 
   view(): IpPolicyView {

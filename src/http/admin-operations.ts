@@ -1,36 +1,20 @@
 /** Back-office operations on orders, events and duplicate payments (under the admin scope of src/http/admin.ts). */
 import type { FastifyInstance } from 'fastify';
-import { AdminError, DomainError } from '../domain/errors.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
 import * as bo from '../usecases/back-office.ts';
 import * as reads from '../usecases/back-office-reads.ts';
 import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
-import type { TradeRow } from '../store/trades.ts';
-import { noFieldsSchema, redeliverEventsSchema } from './admin-schemas.ts';
-import { adminErrorOf, bodyOf, optionalBodyOf } from './admin-common.ts';
-import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from './admin-query.ts';
-import { actorOf, need } from './operator-auth.ts';
+import { noFieldsSchema, redeliverEventsSchema } from '../backoffice-http/schemas.ts';
+import { adminErrorOf, bodyOf, optionalBodyOf } from '../backoffice-http/common.ts';
+import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text } from '../backoffice-http/query.ts';
+import { actorOf, need } from '../backoffice-http/operator-auth.ts';
+import { tradesView } from '../backoffice-http/views.ts';
 
 type O = { Params: { openOrderId: string } };
-
-/**
- * An attempt's provider trades beyond its own order (JSAPI, Native), as the back office and the
- * portal show them: number, product, state, when made and when paid (a paid trade changes no more:
- * its last change is its payment); never the payer's openid or the payment material.
- */
-export function tradesView(trades: TradeRow[], attemptId: string) {
-  return trades
-    .filter((t) => t.attemptId === attemptId)
-    .map((t) => ({
-      tradeNo: t.id,
-      product: t.product,
-      state: t.state,
-      createdAt: t.createdAt.toISOString(),
-      paidAt: t.state === 'PAID' ? t.updatedAt.toISOString() : null,
-    }));
-}
 type E = { Params: { eventId: string } };
 
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {

@@ -12,10 +12,10 @@ import type { AuditRow } from '../store/audit.ts';
 import type { TokenRow } from '../store/operator-tokens.ts';
 import { AUDIT_PAGE_MAX, exportAudit, listAudit } from '../usecases/audit.ts';
 import * as ops from '../usecases/operators.ts';
-import { bodyOf, optionalBodyOf } from './admin-common.ts';
-import { int, queryOf, text, time } from './admin-query.ts';
-import { createOperatorSchema, createTokenSchema, noFieldsSchema, patchOperatorSchema } from './admin-schemas.ts';
-import { actorOf, need, needRule } from './operator-auth.ts';
+import { bodyOf, optionalBodyOf } from '../backoffice-http/common.ts';
+import { int, queryOf, text, time } from '../backoffice-http/query.ts';
+import { createOperatorSchema, createTokenSchema, noFieldsSchema, patchOperatorSchema } from '../backoffice-http/schemas.ts';
+import { actorOf, need, needRule } from '../backoffice-http/operator-auth.ts';
 
 type Op = { Params: { operatorId: string } };
 type Tok = { Params: { operatorId: string; tokenId: string } };

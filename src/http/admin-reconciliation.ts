@@ -5,15 +5,15 @@
  * (`GET /provider-discrepancies?source=STATEMENT`), the one place an operator looks.
  */
 import type { FastifyInstance } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
 import { RUN_OUTCOMES } from '../domain/reconciliation.ts';
 import type { Services } from '../services.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
 import { listRuns, requestReconciliation, runDetail, runLines } from '../usecases/reconciliation.ts';
-import { reconciliationRequestSchema } from './admin-schemas.ts';
-import { bodyOf } from './admin-common.ts';
-import { int, oneOf, queryOf, text } from './admin-query.ts';
-import { actorOf, need } from './operator-auth.ts';
+import { reconciliationRequestSchema } from '../backoffice-http/schemas.ts';
+import { bodyOf } from '../backoffice-http/common.ts';
+import { int, oneOf, queryOf, text } from '../backoffice-http/query.ts';
+import { actorOf, need } from '../backoffice-http/operator-auth.ts';
 
 type R = { Params: { runId: string } };
 

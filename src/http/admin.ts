@@ -1,18 +1,17 @@
 /**
  * The back-office (admin) API under /api/admin/v1 (decisions.md section 8): bearer ADMIN_TOKEN,
- * an operator's bearer token, or the console's session (src/http/operator-auth.ts). Each route
+ * an operator's bearer token, or the console's session (src/backoffice-http/operator-auth.ts). Each route
  * declares who may call it (`need(permission)`, the role table of src/domain/operators.ts).
  * Errors are {code, message}. Every body is validated strictly; a refused request changes nothing.
  * Thin routes: the body's schema, one back-office use case with the request's actor, one view.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Allocation, EntityType, FeeRule } from '../domain/money.ts';
+import type { EntityType, FeeRule } from '../domain/money.ts';
 import type { Services } from '../services.ts';
-import type { AccountRow, AppRow } from '../store/merchants.ts';
 import * as bo from '../usecases/back-office.ts';
 import * as mu from '../usecases/merchant-users.ts';
 import type { MerchantRole } from '../domain/merchant-users.ts';
-import { invitationView, userView } from './merchant-user-views.ts';
+import { invitationView, userView } from '../backoffice-http/merchant-user-views.ts';
 import {
   addKeySchema,
   allocationSchema,
@@ -27,58 +26,19 @@ import {
   patchKeySchema,
   patchUserSchema,
   rotateKeySchema,
-} from './admin-schemas.ts';
-import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
+} from '../backoffice-http/schemas.ts';
+import { bodyOf, installBackOffice, optionalBodyOf } from '../backoffice-http/common.ts';
+import { accountView, allocationView, appView } from '../backoffice-http/views.ts';
 import { registerAdminOperations } from './admin-operations.ts';
 import { registerAdminOperators } from './admin-operators.ts';
 import { registerReconciliation } from './admin-reconciliation.ts';
-import { actorOf, authenticate, authorize, need } from './operator-auth.ts';
+import { actorOf, authenticate, authorize, need } from '../backoffice-http/operator-auth.ts';
 
 /** A rotated platform key signs this long after it is published, unless the rotation says otherwise. */
 export const DEFAULT_KEY_ACTIVATION_SECONDS = 86_400;
 
 type M = { Params: { merchantId: string } };
 type A = { Params: { appId: string } };
-
-export function appView(a: AppRow) {
-  return {
-    appId: a.id,
-    merchantId: a.merchantId,
-    status: a.status,
-    notifyUrl: a.notifyUrl,
-    channels: a.channels,
-    tradeScopes: a.tradeScopes,
-    voidedLinks: a.voidedLinks,
-    ipAllowlist: a.ipAllowlist,
-    paymentWindowSeconds: a.paymentWindowSeconds,
-    dailyAmountCeilingFen: a.dailyAmountCeilingFen,
-    rateLimitPerSecond: a.rateLimitPerSecond,
-    createdAt: a.createdAt.toISOString(),
-    updatedAt: a.updatedAt.toISOString(),
-  };
-}
-
-export function accountView(a: AccountRow) {
-  return {
-    accountId: a.accountId,
-    entityType: a.entityType,
-    entityName: a.entityName,
-    merchantNo: a.merchantNo,
-    cardLast4: a.cardLast4,
-    agreedCeilingFen: a.agreedCeilingFen,
-    createdAt: a.createdAt.toISOString(),
-  };
-}
-
-export function allocationView(a: Allocation & { updatedAt: Date }) {
-  return {
-    mode: a.mode,
-    participants: a.participants,
-    ...(a.mode === 'RATIO' ? { ratios: (a.ratios ?? []).map((r) => ({ accountId: r.accountId, shareBps: r.shareBps })) } : {}),
-    unavailablePolicy: a.unavailablePolicy,
-    updatedAt: a.updatedAt.toISOString(),
-  };
-}
 
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;

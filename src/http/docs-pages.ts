@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Marked, type Token } from 'marked';
-import { escapeHtml } from '../cashier/page.ts';
+import { escapeHtml } from '../lib/html.ts';
 
 /** Served at /docs/{name}, from docs/{name}.md. */
 export const DOC_PAGES = ['authentication', 'events', 'statements', 'errors', 'license'] as const;

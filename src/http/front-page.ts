@@ -5,7 +5,7 @@
  * no token, no setting, no version.
  */
 import type { FastifyInstance } from 'fastify';
-import { escapeHtml } from '../cashier/page.ts';
+import { escapeHtml } from '../lib/html.ts';
 import { DOC_PAGE_HEADERS, htmlDocument } from './docs-pages.ts';
 
 export interface FrontLink {

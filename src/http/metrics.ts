@@ -9,7 +9,7 @@ import type { Db } from '../store/db.ts';
 import { countDiscrepancies } from '../store/discrepancies.ts';
 import { latestCompletedRuns } from '../store/reconciliation.ts';
 import { countEventsByStatus } from '../store/events.ts';
-import { hasAdminToken } from './common.ts';
+import { hasAdminToken } from '../backoffice-http/basics.ts';
 
 export interface Metrics {
   registry: Registry;

@@ -2,7 +2,8 @@
  * The open API's one mapper from use-case outcomes to answers: results to status codes and bodies,
  * DomainErrors to the contract's failure envelope (decisions.md section 4) and its headers.
  */
-import type { DomainCode, DomainError, OpenApiCode } from '../domain/errors.ts';
+import type { DomainCode, DomainError } from '../domain/errors.ts';
+import type { OpenApiCode } from '../gate/open-errors.ts';
 import { type OpenAnswer, failureAnswer } from '../gate/gate.ts';
 import type { OpenResult } from '../usecases/results.ts';
 import {
@@ -13,7 +14,7 @@ import {
   refundProjection,
   settlementBody,
   statementBody,
-} from './open-views.ts';
+} from '../views/open.ts';
 
 /** What the rendering of a result needs from the request and the deployment. */
 export interface RenderContext {

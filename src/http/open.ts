@@ -11,6 +11,7 @@ import { parseCreateOrder, parseCreateRefund } from '../domain/order-input.ts';
 import { parseEventQuery } from '../domain/event-log.ts';
 import { statementCompression, statementFileName } from '../domain/statements.ts';
 import { type OpenAnswer, failure, installGate, requestTarget, sendOpen, sendOpenStream, sendResult } from '../gate/gate.ts';
+import { keptForReplay } from '../gate/open-errors.ts';
 import type { Services } from '../services.ts';
 import { closeOrder } from '../usecases/close-order.ts';
 import { createOrder } from '../usecases/create-order.ts';
@@ -20,10 +21,10 @@ import { recreateAttempt } from '../usecases/recreate-attempt.ts';
 import { getEvent, listEvents, redeliverEvent } from '../usecases/event-log.ts';
 import { createRefund } from '../usecases/refunds.ts';
 import { statementFile, statementSummary } from '../usecases/statements.ts';
-import { type Decided, RequestDecided, type RequestUnit } from '../usecases/request-units.ts';
+import { type Decided, type FinalAnswer, RequestDecided, type RequestUnit } from '../usecases/request-units.ts';
 import type { OpenResult } from '../usecases/results.ts';
 import { type RenderContext, renderRefusal, renderResult } from './open-answers.ts';
-import { statementContentType } from './open-views.ts';
+import { statementContentType } from '../views/open.ts';
 
 export const OPEN_ROUTES = [
   { method: 'POST', url: '/payments', operationId: 'createOrder' },
@@ -93,6 +94,9 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
     return sendOpen(svc, req, reply, d.status, d.body);
   }
 
+  /** An answer as the request unit sends and keeps it: 429 and 503 are not kept for replay. */
+  const final = (a: OpenAnswer): FinalAnswer => ({ status: a.status, body: JSON.stringify(a.body), kept: keptForReplay(a.status) });
+
   /**
    * Step 9 of a POST: the request id's unit around the operation. The id is claimed first, or,
    * with `joined`, by the operation's first write. The operation's answer (a result or a contract
@@ -113,10 +117,7 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
         target: requestTarget(req),
         bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
       },
-      (result) => {
-        const a = renderResult(result as OpenResult, context(req));
-        return { status: a.status, body: JSON.stringify(a.body) };
-      },
+      (result) => final(renderResult(result as OpenResult, context(req))),
     );
     try {
       if (!o.joined) await unit.claim();
@@ -129,10 +130,7 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
         refusal = renderRefusal(err, g.headers!.requestId);
       }
       // A result the operation recorded with its last write is sent as recorded: rendered only otherwise.
-      const sent = await unit.finish(() => {
-        const a = refusal ?? renderResult(result!, context(req));
-        return { status: a.status, body: JSON.stringify(a.body) };
-      });
+      const sent = await unit.finish(() => final(refusal ?? renderResult(result!, context(req))));
       return await sendOpen(svc, req, reply, sent.status, sent.body, refusal?.headers);
     } catch (err) {
       if (err instanceof RequestDecided) return decided(req, reply, err.outcome);

@@ -8,7 +8,7 @@
  * PUBLIC_BASE_URL.
  */
 import type { FastifyInstance } from 'fastify';
-import { OPEN_API_ERRORS, type OpenApiCode } from '../domain/errors.ts';
+import { OPEN_API_ERRORS, type OpenApiCode } from '../gate/open-errors.ts';
 import { MERCHANT_NO_PATTERN, channelSchema, createOrderSchema, createRefundSchema, tradeScopeSchema } from '../domain/open-schemas.ts';
 import {
   deliveryAttemptSchema,

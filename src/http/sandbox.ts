@@ -4,12 +4,12 @@
  * notifies the service through the provider-notification path.
  */
 import type { FastifyInstance } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
 import { type FaultOperation, type FaultOutcome, type SandboxProvider, faultFits } from '../providers/sandbox/sandbox.ts';
 import type { Services } from '../services.ts';
 import { sandboxBuyerAction, sandboxEndPaymentWindow } from '../usecases/sandbox-helpers.ts';
-import { faultSchema, noFieldsSchema, sandboxPaySchema } from './admin-schemas.ts';
-import { bodyOf, installBackOffice, optionalBodyOf } from './admin-common.ts';
+import { faultSchema, noFieldsSchema, sandboxPaySchema } from '../backoffice-http/schemas.ts';
+import { bodyOf, installBackOffice, optionalBodyOf } from '../backoffice-http/common.ts';
 
 export async function sandboxPlugin(
   scope: FastifyInstance,

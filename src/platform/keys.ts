@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { keyEndorsementSigningString } from '@mps/sdk/signing';
 import type { PublishedPlatformKey } from '../domain/platform-keys.ts';
+import { type Clock, systemClock } from '../domain/clock.ts';
 
 const generateKeyPairAsync = promisify(generateKeyPair);
 
@@ -65,9 +66,12 @@ export class PlatformKeyRing {
   #fileStamp = '';
   #watch: NodeJS.Timeout | null = null;
 
-  private constructor(keys: PlatformKey[], dir: string | null) {
+  readonly #clock: Clock;
+
+  private constructor(keys: PlatformKey[], dir: string | null, clock: Clock) {
     this.#keys = keys;
     this.#dir = dir;
+    this.#clock = clock;
   }
 
   /**
@@ -82,9 +86,12 @@ export class PlatformKeyRing {
     dataDir: string;
     log: (msg: string) => void;
     error?: (msg: string) => void;
+    /** The service's clock: a staged key signs from its activation time on it. */
+    clock?: Clock;
   }): Promise<PlatformKeyRing> {
+    const clock = opts.clock ?? systemClock;
     if (opts.keyFile !== null) {
-      const ring = new PlatformKeyRing([], null);
+      const ring = new PlatformKeyRing([], null, clock);
       const log = { info: opts.log, error: opts.error ?? opts.log };
       await ring.#readKeyFile(opts.keyFile, log);
       ring.#watch = setInterval(() => void ring.#readKeyFile(opts.keyFile!, log), KEY_FILE_CHECK_MS);
@@ -93,7 +100,7 @@ export class PlatformKeyRing {
     }
     const dir = path.join(opts.dataDir, 'platform-keys');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-    const ring = new PlatformKeyRing([], dir);
+    const ring = new PlatformKeyRing([], dir, clock);
     await ring.#scanDir(true);
     if (ring.#keys.length === 0) {
       const k = await ring.rotate();
@@ -211,7 +218,7 @@ export class PlatformKeyRing {
   async #rotate(dir: string, activateAfterMs: number): Promise<PlatformKey> {
     const { privateKey } = await generateKeyPairAsync('rsa', { modulusLength: 2048 });
     const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-    const now = Date.now();
+    const now = this.#clock.now();
     const k = fromPem(pem, 'generated key', new Date(now), new Date(now + activateAfterMs));
     const name = generatedName(k);
     const file = path.join(dir, name);
@@ -233,7 +240,7 @@ export class PlatformKeyRing {
   /** The key that signs now: the latest whose activation time has come (null while unavailable). */
   get current(): PlatformKey | null {
     if (this.unavailable || this.#fileProblem !== null) return null;
-    const now = Date.now();
+    const now = this.#clock.now();
     for (let i = this.#keys.length - 1; i >= 0; i--) {
       if (this.#keys[i]!.activatesAt.getTime() <= now) return this.#keys[i]!;
     }
@@ -242,7 +249,7 @@ export class PlatformKeyRing {
 
   /** A published key that signs later (the next one due), if any. */
   get next(): PlatformKey | null {
-    const now = Date.now();
+    const now = this.#clock.now();
     return this.#keys.find((k) => k.activatesAt.getTime() > now) ?? null;
   }
 
@@ -267,7 +274,7 @@ export class PlatformKeyRing {
    */
   async published(): Promise<PublishedPlatformKey[]> {
     const keys = this.#keys;
-    const now = Date.now();
+    const now = this.#clock.now();
     const cur = this.current?.keyId;
     const at = (d: Date) => (d.getTime() === 0 ? null : d);
     return Promise.all(

@@ -14,16 +14,16 @@
 import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import qrcode from 'qrcode';
-import { AdminError, DomainError } from '../domain/errors.ts';
+import { AdminError } from '../backoffice-http/errors.ts';
+import { DomainError } from '../domain/errors.ts';
 import { MERCHANT_PERMISSIONS, type MerchantActor, type MerchantPermission, merchantCan } from '../domain/merchant-users.ts';
 import { actorLabel } from '../domain/operators.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { statementCompression, statementFileName } from '../domain/statements.ts';
-import { accountView, allocationView, appView } from '../http/admin.ts';
-import { bodyOf, installBackOffice } from '../http/admin-common.ts';
-import { tradesView } from '../http/admin-operations.ts';
-import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text, time } from '../http/admin-query.ts';
+import { accountView, allocationView, appView, tradesView } from '../backoffice-http/views.ts';
+import { bodyOf, installBackOffice } from '../backoffice-http/common.ts';
+import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text, time } from '../backoffice-http/query.ts';
 import {
   acceptInvitationSchema,
   addKeySchema,
@@ -35,8 +35,8 @@ import {
   portalSignInSchema,
   retireKeySchema,
   totpCodeSchema,
-} from '../http/admin-schemas.ts';
-import { platformKeysBody, statementBody, statementContentType } from '../http/open-views.ts';
+} from '../backoffice-http/schemas.ts';
+import { platformKeysBody, statementBody, statementContentType } from '../views/open.ts';
 import {
   SAFE_METHODS,
   SessionCookie,
@@ -46,13 +46,13 @@ import {
   sameSiteJson,
   servePages,
   sourceIpOf,
-} from '../http/session-surface.ts';
+} from '../backoffice-http/session-surface.ts';
 import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
 import type { AuditRow } from '../store/audit.ts';
 import type { AppKeyRow } from '../store/merchants.ts';
 import * as mu from '../usecases/merchant-users.ts';
-import { invitationView, userView } from '../http/merchant-user-views.ts';
+import { invitationView, userView } from '../backoffice-http/merchant-user-views.ts';
 import * as portal from '../usecases/portal.ts';
 import { SignInRefused } from '../usecases/sessions.ts';
 

@@ -17,8 +17,8 @@ export interface RunRow {
   trigger: RunTrigger;
   status: RunStatus;
   tries: number;
+  /** When it runs (again): the RECONCILE_STATEMENT job's time when it was queued or failed. */
   dueAt: Date;
-  leaseUntil: Date | null;
   providerLines: number | null;
   ledgerLines: number | null;
   matched: number | null;
@@ -31,7 +31,7 @@ export interface RunRow {
 }
 
 const RUN_COLS = `id::text, provider, to_char(day, 'YYYY-MM-DD') AS day, trigger, status, tries, due_at AS "dueAt",
-  lease_until AS "leaseUntil", provider_lines AS "providerLines", ledger_lines AS "ledgerLines", matched, converged, discrepancies,
+  provider_lines AS "providerLines", ledger_lines AS "ledgerLines", matched, converged, discrepancies,
   error, created_at AS "createdAt", started_at AS "startedAt", finished_at AS "finishedAt"`;
 
 /** An on-demand run, due now. */
@@ -44,40 +44,28 @@ export async function queueRun(db: Queryable, provider: string, day: string, now
   return r.rows[0]!;
 }
 
-/** The daily run of a provider and day, created once (by whichever instance comes first). */
-export async function ensureScheduledRun(db: Queryable, provider: string, day: string, now: Date): Promise<void> {
-  await db.query(
+/** The daily run of a provider and day, created once (by whichever instance comes first): its id when this call created it. */
+export async function ensureScheduledRun(db: Queryable, provider: string, day: string, now: Date): Promise<string | null> {
+  const r = await db.query<{ id: string }>(
     `INSERT INTO reconciliation_runs(provider, day, trigger, status, due_at, created_at) VALUES ($1, $2, 'SCHEDULED', 'QUEUED', $3, $3)
-     ON CONFLICT (provider, day) WHERE trigger = 'SCHEDULED' DO NOTHING`,
+     ON CONFLICT (provider, day) WHERE trigger = 'SCHEDULED' DO NOTHING RETURNING id::text`,
     [provider, day, now],
   );
+  return r.rows[0]?.id ?? null;
 }
 
 /**
- * Claims the next due run with a lease: a queued one, a failed one whose retry is due (fewer than
- * `maxTries` tries), or a running one whose holder stopped renewing its lease.
+ * A run starts (its RECONCILE_STATEMENT job was claimed): RUNNING, one try more, its previous
+ * lines dropped. Null when it is not to run (completed, or unknown).
  */
-export async function claimDueRun(db: Queryable, now: Date, leaseMs: number, maxTries: number): Promise<RunRow | null> {
+export async function startRun(db: Queryable, runId: string, now: Date): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
-    `UPDATE reconciliation_runs SET status = 'RUNNING', tries = tries + 1, lease_until = $2, started_at = $1, error = NULL
-      WHERE id = (SELECT id FROM reconciliation_runs
-                   WHERE status IN ('QUEUED', 'RUNNING', 'FAILED') AND due_at <= $1
-                     AND (status = 'QUEUED' OR (status = 'RUNNING' AND lease_until < $1) OR (status = 'FAILED' AND tries < $3))
-                   ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-      RETURNING ${RUN_COLS}`,
-    [now, new Date(now.getTime() + leaseMs), maxTries],
+    `UPDATE reconciliation_runs SET status = 'RUNNING', tries = tries + 1, started_at = $2, error = NULL
+      WHERE id = $1 AND status IN ('QUEUED', 'RUNNING', 'FAILED') RETURNING ${RUN_COLS}`,
+    [runId, now],
   );
+  if (r.rows[0]) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
   return r.rows[0] ?? null;
-}
-
-/** Renews the run's lease while it works; false when it is no longer this holder's (another instance took it over). */
-export async function renewLease(db: Queryable, runId: string, leaseFrom: Date, until: Date): Promise<boolean> {
-  const r = await db.query(`UPDATE reconciliation_runs SET lease_until = $3 WHERE id = $1 AND status = 'RUNNING' AND started_at = $2`, [
-    runId,
-    leaseFrom,
-    until,
-  ]);
-  return r.rowCount === 1;
 }
 
 /** Lines of the provider's statement, numbered from `firstLineNo`. */
@@ -297,7 +285,7 @@ export interface RunCounts {
 
 export async function completeRun(db: Queryable, runId: string, c: RunCounts, now: Date): Promise<RunRow> {
   const r = await db.query<RunRow>(
-    `UPDATE reconciliation_runs SET status = 'COMPLETED', lease_until = NULL, finished_at = $2, provider_lines = $3, ledger_lines = $4,
+    `UPDATE reconciliation_runs SET status = 'COMPLETED', finished_at = $2, provider_lines = $3, ledger_lines = $4,
             matched = $5, converged = $6, discrepancies = $7, error = NULL
       WHERE id = $1 RETURNING ${RUN_COLS}`,
     [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies],
@@ -308,10 +296,12 @@ export async function completeRun(db: Queryable, runId: string, c: RunCounts, no
 /** A failed run: tried again from `retryAt` (its lines so far dropped). */
 export async function failRun(db: Queryable, runId: string, error: string, now: Date, retryAt: Date): Promise<void> {
   await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
-  await db.query(
-    `UPDATE reconciliation_runs SET status = 'FAILED', lease_until = NULL, finished_at = $2, due_at = $3, error = $4 WHERE id = $1`,
-    [runId, now, retryAt, error.slice(0, 1000)],
-  );
+  await db.query(`UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4 WHERE id = $1`, [
+    runId,
+    now,
+    retryAt,
+    error.slice(0, 1000),
+  ]);
 }
 
 export async function getRun(db: Queryable, runId: string): Promise<RunRow | null> {

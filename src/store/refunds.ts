@@ -5,6 +5,7 @@
  */
 import type { RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
+import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 
 export interface RefundRow {
   id: string;
@@ -26,7 +27,7 @@ export interface RefundRow {
 const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
   reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-/** When a REQUESTED refund (its provider call not answered yet) is first checked by the reconciler. */
+/** A refund still REQUESTED (its provider call not answered) this long after it was created is asked about at the provider (FIND_DUE_WORK). */
 export const REQUESTED_RECHECK_MS = 60_000;
 
 export async function findRefund(db: Queryable, appId: string, outRefundNo: string): Promise<RefundRow | null> {
@@ -61,33 +62,26 @@ export interface NewRefund {
   createdBy: string;
 }
 
-/** A REQUESTED refund (it holds its amount from now on); answers the row. */
+/**
+ * A REQUESTED refund (it holds its amount from now on); answers the row. RefundNumberTaken when
+ * the app's refund number was taken meanwhile by a refund of another order.
+ */
 export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<RefundRow> {
-  const res = await tx.query<RefundRow>(
-    `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, next_check_at,
-                         created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $11, $11) RETURNING ${REFUND_COLS}`,
-    [
-      r.id,
-      r.orderId,
-      r.appId,
-      r.outRefundNo,
-      r.amountFen,
-      r.reason,
-      r.digest,
-      r.provider,
-      r.createdBy,
-      new Date(now.getTime() + REQUESTED_RECHECK_MS),
-      now,
-    ],
-  );
+  const res = await tx
+    .query<RefundRow>(
+      `INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10) RETURNING ${REFUND_COLS}`,
+      [r.id, r.orderId, r.appId, r.outRefundNo, r.amountFen, r.reason, r.digest, r.provider, r.createdBy, now],
+    )
+    .catch((err: unknown) => {
+      throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
+    });
   return res.rows[0]!;
 }
 
 export interface RefundChange {
   providerRef?: string | null;
   failureReason?: string | null;
-  nextCheckAt?: Date | null;
 }
 
 /**
@@ -98,8 +92,8 @@ export async function setRefundState(tx: Tx, id: string, t: Transition<'refund'>
   const r = await tx.query<RefundRow>(
     `UPDATE refunds SET state = $3, provider_ref = COALESCE($4, provider_ref),
             failure_reason = CASE WHEN $3 IN ('PENDING', 'SUCCEEDED') THEN NULL ELSE COALESCE($5, failure_reason) END,
-            next_check_at = $6, updated_at = $7 WHERE id = $1 AND state = $2 RETURNING ${REFUND_COLS}`,
-    [id, t.from, t.to, c.providerRef ?? null, c.failureReason ?? null, c.nextCheckAt ?? null, now],
+            updated_at = $6 WHERE id = $1 AND state = $2 RETURNING ${REFUND_COLS}`,
+    [id, t.from, t.to, c.providerRef ?? null, c.failureReason ?? null, now],
   );
   const fresh = r.rows[0];
   if (!fresh) throw new Error(`refund ${id} is not ${t.from}: the caller must hold its order's lock`);
@@ -116,41 +110,23 @@ export async function sumRefundsFen(tx: Queryable, orderId: string, states: read
 }
 
 /**
- * Unsettled refunds whose check is due, claimed for 30 s, with the provider order that paid their order
- * (`paidAttemptId`: the paid attempt's own number, or the trade of it that was paid) and
+ * A refund to ask the provider about (CHECK_REFUND): its provider, the provider order that paid its
+ * order (`paidAttemptId`: the paid attempt's own number, or the trade of it that was paid), and
  * whether the instance whose request asked the provider is gone (no beat since `aliveSince`).
  */
-export async function claimRefundsToCheck(
+export async function refundToCheck(
   db: Queryable,
-  limit: number,
-  now: Date,
+  id: string,
   aliveSince: Date,
-): Promise<{ id: string; checks: number; paidAttemptId: string; provider: string; requesterGone: boolean }[]> {
-  const r = await db.query<{ id: string; checks: number; paidAttemptId: string; provider: string; requesterGone: boolean }>(
-    `UPDATE refunds SET next_check_at = $2, check_count = check_count + 1
-      WHERE id IN (SELECT id FROM refunds WHERE state IN ('REQUESTED', 'PENDING', 'UNKNOWN') AND next_check_at <= $3
-                    ORDER BY next_check_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      RETURNING id, check_count AS checks, provider,
-                (created_by IS NOT NULL AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $4)) AS "requesterGone",
-                (SELECT coalesce(paid_trade_no, paid_attempt_id) FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"`,
-    [limit, new Date(now.getTime() + 30_000), now, aliveSince],
+): Promise<{ id: string; state: RefundState; paidAttemptId: string; provider: string; requesterGone: boolean } | null> {
+  const r = await db.query<{ id: string; state: RefundState; paidAttemptId: string; provider: string; requesterGone: boolean }>(
+    `SELECT id, state, provider,
+            (created_by IS NOT NULL AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $2)) AS "requesterGone",
+            (SELECT coalesce(paid_trade_no, paid_attempt_id) FROM orders WHERE orders.id = refunds.order_id) AS "paidAttemptId"
+       FROM refunds WHERE id = $1`,
+    [id, aliveSince],
   );
-  return r.rows;
-}
-
-/** REQUESTED refunds of an instance that is gone: checked at the provider now. Answers how many. */
-export async function dueRefundsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date): Promise<number> {
-  const r = await db.query(
-    `UPDATE refunds SET next_check_at = $2
-      WHERE state = 'REQUESTED' AND next_check_at > $2 AND created_by IS NOT NULL
-        AND created_by NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $1)`,
-    [aliveSince, now],
-  );
-  return r.rowCount ?? 0;
-}
-
-export async function rescheduleRefundCheck(tx: Queryable, id: string, at: Date): Promise<void> {
-  await tx.query('UPDATE refunds SET next_check_at = $2 WHERE id = $1', [id, at]);
+  return r.rows[0] ?? null;
 }
 
 // --- duplicate payments ------------------------------------------------------------------------
@@ -203,17 +179,6 @@ export async function setDuplicateRefundState(
     'UPDATE duplicate_payments SET refund_state = $2, provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1',
     [id, state, providerRef, now],
   );
-}
-
-/** Duplicates whose refund is unsettled and was last looked at over 3 s ago, claimed by touching them. */
-export async function claimDuplicatesToCheck(db: Queryable, limit: number, now: Date): Promise<DuplicateRow[]> {
-  const r = await db.query<DuplicateRow>(
-    `UPDATE duplicate_payments SET updated_at = $2
-      WHERE id IN (SELECT id FROM duplicate_payments WHERE refund_state IN ('PENDING', 'UNKNOWN') AND updated_at < $3
-                    LIMIT $1 FOR UPDATE SKIP LOCKED) RETURNING ${DUPLICATE_COLS}`,
-    [limit, now, new Date(now.getTime() - 3000)],
-  );
-  return r.rows;
 }
 
 export async function duplicatesOfOrder(db: Queryable, orderId: string): Promise<DuplicateRow[]> {

@@ -8,14 +8,16 @@ import { DomainError } from '../domain/errors.ts';
 import { transition } from '../domain/states.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { closeStrayLater, confirmPaid, nextCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
+import { closeStrayLater, confirmPaid, firstCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
 import type { RequestUnit } from './request-units.ts';
 import type { OrderOutcome } from './results.ts';
 
-/** The fast path's change (src/store/orders.ts acceptAttempts), checked against the tables once. */
+/** The fast path's change (src/store/attempt-acceptance.ts acceptAttempts), checked against the tables once. */
 export const ACCEPT_TRANSITIONS = {
   attempt: transition('attempt', 'create attempt', 'PENDING', 'ACCEPTED'),
   order: transition('order', 'create attempt', 'CREATED', 'PAYING'),
@@ -53,7 +55,7 @@ export async function untilSettled<T>(
 export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
   const attempt = await untilSettled(
     d,
-    () => orders.latestAttempt(d.db, orderId),
+    () => attempts.latestAttempt(d.db, orderId),
     (a) => a?.state === 'PENDING',
     SETTLE_WAIT_MS,
   );
@@ -147,8 +149,8 @@ export async function runAttempt(
     }
   }
   const after = await withTx(d.db, async (tx): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
-    const o = (await orders.getOrder(tx, order.id, true))!;
-    const a = (await orders.getAttempt(tx, attempt.id))!;
+    const o = (await orders.getOrderLocked(tx, order.id))!;
+    const a = (await attempts.getAttempt(tx, attempt.id))!;
     const now = nowOf(d);
     const made = { madeAt: now };
     const settled = await (async (): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
@@ -157,7 +159,7 @@ export async function runAttempt(
         // 150 s). A payment the provider reports now is applied all the same: the order succeeds
         // if it can, else the payment is a duplicate, refunded. Never dropped.
         if (typeof result === 'object' && result.outcome === 'PAID' && a.state !== 'PAID') {
-          await orders.noteAttemptProviderRef(tx, a.id, result.providerRef);
+          await attempts.noteAttemptProviderRef(tx, a.id, result.providerRef);
           const r = await confirmPaid(tx, flow, o, a, now);
           return { order: r.order, attempt: a };
         }
@@ -169,7 +171,7 @@ export async function runAttempt(
         return { order: fresh, attempt: a };
       }
       if (result === 'UNCERTAIN') {
-        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, nextCheckAt: nextCheckAt(now, 0) }, now);
+        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, checkAt: firstCheckAt(now) }, now);
         const fresh = o.status === 'CREATED' || o.status === 'PAYING' ? await setOrderStatus(tx, flow, o, 'UNKNOWN', {}, now) : o;
         return { order: fresh, attempt: a };
       }

@@ -20,6 +20,8 @@ import * as discrepancies from '../store/discrepancies.ts';
 import * as events from '../store/events.ts';
 import * as merchants from '../store/merchants.ts';
 import type { AppPatch, AppRow } from '../store/merchants.ts';
+import * as attempts from '../store/attempts.ts';
+import * as orderInserts from '../store/order-inserts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
@@ -190,7 +192,7 @@ export async function updateApp(
       merchantId: before.merchantId,
     });
     // The daily counter is kept only while a ceiling is set: recount from the orders when it changes.
-    if ('dailyAmountCeilingFen' in b) await orders.forgetDailyAmounts(tx, appId);
+    if ('dailyAmountCeilingFen' in b) await orderInserts.forgetDailyAmounts(tx, appId);
     return after;
   });
   d.appChanged(appId);
@@ -374,14 +376,14 @@ export async function getFeeRule(d: BackOfficeDeps, merchantId: string) {
 export async function orderDetail(d: BackOfficeDeps, orderId: string) {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw notFound('order');
-  const [attempts, refundRows, eventRows, duplicates, tradeRows] = await Promise.all([
-    orders.attemptsOf(d.db, order.id),
+  const [attemptRows, refundRows, eventRows, duplicates, tradeRows] = await Promise.all([
+    attempts.attemptsOf(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
     refunds.duplicatesOfOrder(d.db, order.id),
     trades.tradesOfOrder(d.db, order.id),
   ]);
-  return { order, attempts, refunds: refundRows, events: eventRows, duplicates, trades: tradeRows };
+  return { order, attempts: attemptRows, refunds: refundRows, events: eventRows, duplicates, trades: tradeRows };
 }
 
 /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */

@@ -15,9 +15,11 @@ import { newId } from '../domain/ids.ts';
 import { validAttempt } from '../domain/payability.ts';
 import { type JsapiPayment, ProviderRejectedError, type CreateTradeResult } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
-import { addFollowUp } from '../store/follow-ups.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
 import * as trades from '../store/trades.ts';
 import type { TradeProduct, TradeRow } from '../store/trades.ts';
 import { callProvider } from './attempts.ts';
@@ -110,8 +112,8 @@ async function makeTrade(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow, r
   }
   const material = result.material;
   const fresh = await withTx(d.db, async (tx) => {
-    const o = (await orders.getOrder(tx, order.id, true))!;
-    const a = (await orders.getAttempt(tx, attempt.id))!;
+    const o = (await orders.getOrderLocked(tx, order.id))!;
+    const a = (await attempts.getAttempt(tx, attempt.id))!;
     const t = (await trades.getTrade(tx, row.id))!;
     const now = nowOf(d);
     if (t.state === 'NEW') await setTrade(tx, 'make trade', t, 'OPEN', { material }, now);
@@ -119,7 +121,7 @@ async function makeTrade(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow, r
     // Closed while it was being made, or made for an attempt that can no longer be paid: the
     // provider now holds an open order nobody may pay; it is closed there (a follow-up).
     if (t.state === 'CLOSED' || (t.state === 'OPEN' && validAttempt(o, a, now.getTime()) === null)) {
-      await addFollowUp(tx, 'CLOSE_TRADE', t.id, now);
+      await jobs.schedule(tx, 'CLOSE_TRADE', t.id, now);
     }
     return { ...t, material: t.state === 'OPEN' ? material : t.material };
   });
@@ -149,7 +151,7 @@ export async function freshProviderPage(d: UseCaseDeps, order: OrderRow, attempt
     return null;
   }
   if (again.material.redirectUrl === null) return attempt.redirectUrl;
-  await orders.noteAttemptPage(d.db, attempt.id, again.material.redirectUrl, nowOf(d));
+  await attempts.noteAttemptPage(d.db, attempt.id, again.material.redirectUrl, nowOf(d));
   return again.material.redirectUrl;
 }
 

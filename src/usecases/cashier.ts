@@ -1,7 +1,9 @@
 /** What the hosted cashier page shows behind one cashier token: that attempt, its order and merchant, from the ledger only. */
 import { getMerchant } from '../store/merchants.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
 import type { UseCaseDeps } from './deps.ts';
 
 export interface CashierAttempt {
@@ -12,7 +14,7 @@ export interface CashierAttempt {
 }
 
 export async function cashierAttempt(d: UseCaseDeps, token: string): Promise<CashierAttempt | null> {
-  const found = await orders.findAttemptByCashierToken(d.db, token);
+  const found = await attempts.findAttemptByCashierToken(d.db, token);
   if (!found) return null;
   const order = await orders.getOrder(d.db, found.attempt.orderId);
   return order ? { order, attempt: found.attempt, latestSeq: found.latestSeq } : null;

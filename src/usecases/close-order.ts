@@ -1,13 +1,14 @@
 /**
  * Close order (seed "Close order"): the provider confirms the order unpaid before it is closed; a
  * paid order is never closed blindly. Shared by the open API (CLOSE_REQUESTED), the back office
- * (MERCHANT_CLOSED), expiry (EXPIRED) and the pending-close worker.
+ * (MERCHANT_CLOSED), expiry (EXPIRED) and FINISH_CLOSE (src/usecases/reconcile.ts).
  */
 import { DomainError } from '../domain/errors.ts';
 import { MERCHANT_NO_RE } from '../domain/order-input.ts';
 import { type ClosedReason, isLiveAttempt } from '../domain/states.ts';
 import { type CallOptions, ProviderRejectedError } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as trades from '../store/trades.ts';
@@ -51,27 +52,28 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-  // The close is recorded first (close_pending, with a worker lease so the pending-close worker
-  // does not run it twice), under the order's lock: a re-create that starts after this answers
-  // 409, and the attempt of one that started before is in the list read next. Without this, a
-  // re-create racing the close could open a payment the close never saw.
+  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS: should this caller stop,
+  // FIND_DUE_WORK finds it once the hold lapses, and FINISH_CLOSE finishes it), under the order's
+  // lock: a re-create that starts after this answers 409, and the attempt of one that started
+  // before is in the list read next. Without this, a re-create racing the close could open a
+  // payment the close never saw.
   const mark = await orders.markClosePending(d.db, o.id, reason, nowOf(d));
-  // Withdrawn on a refusal if no close marked or kept the order since this one (the lease it wrote
+  // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote
   // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
   // refused withdraws, and a close kept pending by another caller survives.
-  const markedLease = mark?.lease ?? null;
+  const markedHold = mark?.heldUntil ?? null;
   // An attempt still PENDING is being created at the provider right now: a close sent before that
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
-  // the order is kept (UNKNOWN_KEPT) for the pending-close worker to finish.
-  const attempts = await untilSettled(
+  // the order is kept (UNKNOWN_KEPT) for FINISH_CLOSE to finish.
+  const all = await untilSettled(
     d,
-    () => orders.attemptsOf(d.db, o.id),
+    () => attempts.attemptsOf(d.db, o.id),
     (all) => all.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
   const outcomes = new Map<string, Outcome>();
-  for (const a of attempts.filter(isLiveAttempt)) {
+  for (const a of all.filter(isLiveAttempt)) {
     outcomes.set(a.id, a.state === 'PENDING' ? 'UNCERTAIN' : await closeAtProvider(d, a.provider, a.id, opts));
   }
   // Every way the order can still be paid is closed: its attempts' trades too (JSAPI, Native).
@@ -79,7 +81,7 @@ export async function closeOrderById(
   for (const t of await trades.liveTradesOfOrder(d.db, o.id)) tradeOutcomes.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
   const values = [...outcomes.values(), ...tradeOutcomes.values()];
   const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
-    let order = (await orders.getOrder(tx, o.id, true))!;
+    let order = (await orders.getOrderLocked(tx, o.id))!;
     const now = nowOf(d);
     if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
     if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
@@ -87,13 +89,13 @@ export async function closeOrderById(
     for (const [id, outcome] of tradeOutcomes) {
       const t = (await trades.getTrade(tx, id))!;
       if (outcome === 'PAID') {
-        order = (await confirmPaid(tx, flow, order, (await orders.getAttempt(tx, t.attemptId))!, now, t)).order;
+        order = (await confirmPaid(tx, flow, order, (await attempts.getAttempt(tx, t.attemptId))!, now, t)).order;
       } else if (outcome === 'CLOSED' && (t.state === 'NEW' || t.state === 'OPEN')) {
         await setTrade(tx, flow, t, 'CLOSED', {}, now);
       }
     }
     for (const [id, outcome] of outcomes) {
-      const a = (await orders.getAttempt(tx, id))!;
+      const a = (await attempts.getAttempt(tx, id))!;
       if (outcome === 'PAID') {
         order = (await confirmPaid(tx, flow, order, a, now)).order;
       } else if (outcome === 'CLOSED' && isLiveAttempt(a)) {
@@ -105,15 +107,12 @@ export async function closeOrderById(
     // attempts the provider did close are recorded as closed (their material no longer pays), so
     // the order shows nextAction when it has none left.
     if (values.includes('REJECTED')) {
-      // Background work keeps the lease: an expiry the provider keeps refusing is tried again
-      // only when it runs out, and cannot crowd the other due orders out of the workers'
-      // batches. A request's close frees it, so expiry is not delayed.
-      const withdrawn = markedLease !== null && (await orders.withdrawClosePending(tx, order.id, markedLease, opts.background === true));
+      // An expiry the provider refuses is tried again by its own job's backoff (EXPIRE_ORDER).
+      const withdrawn = markedHold !== null && (await orders.withdrawClosePending(tx, order.id, markedHold));
       return { closeState: 'REJECTED', order: withdrawn ? { ...order, closePending: null } : order };
     }
     if (values.includes('UNCERTAIN')) {
-      // Finished by the pending-close worker shortly (not at every tick: an uncertain close must
-      // not crowd the other due orders out of the workers' batches).
+      // Held briefly: FINISH_CLOSE finishes it once the hold lapses.
       await orders.keepClosePending(tx, order.id, reason, now);
       return { closeState: 'UNKNOWN_KEPT', order: (await orders.getOrder(tx, order.id))! };
     }
@@ -142,6 +141,6 @@ export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: str
   const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
   // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
-  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await orders.latestAttempt(d.db, r.order.id) : null;
+  const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await attempts.latestAttempt(d.db, r.order.id) : null;
   return { kind: 'order-close', closeState: r.closeState, order: r.order, latest };
 }

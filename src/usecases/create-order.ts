@@ -9,8 +9,9 @@ import { newId } from '../domain/ids.ts';
 import { DEFAULT_FEE_RULE, exceedsSingleCeiling, feeProjection, shanghaiDay } from '../domain/money.ts';
 import { LINK_OF_CHANNEL, type CreateOrderInput } from '../domain/open-schemas.ts';
 import { orderDigest } from '../domain/order-input.ts';
+import type { NewOrder } from '../store/order-inserts.ts';
 import * as orders from '../store/orders.ts';
-import type { NewOrder, OrderRow } from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
 import { runAttempt, settledLatest } from './attempts.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
 import type { RequestUnit } from './request-units.ts';
@@ -70,7 +71,7 @@ export async function createOrder(d: UseCaseDeps, caller: Caller, input: CreateO
   const firstAttempt = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name, createdBy: d.instanceId };
 
   // With a daily ceiling, the order is kept only within it (judged with the other orders written
-  // in the same batch; src/store/orders.ts insertOrders).
+  // in the same batch; src/store/order-inserts.ts insertOrders).
   const quota = ceiling === null ? null : { day: shanghaiDay(now), ceilingFen: ceiling, singleExceeded };
   // The request-id claim, the order and its first attempt in one statement (one transaction with
   // the ceiling's counter).

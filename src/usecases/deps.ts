@@ -4,17 +4,15 @@
  * use cases take domain input and return domain results or throw DomainError.
  */
 import type { Clock } from '../domain/clock.ts';
+import type { Log } from '../lib/log.ts';
 import type { ProviderRouter } from '../providers/router.ts';
 import type { Db } from '../store/db.ts';
 import type { MerchantConfigCache } from '../store/merchant-config.ts';
-import type { AttemptAcceptor, OrderInserter, OrderReader } from '../store/orders.ts';
+import type { AttemptAcceptor } from '../store/attempt-acceptance.ts';
+import type { OrderInserter } from '../store/order-inserts.ts';
+import type { OrderReader } from '../store/order-reads.ts';
 
-/** The structured logger's shape (pino's). */
-export interface Log {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
+export type { Log } from '../lib/log.ts';
 
 export interface UseCaseDeps {
   /** This instance's id (service_instances): recorded with the work its requests start. */

@@ -1,89 +1,62 @@
 /**
- * Follow-up work, run by the workers from the rows a change wrote in its own transaction
- * (src/store/follow-ups.ts), so a crash loses none of it and none of it waits for the reconciler:
+ * Follow-up work, jobs written by a change in its own transaction (src/store/jobs.ts), so a crash
+ * loses none of it and none of it waits for the reconciler:
  *
  * - CLOSE_STRAY_ATTEMPT: an attempt accepted by the provider for an order that can no longer use
  *   it is closed there. A close that fails (uncertain, refused) is tried again after 2, 4, 8, 16
- *   and 32 s, then handed to the reconciler (the attempt becomes UNKNOWN, checked in 30 s). A
- *   provider that reports it paid: the payment is applied (the order succeeds, or it is a
- *   duplicate, refunded).
+ *   and 32 s (the job's backoff), then handed to CHECK_ATTEMPT (the attempt becomes UNKNOWN,
+ *   checked in 30 s). A provider that reports it paid: the payment is applied (the order succeeds,
+ *   or it is a duplicate, refunded).
  * - REFUND_DUPLICATE: a second payment of an order is refunded automatically; its outcome is
- *   recorded on the duplicate (visible in the back office) and the reconciler follows it.
+ *   recorded on the duplicate (visible in the back office), and one not settled at once is
+ *   followed by CHECK_DUPLICATE_REFUND until it is.
  * - CLOSE_TRADE: one provider order of an attempt that can no longer be used is closed there: a
  *   trade of an attempt that ended or was paid another way, or the attempt's own order when one of
- *   its trades paid. Tried again (2 s doubling, at most 1 h) until the provider answers; given up
- *   after CLOSE_TRADE_RETRIES tries once the order's window is over (nobody can pay it any more;
- *   a payment made before would be in the provider's statement, which reconciliation applies). A
- *   provider that reports it paid: the payment is applied (a duplicate, refunded).
+ *   its trades paid. Tried again (the job's backoff, 2 s doubling, at most 1 h) until the provider
+ *   answers; given up after CLOSE_TRADE_RETRIES runs once the order's window is over (nobody can
+ *   pay it any more; a payment made before would be in the provider's statement, which
+ *   reconciliation applies). A provider that reports it paid: the payment is applied (a duplicate,
+ *   refunded).
  */
-import { randomBytes } from 'node:crypto';
-import { transition } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
-import * as followUps from '../store/follow-ups.ts';
-import type { FollowUp } from '../store/follow-ups.ts';
+import * as jobs from '../store/jobs.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
+import type { Job, JobOutcome } from './jobs.ts';
 import { applyNotification, ownerOfTradeNo } from './notifications.ts';
 import { reopenIfNoLiveAttempt, setAttempt, setTrade } from './payment-state.ts';
 
-/** Retries of a stray close before it is handed to the reconciler. */
+/** Retries of a stray close before it is handed to CHECK_ATTEMPT. */
 export const STRAY_CLOSE_RETRIES = 5;
-/** Tries of a trade's close after which, the order's window being over, it is given up. */
+/** Runs of a trade's close after which, the order's window being over, it is given up. */
 export const CLOSE_TRADE_RETRIES = 10;
-/** The longest wait between two tries of a follow-up. */
-const MAX_RETRY_MS = 3_600_000;
-/** A claimed follow-up is leased this long (a provider call is bounded well below it). */
-const LEASE_MS = 60_000;
+/** How soon a duplicate's refund that is not settled at once is asked about. */
+const DUPLICATE_CHECK_MS = 3_000;
 
-const runner = `fu_${randomBytes(6).toString('hex')}`;
-let claims = 0;
-
-/** Runs the due follow-ups (at most `limit`); answers how many were claimed. */
-export async function runFollowUps(d: UseCaseDeps, limit: number): Promise<number> {
-  const token = `${runner}.${++claims}`;
-  const now = nowOf(d);
-  const due = await followUps.claimFollowUps(d.db, limit, token, now, new Date(now.getTime() + LEASE_MS));
-  for (const f of due) {
-    try {
-      const done =
-        f.kind === 'CLOSE_STRAY_ATTEMPT'
-          ? await closeStrayAttempt(d, f)
-          : f.kind === 'CLOSE_TRADE'
-            ? await closeTrade(d, f)
-            : await refundDuplicate(d, f);
-      const retryAt = new Date(nowOf(d).getTime() + Math.min(2000 * 2 ** f.tries, MAX_RETRY_MS));
-      if (done) await followUps.finishFollowUp(d.db, f.id, token);
-      else await followUps.retryFollowUp(d.db, f.id, token, retryAt, 'provider call failed');
-    } catch (err) {
-      // The lease runs out and the work is claimed again: at least once, never lost.
-      d.log.warn({ err, followUp: f.kind, subject: f.subjectId }, 'follow-up failed; it will be retried');
-    }
-  }
-  return due.length;
-}
-
-/** Answers true when the work is over (done, or handed to the reconciler), false to retry it. */
-async function closeStrayAttempt(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
-  const attempt = await orders.getAttempt(d.db, f.subjectId);
-  if (!attempt) return true;
+/** CLOSE_STRAY_ATTEMPT: done when the attempt is closed (or handed over, or paid after all). */
+export async function closeStrayAttempt(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const attempt = await attempts.getAttempt(d.db, job.subjectId);
+  if (!attempt) return 'done';
   let out;
   try {
     out = await d.providers.byName(attempt.provider).closePayment(attempt.id, { background: true });
   } catch (err) {
-    if (f.tries < STRAY_CLOSE_RETRIES) return false;
+    // The runs before this one that failed.
+    if (job.runs - 1 < STRAY_CLOSE_RETRIES) return 'retry';
     await handOver(d, attempt.id, err);
-    return true;
+    return 'done';
   }
   if (out.outcome === 'PAID') {
     await applyNotification(d, { kind: 'PAYMENT', attemptId: attempt.id, state: 'PAID', reason: null });
-    return true;
+    return 'done';
   }
   await withTx(d.db, async (tx) => {
-    const order = (await orders.getOrder(tx, attempt.orderId, true))!;
-    const fresh = (await orders.getAttempt(tx, attempt.id))!;
+    const order = (await orders.getOrderLocked(tx, attempt.orderId))!;
+    const fresh = (await attempts.getAttempt(tx, attempt.id))!;
     if (fresh.state !== 'ACCEPTED' && fresh.state !== 'UNKNOWN') return;
     const now = nowOf(d);
     await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED', {}, now);
@@ -91,50 +64,46 @@ async function closeStrayAttempt(d: UseCaseDeps, f: FollowUp): Promise<boolean> 
     // ones) is payable again.
     await reopenIfNoLiveAttempt(tx, 'close stray attempt', order, now);
   });
-  return true;
+  return 'done';
 }
 
 /**
- * A stray close given up: an attempt still ACCEPTED is marked UNKNOWN, due in 30 s, so the
- * reconciler asks the provider and, finding it open, closes it again.
+ * A stray close given up: an attempt still ACCEPTED is marked UNKNOWN and checked in 30 s
+ * (CHECK_ATTEMPT), which asks the provider and, finding it open, closes it again.
  */
 async function handOver(d: UseCaseDeps, attemptId: string, err: unknown): Promise<void> {
   const handed = await withTx(d.db, async (tx) => {
-    const a = (await orders.getAttempt(tx, attemptId))!;
-    await orders.lockOrder(tx, a.orderId);
+    await orders.lockOrder(tx, (await attempts.getAttempt(tx, attemptId))!.orderId);
+    const a = (await attempts.getAttempt(tx, attemptId))!;
     const now = nowOf(d);
-    return orders.setAttemptState(
-      tx,
-      attemptId,
-      transition('attempt', 'hand a stray close to the reconciler', 'ACCEPTED', 'UNKNOWN'),
-      { nextCheckAt: new Date(now.getTime() + 30_000) },
-      now,
-    );
+    if (a.state !== 'ACCEPTED') return false;
+    await setAttempt(tx, 'hand a stray close to the reconciler', a, 'UNKNOWN', { checkAt: new Date(now.getTime() + 30_000) }, now);
+    return true;
   });
   d.log.warn({ err, attemptId, handedToReconciler: handed }, 'stray attempt not closed yet');
 }
 
-/** CLOSE_TRADE: answers true when the provider order is closed (or found paid, and applied), or given up. */
-async function closeTrade(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
-  const owner = await ownerOfTradeNo(d.db, f.subjectId);
-  if (!owner) return true;
+/** CLOSE_TRADE: done when the provider order is closed (or found paid, and applied), or given up. */
+export async function closeTrade(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const owner = await ownerOfTradeNo(d.db, job.subjectId);
+  if (!owner) return 'done';
   const { attempt, trade } = owner;
-  if (trade && trade.state !== 'NEW' && trade.state !== 'OPEN') return true;
+  if (trade && trade.state !== 'NEW' && trade.state !== 'OPEN') return 'done';
   let out;
   try {
-    out = await d.providers.byName(trade?.provider ?? attempt.provider).closePayment(f.subjectId, { background: true });
+    out = await d.providers.byName(trade?.provider ?? attempt.provider).closePayment(job.subjectId, { background: true });
   } catch (err) {
     const order = await orders.getOrder(d.db, attempt.orderId);
-    if (f.tries + 1 < CLOSE_TRADE_RETRIES || (order && order.expireAt.getTime() > nowOf(d).getTime())) return false;
+    if (job.runs < CLOSE_TRADE_RETRIES || (order && order.expireAt.getTime() > nowOf(d).getTime())) return 'retry';
     d.log.warn(
-      { err, tradeNo: f.subjectId },
+      { err, tradeNo: job.subjectId },
       'provider order not closed; given up after the payment window (the statement shows any payment)',
     );
-    return true;
+    return 'done';
   }
   if (out.outcome === 'PAID') {
-    await applyNotification(d, { kind: 'PAYMENT', attemptId: f.subjectId, state: 'PAID', reason: null });
-    return true;
+    await applyNotification(d, { kind: 'PAYMENT', attemptId: job.subjectId, state: 'PAID', reason: null });
+    return 'done';
   }
   if (trade) {
     await withTx(d.db, async (tx) => {
@@ -143,12 +112,13 @@ async function closeTrade(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
       if (fresh && (fresh.state === 'NEW' || fresh.state === 'OPEN')) await setTrade(tx, 'close trade', fresh, 'CLOSED', {}, nowOf(d));
     });
   }
-  return true;
+  return 'done';
 }
 
-async function refundDuplicate(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
-  const dup = await refunds.getDuplicate(d.db, f.subjectId);
-  if (!dup || dup.refundState === 'REFUNDED') return true;
+/** REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome. */
+export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const dup = await refunds.getDuplicate(d.db, job.subjectId);
+  if (!dup || dup.refundState === 'REFUNDED') return 'done';
   let state: refunds.DuplicateRefundState;
   let ref: string | null = null;
   try {
@@ -167,7 +137,40 @@ async function refundDuplicate(d: UseCaseDeps, f: FollowUp): Promise<boolean> {
   } catch (err) {
     state = err instanceof ProviderRejectedError ? 'FAILED' : 'UNKNOWN';
   }
-  await refunds.setDuplicateRefundState(d.db, dup.id, state, ref, nowOf(d));
+  await withTx(d.db, async (tx) => {
+    const now = nowOf(d);
+    await refunds.setDuplicateRefundState(tx, dup.id, state, ref, now);
+    if (state === 'PENDING' || state === 'UNKNOWN') {
+      await jobs.schedule(tx, 'CHECK_DUPLICATE_REFUND', dup.id, new Date(now.getTime() + DUPLICATE_CHECK_MS));
+    }
+  });
   d.log.warn({ duplicateId: dup.id, state }, 'duplicate payment recorded and refunded automatically');
-  return true;
+  return 'done';
+}
+
+/**
+ * CHECK_DUPLICATE_REFUND: a duplicate's refund not settled yet is asked about (again after the
+ * job's backoff while the provider has it pending); one the provider lost or failed is requested
+ * again (REFUND_DUPLICATE).
+ */
+export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const dup = await refunds.getDuplicate(d.db, job.subjectId);
+  if (!dup || (dup.refundState !== 'PENDING' && dup.refundState !== 'UNKNOWN')) return 'done';
+  let state;
+  try {
+    state = (await d.providers.byName(dup.provider).queryRefund({ refundId: dup.id, paidAttemptId: dup.tradeNo })).state;
+  } catch (err) {
+    if (!(err instanceof ProviderRejectedError)) d.log.warn({ err, duplicateId: dup.id }, 'duplicate refund check failed');
+    return 'retry';
+  }
+  if (state === 'SUCCEEDED') {
+    await refunds.setDuplicateRefundState(d.db, dup.id, 'REFUNDED', null, nowOf(d));
+    return 'done';
+  }
+  if (state === 'NOT_FOUND' || state === 'FAILED') {
+    await jobs.schedule(d.db, 'REFUND_DUPLICATE', dup.id, nowOf(d));
+    d.wakeWorkers();
+    return 'done';
+  }
+  return 'retry';
 }

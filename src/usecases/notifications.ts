@@ -16,8 +16,9 @@ import {
 } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow } from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 import * as refunds from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
 import type { TradeRow } from '../store/trades.ts';
@@ -74,10 +75,10 @@ export async function keep(
  * attempt of a trade (with the trade's row).
  */
 export async function ownerOfTradeNo(db: Queryable, no: string): Promise<{ attempt: AttemptRow; trade: TradeRow | null } | null> {
-  const attempt = await orders.getAttempt(db, no);
+  const attempt = await attempts.getAttempt(db, no);
   if (attempt) return { attempt, trade: null };
   const trade = await trades.getTrade(db, no);
-  const owner = trade ? await orders.getAttempt(db, trade.attemptId) : null;
+  const owner = trade ? await attempts.getAttempt(db, trade.attemptId) : null;
   return owner ? { attempt: owner, trade } : null;
 }
 
@@ -109,8 +110,8 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       }
     }
     await withTx(d.db, async (tx) => {
-      const o = (await orders.getOrder(tx, attempt0.orderId, true))!;
-      const a = (await orders.getAttempt(tx, attempt0.id))!;
+      const o = (await orders.getOrderLocked(tx, attempt0.orderId))!;
+      const a = (await attempts.getAttempt(tx, attempt0.id))!;
       const trade = owner.trade && (await trades.getTrade(tx, owner.trade.id))!;
       const now = nowOf(d);
       if (trade) {
@@ -127,7 +128,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       }
       if (n.state === 'PAID') {
         if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
-        if (n.providerRef) await orders.noteAttemptProviderRef(tx, a.id, n.providerRef);
+        if (n.providerRef) await attempts.noteAttemptProviderRef(tx, a.id, n.providerRef);
         if (a.state === 'CLOSED' || a.state === 'FAILED') {
           // The provider took the money although the attempt was recorded as ended (its close
           // crossed the payment): the money is real. The order succeeds if it still can, else
@@ -139,7 +140,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       }
       if (a.state === 'PAID' || a.state === 'CLOSED' || a.state === 'FAILED') return;
       await setAttempt(tx, flow, a, n.state === 'FAILED' ? 'FAILED' : 'CLOSED', {}, now);
-      const latest = await orders.latestAttempt(tx, o.id);
+      const latest = await attempts.latestAttempt(tx, o.id);
       if (latest?.id === a.id && (o.status === 'PAYING' || o.status === 'UNKNOWN')) {
         if (n.state === 'FAILED') await setOrderStatus(tx, flow, o, 'FAILED', { failureReason: n.reason ?? 'PAYMENT_FAILED' }, now);
         else await setOrderStatus(tx, flow, o, 'CLOSED', { closedReason: 'PROVIDER_CLOSED' }, now);

@@ -17,32 +17,43 @@ import {
 } from '../domain/states.ts';
 import type { Tx } from '../store/db.ts';
 import { insertEvent } from '../store/events.ts';
-import { addFollowUp } from '../store/follow-ups.ts';
+import * as jobs from '../store/jobs.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptChange, AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptChange, AttemptRow, OrderChange, OrderRow } from '../store/orders.ts';
+import type { OrderChange, OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundChange, RefundRow } from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
 
 /**
  * Moves the attempt to `to` (nothing when it is there already); `a` is updated in place (state, and
- * the time it was made). An attempt that ends (CLOSED, FAILED) has its trades still live at the
- * provider closed there afterwards (follow-ups).
+ * the time it was made). `checkAt`: the provider is asked about it then (CHECK_ATTEMPT). An attempt
+ * that ends (CLOSED, FAILED) has its trades still live at the provider closed there afterwards
+ * (CLOSE_TRADE jobs).
  */
-export async function setAttempt(tx: Tx, flow: string, a: AttemptRow, to: AttemptState, change: AttemptChange, now: Date): Promise<void> {
+export async function setAttempt(
+  tx: Tx,
+  flow: string,
+  a: AttemptRow,
+  to: AttemptState,
+  change: AttemptChange & { checkAt?: Date },
+  now: Date,
+): Promise<void> {
   if (a.state === to) return;
   const t = transition('attempt', flow, a.state, to);
-  if (!(await orders.setAttemptState(tx, a.id, t, change, now))) {
+  if (!(await attempts.setAttemptState(tx, a.id, t, change, now))) {
     throw new Error(`${flow}: attempt ${a.id} changed under the order's lock`);
   }
+  if (change.checkAt) await jobs.schedule(tx, 'CHECK_ATTEMPT', a.id, change.checkAt);
   a.state = to;
   if (change.madeAt) a.madeAt = change.madeAt;
   if (to === 'CLOSED' || to === 'FAILED') await closeTradesLater(tx, a.id, null, now);
 }
 
-/** Closes at the provider, afterwards (follow-ups), the attempt's trades still live there, but `except`. */
+/** Closes at the provider, afterwards (CLOSE_TRADE jobs), the attempt's trades still live there, but `except`. */
 export async function closeTradesLater(tx: Tx, attemptId: string, except: string | null, now: Date): Promise<void> {
-  for (const t of await trades.liveTradesOfAttempt(tx, attemptId, except)) await addFollowUp(tx, 'CLOSE_TRADE', t.id, now);
+  for (const t of await trades.liveTradesOfAttempt(tx, attemptId, except)) await jobs.schedule(tx, 'CLOSE_TRADE', t.id, now);
 }
 
 /** Moves a trade to `to` under its order's lock (nothing when it is there already); false when it changed meanwhile. */
@@ -76,17 +87,21 @@ export async function setOrderStatus(
   return fresh;
 }
 
-/** Moves the refund to `to` (its order locked), bumps the order's stateVersion, writes REFUND_SUCCEEDED / REFUND_FAILED. */
+/**
+ * Moves the refund to `to` (its order locked), bumps the order's stateVersion, writes
+ * REFUND_SUCCEEDED / REFUND_FAILED. `checkAt`: the provider is asked about it then (CHECK_REFUND).
+ */
 export async function setRefundState(
   tx: Tx,
   flow: string,
   r: RefundRow,
   to: RefundState,
-  change: RefundChange,
+  change: RefundChange & { checkAt?: Date },
   now: Date,
 ): Promise<RefundRow> {
   if (r.state === to) return r;
   const fresh = await refunds.setRefundState(tx, r.id, transition('refund', flow, r.state, to), change, now);
+  if (change.checkAt) await jobs.schedule(tx, 'CHECK_REFUND', r.id, change.checkAt);
   const order = await orders.bumpStateVersion(tx, r.orderId, now);
   const type = refundEventType(to);
   if (type) await writeEvent(tx, type, order, now, fresh);
@@ -129,12 +144,12 @@ export async function confirmPaid(
   if (canTransition('order', order.status, 'SUCCEEDED')) {
     const change = trade ? { paidAttemptId: attempt.id, paidTradeNo: trade.id } : { paidAttemptId: attempt.id };
     const fresh = await setOrderStatus(tx, flow, order, 'SUCCEEDED', change, now);
-    for (const sibling of await orders.attemptsOf(tx, order.id)) {
+    for (const sibling of await attempts.attemptsOf(tx, order.id)) {
       if (sibling.id !== attempt.id && sibling.state === 'ACCEPTED') await closeStrayLater(tx, sibling.id, now);
     }
     // The attempt's other ways to pay: its other trades, and its own order when a trade paid.
     await closeTradesLater(tx, attempt.id, tradeNo, now);
-    if (trade) await addFollowUp(tx, 'CLOSE_TRADE', attempt.id, now);
+    if (trade) await jobs.schedule(tx, 'CLOSE_TRADE', attempt.id, now);
     return { order: fresh, duplicateId: null };
   }
   const id = `dup_${tradeNo.slice(4)}`;
@@ -143,22 +158,24 @@ export async function confirmPaid(
     { id, orderId: order.id, attemptId: attempt.id, tradeNo, amountFen: order.amountFen, provider: trade?.provider ?? attempt.provider },
     now,
   );
-  if (added) await addFollowUp(tx, 'REFUND_DUPLICATE', id, now);
+  if (added) await jobs.schedule(tx, 'REFUND_DUPLICATE', id, now);
   return { order, duplicateId: added ? id : null };
 }
 
 /**
  * The provider holds (or may hold) a payment for an attempt this order can no longer use: it is
- * closed there by a follow-up (src/usecases/follow-ups.ts), written with the change that needs it.
+ * closed there by a follow-up job (src/usecases/follow-ups.ts), written with the change that needs it.
  */
 export function closeStrayLater(tx: Tx, attemptId: string, now: Date): Promise<void> {
-  return addFollowUp(tx, 'CLOSE_STRAY_ATTEMPT', attemptId, now);
+  return jobs.schedule(tx, 'CLOSE_STRAY_ATTEMPT', attemptId, now);
 }
 
-/** Backoff for re-asking the provider about an uncertain outcome: 2 s, 4 s, ... capped at 5 min. */
-export function nextCheckAt(now: Date, checks: number): Date {
-  const base = Math.min(2000 * 2 ** Math.min(checks, 10), 300_000);
-  return new Date(now.getTime() + base + Math.floor(Math.random() * base * 0.2));
+/** An uncertain outcome is first asked about again this soon (then with the job's backoff). */
+export const FIRST_CHECK_MS = 2_000;
+
+/** When an uncertain outcome recorded at `now` is first asked about again. */
+export function firstCheckAt(now: Date): Date {
+  return new Date(now.getTime() + FIRST_CHECK_MS);
 }
 
 /**
@@ -168,6 +185,6 @@ export function nextCheckAt(now: Date, checks: number): Date {
  */
 export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, now: Date): Promise<void> {
   if (o.status !== 'PAYING') return;
-  if ((await orders.attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
+  if ((await attempts.attemptsOf(tx, o.id)).some(isLiveAttempt)) return;
   await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
 }

@@ -22,6 +22,7 @@ import type { OrderSearch } from '../store/back-office-reads.ts';
 import * as events from '../store/events.ts';
 import * as merchants from '../store/merchants.ts';
 import type { AppKeyRow, AppRow } from '../store/merchants.ts';
+import * as attemptsStore from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
@@ -139,7 +140,7 @@ export async function orderDetail(d: BackOfficeDeps, actor: MerchantActor, order
   const order = /^ord_[A-Za-z0-9]{1,60}$/.test(orderId) ? await orders.getOrder(d.db, orderId) : null;
   if (!order || order.merchantId !== actor.merchantId) throw notFound('order');
   const [attempts, tradeRows, refundRows, eventRows] = await Promise.all([
-    orders.attemptsOf(d.db, order.id),
+    attemptsStore.attemptsOf(d.db, order.id),
     trades.tradesOfOrder(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),

@@ -16,10 +16,11 @@
  * rerun finds the same rows, applies nothing twice (the notice path is idempotent), and resolves
  * what it no longer finds.
  *
- * Runs are rows claimed with a lease (several instances run each once): the daily run of
- * yesterday for each provider that has statements, created from RECONCILIATION_HOUR, and runs
- * asked for by an operator for any day. A run works in the background of the worker loop, renewing
- * its lease, so a large statement does not hold up the other tasks.
+ * Runs are rows, each run by its RECONCILE_STATEMENT job (several instances run each once): the
+ * daily run of yesterday for each provider that has statements, created from RECONCILIATION_HOUR
+ * (SCHEDULE_RECONCILIATION), and runs asked for by an operator for any day. A run works in the
+ * background of the worker loop, renewing its job's lease, so a large statement does not hold up
+ * the other jobs.
  */
 import { DomainError } from '../domain/errors.ts';
 import type { Actor } from '../domain/operators.ts';
@@ -31,17 +32,18 @@ import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts'
 import { shanghaiDay } from '../domain/money.ts';
 import { shanghaiDayStart } from '../domain/statements.ts';
 import * as refunds from '../store/refunds.ts';
+import { retryDelayMs } from '../domain/jobs.ts';
+import { withTx } from '../store/db.ts';
+import * as jobs from '../store/jobs.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { audited } from './audit.ts';
+import type { Job, JobOutcome } from './jobs.ts';
 import { applyNotification, ownerOfTradeNo } from './notifications.ts';
 
 /** The daily run of yesterday is created from this hour, Asia/Shanghai (the acquirers' bills of T-1 are ready by then). */
 export const RECONCILIATION_HOUR = 10;
-/** A run's lease, renewed as it works; a run whose instance stopped is taken over once it lapses. */
-export const RUN_LEASE_MS = 5 * 60_000;
-/** A failed run (the statement not ready, the provider not answering) is tried again an hour later, 6 times in all. */
-export const RUN_RETRY_MS = 60 * 60_000;
-export const RUN_MAX_TRIES = 6;
+// A failed run (the statement not ready, the provider not answering) is tried again an hour later,
+// 6 times in all: the RECONCILE_STATEMENT kind's backoff (src/domain/jobs.ts).
 /** Statement lines stored per statement; lines classified per statement. */
 const LINE_BATCH = 2000;
 const CLASSIFY_RANGE = 50_000;
@@ -80,6 +82,7 @@ export async function requestReconciliation(d: UseCaseDeps, actor: Actor, day: s
     const queued: RunRow[] = [];
     for (const p of targets) {
       const run = await recon.queueRun(tx, p.name, day, now);
+      await jobs.schedule(tx, 'RECONCILE_STATEMENT', run.id, now);
       await record({
         action: 'reconciliation.request',
         entityType: 'reconciliation_run',
@@ -95,23 +98,47 @@ export async function requestReconciliation(d: UseCaseDeps, actor: Actor, day: s
   return runs;
 }
 
-/** Creates the daily runs of yesterday, once RECONCILIATION_HOUR has come (Asia/Shanghai). Answers the day scheduled, or null. */
+/** Creates the daily runs of yesterday (with their jobs), once RECONCILIATION_HOUR has come (Asia/Shanghai). Answers the day scheduled, or null. */
 export async function scheduleDailyRuns(d: UseCaseDeps): Promise<string | null> {
   const nowMs = d.clock.now();
   const today = shanghaiDayOf(nowMs);
   if (nowMs < Date.parse(`${today}T00:00:00+08:00`) + RECONCILIATION_HOUR * H) return null;
   const yesterday = shanghaiDayOf(nowMs - DAY_MS);
-  for (const p of reconcilableProviders(d)) await recon.ensureScheduledRun(d.db, p.name, yesterday, nowOf(d));
+  for (const p of reconcilableProviders(d)) {
+    await withTx(d.db, async (tx) => {
+      const now = nowOf(d);
+      const id = await recon.ensureScheduledRun(tx, p.name, yesterday, now);
+      if (id !== null) await jobs.schedule(tx, 'RECONCILE_STATEMENT', id, now);
+    });
+  }
   return yesterday;
+}
+
+/** SCHEDULE_RECONCILIATION: the daily runs, once their hour has come. */
+export async function scheduleReconciliation(d: UseCaseDeps): Promise<JobOutcome> {
+  await scheduleDailyRuns(d);
+  return 'done';
+}
+
+/** RECONCILE_STATEMENT: the run the job names, executed to its end; a failed run is tried again by the job's backoff. */
+export async function reconcileStatement(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
+  const run = await recon.startRun(d.db, job.subjectId, nowOf(d));
+  if (run === null) return 'done';
+  const retry = retryDelayMs('RECONCILE_STATEMENT', job.runs);
+  const done = await executeRun(d, run, job.renew, retry === null ? null : new Date(d.clock.now() + retry));
+  return done.status === 'FAILED' ? 'retry' : 'done';
 }
 
 class LeaseLost extends Error {}
 
-/** Executes a claimed run to its end: COMPLETED with its counts, or FAILED (tried again later). */
-export async function executeRun(d: UseCaseDeps, run: RunRow): Promise<RunRow> {
-  const leaseFrom = run.startedAt!;
+/**
+ * Executes a started run to its end: COMPLETED with its counts, or FAILED (tried again from
+ * `retryAt`, when given). `renew` extends the job's lease as it works; false: another instance
+ * took the run over, and this one stops.
+ */
+export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
   const renew = async () => {
-    if (!(await recon.renewLease(d.db, run.id, leaseFrom, new Date(d.clock.now() + RUN_LEASE_MS)))) throw new LeaseLost();
+    if (!(await renewLease())) throw new LeaseLost();
   };
   try {
     const provider = d.providers.byName(run.provider);
@@ -185,7 +212,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow): Promise<RunRow> {
       { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
       'reconciliation run failed; tried again later',
     );
-    await recon.failRun(d.db, run.id, why, nowOf(d), new Date(d.clock.now() + RUN_RETRY_MS));
+    await recon.failRun(d.db, run.id, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
 }
@@ -237,35 +264,6 @@ async function check(d: UseCaseDeps, provider: PaymentProvider, l: LineRow): Pro
     d.log.warn({ err, subjectId: l.subjectId }, 'reconciliation: the provider could not be asked; line left unchecked');
     return 'UNCHECKED';
   }
-}
-
-/**
- * The worker task: creates the daily runs when due, claims a due run and executes it in the
- * background (one at a time per instance), so that the worker loop's other tasks go on meanwhile.
- */
-export function createReconciler(d: UseCaseDeps): { name: string; run(): Promise<number>; idle(): Promise<void> } {
-  let running: Promise<unknown> | null = null;
-  let scheduled: string | null = null;
-  return {
-    name: 'reconcile statements',
-    async run() {
-      const today = shanghaiDayOf(d.clock.now());
-      if (scheduled !== today && (await scheduleDailyRuns(d)) !== null) scheduled = today;
-      if (running !== null) return 0;
-      const run = await recon.claimDueRun(d.db, nowOf(d), RUN_LEASE_MS, RUN_MAX_TRIES);
-      if (run === null) return 0;
-      running = executeRun(d, run)
-        .catch((err: unknown) => d.log.error({ err, runId: run.id }, 'reconciliation run could not be recorded'))
-        .finally(() => {
-          running = null;
-          d.wakeWorkers();
-        });
-      return 1;
-    },
-    async idle() {
-      while (running !== null) await running;
-    },
-  };
 }
 
 /** A run with its lines counted by outcome (the back office's view). */

@@ -11,14 +11,17 @@ import { newId } from '../domain/ids.ts';
 import { exceedsSingleCeiling } from '../domain/money.ts';
 import { MERCHANT_NO_RE } from '../domain/order-input.ts';
 import { type Tx, withTx } from '../store/db.ts';
-import { addFollowUp } from '../store/follow-ups.ts';
+import * as attempts from '../store/attempts.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { OrderRow } from '../store/orders.ts';
+import * as recreateRequests from '../store/recreate-requests.ts';
 import * as trades from '../store/trades.ts';
 import { runAttempt, settledLatest } from './attempts.ts';
 import { closeAtProvider } from './close-order.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
-import { confirmPaid, nextCheckAt, setAttempt, setTrade } from './payment-state.ts';
+import { confirmPaid, firstCheckAt, setAttempt, setTrade } from './payment-state.ts';
 import type { OrderOutcome } from './results.ts';
 
 const FLOW = 're-create attempt';
@@ -32,15 +35,15 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
   const seen = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.attempt ?? null;
   const mc = await d.merchantConfig.get(caller.app.merchantId);
   const start = await withTx(d.db, async (tx): Promise<Start> => {
-    const o = await orders.findOrder(tx, caller.app.id, outTradeNo, true);
+    const o = await orders.findOrderLocked(tx, caller.app.id, outTradeNo);
     if (!o) throw new DomainError('NOT_FOUND');
     const now = nowOf(d);
     // This request id was already a re-create of this order (the winner that made an attempt, or a
     // loser that overlapped one): this is its retry, after it was cut off before its answer was
     // recorded, or after a loser's 503 (the winner's attempt was still being created). Answered
     // from the order as it is now; no attempt.
-    if (await orders.recreateRequestSeen(tx, o.id, caller.requestId)) return { kind: 'loser', order: o };
-    const record = (attemptId: string | null) => orders.recordRecreateRequest(tx, o.id, caller.requestId, attemptId, now);
+    if (await recreateRequests.recreateRequestSeen(tx, o.id, caller.requestId)) return { kind: 'loser', order: o };
+    const record = (attemptId: string | null) => recreateRequests.recordRecreateRequest(tx, o.id, caller.requestId, attemptId, now);
     if (!['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status) || o.expireAt.getTime() <= now.getTime()) {
       throw new DomainError(
         'STATE_INVALID',
@@ -63,8 +66,8 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
     if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
       throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ['SINGLE_AMOUNT'] } });
     }
-    const attempts = await orders.attemptsOf(tx, o.id);
-    const beingMade = attempts.find((a) => a.state === 'PENDING');
+    const all = await attempts.attemptsOf(tx, o.id);
+    const beingMade = all.find((a) => a.state === 'PENDING');
     if (beingMade) {
       await record(null);
       return { kind: 'loser', order: o, awaiting: beingMade.id };
@@ -74,7 +77,7 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
     // its request recorded its outcome after this request arrived. The two overlapped; that one
     // is the winner. A re-create sent after the winner's answer finds it settled, and makes a new
     // attempt. (An attempt the reconciler settled has no made_at and does not count.)
-    const latest = attempts.at(-1);
+    const latest = all.at(-1);
     if (
       latest &&
       (latest.state === 'ACCEPTED' || latest.state === 'UNKNOWN') &&
@@ -86,14 +89,14 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
       await record(null);
       return { kind: 'loser', order: o };
     }
-    const fresh = await orders.insertAttempt(
+    const fresh = await attempts.insertAttempt(
       tx,
       o,
       { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: provider.name, createdBy: d.instanceId },
       now,
     );
     await record(fresh.id);
-    return { kind: 'winner', order: o, attempt: fresh, previous: attempts.filter((a) => a.state === 'ACCEPTED') };
+    return { kind: 'winner', order: o, attempt: fresh, previous: all.filter((a) => a.state === 'ACCEPTED') };
   });
   if (start.kind === 'loser') {
     // A concurrent re-create is making the attempt: answer with a projection of that winner.
@@ -121,7 +124,7 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
     for (const t of await trades.liveTradesOfAttempt(d.db, old.id, null)) {
       const outcome = await closeAtProvider(d, t.provider, t.id);
       const stop = await withTx(d.db, async (tx) => {
-        const o = (await orders.getOrder(tx, start.order.id, true))!;
+        const o = (await orders.getOrderLocked(tx, start.order.id))!;
         const fresh = (await trades.getTrade(tx, t.id))!;
         const now = nowOf(d);
         const live = fresh.state === 'NEW' || fresh.state === 'OPEN';
@@ -131,10 +134,10 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
         }
         // Not known to be closed: closed again afterwards (a follow-up); the re-create goes on.
         if (outcome === 'UNCERTAIN') {
-          if (live) await addFollowUp(tx, 'CLOSE_TRADE', fresh.id, now);
+          if (live) await jobs.schedule(tx, 'CLOSE_TRADE', fresh.id, now);
           return null;
         }
-        return stopRecreate(tx, start.attempt.id, outcome, o, (await orders.getAttempt(tx, old.id))!, fresh, now);
+        return stopRecreate(tx, start.attempt.id, outcome, o, (await attempts.getAttempt(tx, old.id))!, fresh, now);
       });
       if (stop) {
         d.wakeWorkers();
@@ -143,8 +146,8 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
     }
     const outcome = await closeAtProvider(d, old.provider, old.id);
     const stop = await withTx(d.db, async (tx) => {
-      const o = (await orders.getOrder(tx, start.order.id, true))!;
-      const a = (await orders.getAttempt(tx, old.id))!;
+      const o = (await orders.getOrderLocked(tx, start.order.id))!;
+      const a = (await attempts.getAttempt(tx, old.id))!;
       const now = nowOf(d);
       if (outcome === 'CLOSED') {
         if (a.state === 'ACCEPTED' || a.state === 'UNKNOWN') await setAttempt(tx, FLOW, a, 'CLOSED', {}, now);
@@ -152,7 +155,7 @@ async function makeAttempt(d: UseCaseDeps, start: { order: OrderRow; attempt: At
       }
       if (outcome === 'UNCERTAIN') {
         // Uncertain attempts are not closed; the reconciler converges them.
-        if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+        if (a.state === 'ACCEPTED') await setAttempt(tx, FLOW, a, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
         return null;
       }
       return stopRecreate(tx, start.attempt.id, outcome, o, a, null, now);
@@ -179,8 +182,8 @@ async function stopRecreate(
   trade: trades.TradeRow | null,
   now: Date,
 ): Promise<DomainError> {
-  const pending = (await orders.getAttempt(tx, pendingId))!;
-  if (pending.state === 'PENDING') await orders.withdrawPendingAttempt(tx, pending.id);
+  const pending = (await attempts.getAttempt(tx, pendingId))!;
+  if (pending.state === 'PENDING') await attempts.withdrawPendingAttempt(tx, pending.id);
   if (outcome === 'PAID') {
     await confirmPaid(tx, FLOW, o, a, now, trade);
     return new DomainError('STATE_INVALID', 'The order has been paid; query the order.');

@@ -11,21 +11,19 @@ import { refundDigest } from '../domain/order-input.ts';
 import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
+import { RefundNumberTaken } from '../store/errors.ts';
+import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
-import { countedRefundsFen, nextCheckAt, setRefundState } from './payment-state.ts';
+import { countedRefundsFen, firstCheckAt, setRefundState } from './payment-state.ts';
 import type { RefundOutcome } from './results.ts';
 
 const FLOW = 'create refund';
-
-/** A unique violation on refunds(app_id, out_refund_no): the same refund number raced on two orders. */
-function isRefundNoRace(err: unknown): boolean {
-  const e = err as { code?: string; table?: string; constraint?: string } | null;
-  return e?.code === '23505' && e.table === 'refunds' && e.constraint !== 'refunds_pkey';
-}
+/** A refund the provider accepted (PENDING) is first asked about this soon. */
+const PENDING_CHECK_MS = 5_000;
 
 export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
   const digest = refundDigest(input);
@@ -36,7 +34,7 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
   try {
     step = await reserveRefund(d, caller, input, digest);
   } catch (err) {
-    if (!isRefundNoRace(err)) throw err;
+    if (!(err instanceof RefundNumberTaken)) throw err;
     step = await reserveRefund(d, caller, input, digest);
   }
   if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
@@ -61,7 +59,7 @@ async function reserveRefund(
     };
     const before = await used();
     if (before) return before;
-    const order = await orders.findOrder(tx, caller.app.id, input.outTradeNo, true);
+    const order = await orders.findOrderLocked(tx, caller.app.id, input.outTradeNo);
     if (!order) throw new DomainError('NOT_FOUND');
     // Again under the order's lock: a concurrent refund of this number that held the lock is
     // committed now, and this one replays it (not judged against the amount it took). One of
@@ -76,7 +74,7 @@ async function reserveRefund(
         details: { scope: 'REFUND_CUMULATIVE', outRefundNo: input.outRefundNo },
       });
     }
-    const paid = (await orders.getAttempt(tx, order.paidAttemptId!))!;
+    const paid = (await attempts.getAttempt(tx, order.paidAttemptId!))!;
     const now = nowOf(d);
     const refund = await refunds.insertRefund(
       tx,
@@ -132,13 +130,13 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       return r;
     }
     if (result === 'REJECTED') return setRefundState(tx, FLOW, r, 'FAILED', { failureReason: rejectReason }, now);
-    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { nextCheckAt: nextCheckAt(now, 0) }, now);
+    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
     return setRefundState(
       tx,
       FLOW,
       r,
       result.outcome,
-      { providerRef: result.providerRef, nextCheckAt: result.outcome === 'PENDING' ? new Date(now.getTime() + 5000) : null },
+      { providerRef: result.providerRef, checkAt: result.outcome === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
       now,
     );
   });
@@ -172,7 +170,7 @@ export async function reviveLostRefund(
     'refund reported after it was judged lost',
     r,
     to,
-    { providerRef, nextCheckAt: to === 'PENDING' ? new Date(now.getTime() + 5000) : null },
+    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
     now,
   );
   const o = (await orders.getOrder(tx, r.orderId))!;

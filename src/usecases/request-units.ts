@@ -7,13 +7,15 @@
  *
  * A concurrent duplicate waits for the holder and replays its answer; a holder that is gone (its
  * lease ran out, or its instance stopped beating: a crash, a kill) is taken over within seconds.
- * 429 and 503 answers are not kept. Answers are kept REPLAY_RETENTION_HOURS.
+ * Which answers are kept is the surface's to say (each answer says so); answers are kept
+ * REPLAY_RETENTION_HOURS.
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
 import type { Db } from '../store/db.ts';
-import type { InlineClaim, RecordedAnswer } from '../store/orders.ts';
-import { purgeRecreateRequests } from '../store/orders.ts';
+import type { RecordedAnswer } from '../store/attempt-acceptance.ts';
+import type { InlineClaim } from '../store/order-inserts.ts';
+import { purgeRecreateRequests } from '../store/recreate-requests.ts';
 import * as replays from '../store/replays.ts';
 import type { RequestKey } from '../store/replays.ts';
 import type { Log } from './deps.ts';
@@ -30,10 +32,15 @@ export const INSTANCE_GONE_AFTER_MS = 4000;
 /** How long a duplicate waits for a holder that is still running before it is answered 503. */
 export const WAIT_LIMIT_MS = 10_000;
 
-/** An answer: the status and the exact body bytes sent (and replayed). */
+/** An answer: the status and the exact body bytes sent (and replayed), as the surface renders them. */
 export interface Answer {
   status: number;
   body: string;
+}
+
+/** An answer, and whether it is kept for replay (the surface's rule: a "try again" answer is not). */
+export interface FinalAnswer extends Answer {
+  kept: boolean;
 }
 
 export type Decided = { kind: 'replay'; status: number; body: string } | { kind: 'conflict' } | { kind: 'busy' };
@@ -48,8 +55,8 @@ export class RequestDecided extends Error {
   }
 }
 
-/** Renders a use case's result as the answer the surface will send; null when it is not kept. */
-export type Render = (result: unknown) => Answer | null;
+/** Renders a use case's result as the answer the surface will send. */
+export type Render = (result: unknown) => FinalAnswer;
 
 const sleep = (ms: number) => new Promise<void>((res) => setTimeout(res, ms));
 
@@ -252,7 +259,7 @@ export class RequestUnit {
   answerFor(result: unknown): RecordedAnswer | null {
     if (!this.#holder) return null;
     const a = this.#render(result);
-    if (a === null) return null;
+    if (!a.kept) return null;
     return { appId: this.key.appId, requestId: this.key.requestId, holder: this.#holder.holder, status: a.status, body: a.body };
   }
 
@@ -264,12 +271,12 @@ export class RequestUnit {
   /**
    * Ends the unit with `answer` (the surface's rendering of the operation's outcome) and answers
    * what to send: the answer recorded by the operation if it did, else `answer`, kept for replay
-   * (fenced by the holder) unless it is a 429 or 503. A unit that never held the id claims it now:
+   * (fenced by the holder) when the surface says it is kept, else given up. A unit that never held the id claims it now:
    * the first claim's answer is the one kept (RequestDecided otherwise). `answer` may be given as a
    * function: it is then called only when the operation recorded no answer (nothing is rendered
    * twice), before any claim made here.
    */
-  async finish(answer: Answer | (() => Answer)): Promise<Answer> {
+  async finish(answer: FinalAnswer | (() => FinalAnswer)): Promise<Answer> {
     const u = this.#units;
     if (this.#recorded) {
       u.release(this.key);
@@ -280,7 +287,7 @@ export class RequestUnit {
     const h = this.#holder!;
     const ids = { appId: this.key.appId, requestId: this.key.requestId };
     try {
-      if (a.status === 429 || a.status === 503) {
+      if (!a.kept) {
         await replays.abandonRequestId(u.db, ids.appId, ids.requestId, h.holder);
       } else if (!(await replays.completeRequestId(u.db, ids.appId, ids.requestId, h.holder, a.status, a.body))) {
         // Taken over meanwhile (this holder was judged gone): the answer is sent, not kept.

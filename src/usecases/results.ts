@@ -3,7 +3,8 @@
  * renderer is src/http/open-answers.ts). `replayed`: the answer is a projection of what already
  * existed rather than something this request created.
  */
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import type { OrderRow } from '../store/orders.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import type { AccountRow } from '../store/merchants.ts';
 import type { Allocation } from '../domain/money.ts';

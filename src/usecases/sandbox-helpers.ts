@@ -4,6 +4,8 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import * as attempts from '../store/attempts.ts';
+import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { tradeNosOfOrder } from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
@@ -18,11 +20,11 @@ export async function sandboxBuyerAction(
 ): Promise<{ orderId: string; attemptId: string; status: string }> {
   const order = await orders.getOrder(d.db, orderId);
   if (!order) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
-  const attempts = await orders.attemptsOf(d.db, order.id);
+  const all = await attempts.attemptsOf(d.db, order.id);
   const target =
     attemptId !== undefined
-      ? attempts.find((a) => a.id === attemptId)
-      : [...attempts].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
+      ? all.find((a) => a.id === attemptId)
+      : [...all].reverse().find((a) => a.state === 'ACCEPTED' || a.state === 'UNKNOWN');
   if (!target) throw new DomainError('STATE_INVALID', 'the order has no attempt the buyer can pay');
   const r = await sandbox.buyerAction(target.id, action);
   if (r === 'NOT_FOUND') throw new DomainError('STATE_INVALID', 'the provider has no payment for this attempt');
@@ -32,7 +34,7 @@ export async function sandboxBuyerAction(
   return { orderId: fresh.id, attemptId: target.id, status: fresh.status };
 }
 
-/** Ends the order's payment window now, at the provider too (the expiry worker then closes it). */
+/** Ends the order's payment window now, at the provider too (its EXPIRE_ORDER job, due now, then closes it). */
 export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxProvider, orderId: string): Promise<void> {
   const ended = await orders.endPaymentWindow(d.db, orderId, nowOf(d));
   if (!ended) {
@@ -41,5 +43,6 @@ export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxPr
   }
   // The attempts' own payments and their trades' (JSAPI, Native).
   await sandbox.expirePayments([...ended.attemptIds, ...(await tradeNosOfOrder(d.db, orderId))], ended.expireAt);
+  await jobs.schedule(d.db, 'EXPIRE_ORDER', orderId, nowOf(d));
   d.wakeWorkers();
 }

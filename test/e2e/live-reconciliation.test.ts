@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { LiveSimulators } from '../../simulators/live.ts';
-import { claimDueRun } from '../../src/store/reconciliation.ts';
-import { RUN_LEASE_MS, RUN_MAX_TRIES, executeRun } from '../../src/usecases/reconciliation.ts';
+import { getRun } from '../../src/store/reconciliation.ts';
+import { reconcileStatement } from '../../src/usecases/reconciliation.ts';
 import { type Merchant, type TestApp, call, orderBody } from '../helpers/app.ts';
 import { FakeClock, type Receiver, waitFor } from '../helpers/events.ts';
 import { type LiveService, startLiveService } from '../helpers/live.ts';
@@ -52,8 +52,8 @@ test('paid at each acquirer, never told: the next day the bills converge both or
 
   const day = new Date(clock.now() + 8 * 3600_000).toISOString().slice(0, 10);
   clock.advance(24 * 3600_000);
-  // The runs are executed here, not by the worker loop, so that the expiry worker (its windows
-  // are long over) does not find the payments first by closing the orders.
+  // The runs are executed here (their jobs' handler), not by the worker loop, so that expiry (the
+  // orders' windows are long over) does not find the payments first by closing the orders.
   const asked = await t.admin('POST', '/reconciliation/runs', { day });
   assert.equal(asked.statusCode, 202, asked.body);
   assert.deepEqual(
@@ -64,12 +64,10 @@ test('paid at each acquirer, never told: the next day the bills converge both or
     ['alipay', 'sandbox', 'wechatpay'],
   );
   const done = [];
-  for (
-    let run = await claimDueRun(t.svc.db, new Date(clock.now()), RUN_LEASE_MS, RUN_MAX_TRIES);
-    run;
-    run = await claimDueRun(t.svc.db, new Date(clock.now()), RUN_LEASE_MS, RUN_MAX_TRIES)
-  ) {
-    done.push(await executeRun(t.svc, run));
+  for (const { runId } of asked.json().runs as { runId: string }[]) {
+    const job = { id: '0', kind: 'RECONCILE_STATEMENT' as const, subjectId: runId, runs: 1, renew: async () => true };
+    assert.equal(await reconcileStatement(t.svc, job), 'done');
+    done.push((await getRun(t.svc.db, runId))!);
   }
   for (const r of done) assert.equal(r.status, 'COMPLETED', `${r.provider}: ${r.error}`);
   const by = Object.fromEntries(done.map((r) => [r.provider, r]));

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
-import { OPEN_API_ERRORS } from '../../src/domain/errors.ts';
+import { OPEN_API_ERRORS } from '../../src/gate/open-errors.ts';
 import { type Merchant, type TestApp, call, nonce as newNonce, orderBody, provision, signedHeaders, startTestApp } from '../helpers/app.ts';
 import { OPEN, SIGNATURE_HEADERS, assertNoAddressLeak, platformKeys, verifyResponseSignature } from '../http/gate-kit.test.ts';
 

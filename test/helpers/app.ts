@@ -2,6 +2,7 @@
  * Test service: buildApp on a fresh database with a temporary DATA_DIR, plus merchant
  * provisioning through the admin API and signed open-API requests (decisions.md section 1).
  */
+import type { JobKind } from '../../src/domain/jobs.ts';
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -183,10 +184,25 @@ export function orderBody(o: Record<string, unknown> = {}): Record<string, unkno
 }
 
 /**
- * Runs the follow-up work the test's requests left (closing stray attempts, refunding duplicate
- * payments) until none is due: what the workers would do on their next passes.
+ * Runs the background jobs the test's requests left (closing stray attempts, refunding duplicate
+ * payments, ...) until none is due: what the workers would do on their next passes.
  */
 export async function drainFollowUps(t: TestApp): Promise<void> {
-  const { runFollowUps } = await import('../../src/usecases/follow-ups.ts');
-  for (let i = 0; i < 20 && (await runFollowUps(t.svc, 100)) > 0; i++);
+  for (let i = 0; i < 20 && (await t.workers.jobs.run()) > 0; i++) await t.workers.jobs.idle();
+}
+
+/** Makes the job (kind, subject) due now (subject '' for a recurring kind): as if its time had come. */
+export async function makeJobDue(t: TestApp, kind: JobKind, subjectId = ''): Promise<number> {
+  const r = await t.svc.db.query(
+    'UPDATE jobs SET run_at = $3, locked_by = NULL, holder_instance = NULL WHERE kind = $1 AND subject_id = $2',
+    [kind, subjectId, new Date(t.svc.clock.now() - 1)],
+  );
+  return r.rowCount ?? 0;
+}
+
+/** FIND_DUE_WORK now (it finds orders past their window, stalled attempts and refunds), then every job due. */
+export async function runDueWork(t: TestApp): Promise<void> {
+  await t.workers.jobs.run();
+  await makeJobDue(t, 'FIND_DUE_WORK');
+  await drainFollowUps(t);
 }

@@ -6,15 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Merchant, type TestApp, call, drainFollowUps, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { type Merchant, type TestApp, call, drainFollowUps, orderBody, provision, runDueWork, startTestApp } from '../helpers/app.ts';
 import { closeOrderById } from '../../src/usecases/close-order.ts';
-import { expireDueOrders as expire, reconcileCloses as closes } from '../../src/usecases/reconcile.ts';
 import { ProviderRejectedError, ProviderUncertainError, type PaymentProvider } from '../../src/providers/provider.ts';
 
 let t: TestApp;
 let m: Merchant;
-const expireDueOrders = (svc: TestApp['svc']) => expire(svc, 20);
-const reconcileCloses = (svc: TestApp['svc']) => closes(svc, 20);
 before(async () => {
   t = await startTestApp();
   m = await provision(t);
@@ -76,8 +73,9 @@ test('a rejected close does not withdraw the pending close of a concurrent close
   assert.equal(row.close_pending, 'MERCHANT_CLOSED', 'the kept close survives the other close rejection');
   const rc = await call(t, m, 'POST', `/api/open/v1/payments/${o.outTradeNo}/attempts`);
   assert.equal(rc.statusCode, 409, 'no new attempt while that close is pending');
-  await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() - interval '1 second' WHERE id = $1`, [o.openOrderId]);
-  assert.equal(await reconcileCloses(t.svc), 1);
+  // The kept close's hold lapses: FINISH_CLOSE finishes it.
+  await t.svc.db.query(`UPDATE orders SET close_held_until = now() - interval '1 second' WHERE id = $1`, [o.openOrderId]);
+  await runDueWork(t);
   assert.equal((await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [o.openOrderId])).rows[0].status, 'CLOSED');
 });
 
@@ -105,13 +103,13 @@ test('two overlapping closes both refused: the order is left as it was, and a re
       assert.equal(await a, 'PROVIDER_REJECTED');
     },
   );
-  const row = (await t.svc.db.query('SELECT status, close_pending, worker_lease_until FROM orders WHERE id = $1', [o.openOrderId])).rows[0];
+  const row = (await t.svc.db.query('SELECT status, close_pending, close_held_until FROM orders WHERE id = $1', [o.openOrderId])).rows[0];
   assert.equal(row.status, 'PAYING');
   assert.equal(row.close_pending, null, 'withdrawn');
-  assert.equal(row.worker_lease_until, null, 'a request close frees the lease');
+  assert.equal(row.close_held_until, null, 'the hold is released');
   assert.equal((await call(t, m, 'POST', `/api/open/v1/payments/${o.outTradeNo}/attempts`)).statusCode, 201, 're-create works again');
   await t.svc.db.query(`UPDATE orders SET expire_at = now() - interval '1 second' WHERE id = $1`, [o.openOrderId]);
-  await expireDueOrders(t.svc);
+  await runDueWork(t);
   assert.equal(
     (await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [o.openOrderId])).rows[0].status,
     'CLOSED',
@@ -119,7 +117,7 @@ test('two overlapping closes both refused: the order is left as it was, and a re
   );
 });
 
-test('expiry that the provider keeps rejecting keeps its lease: the other due orders still expire', async () => {
+test('expiry that the provider keeps rejecting backs off: the other due orders still expire', async () => {
   const ids: string[] = [];
   for (let i = 0; i < 21; i++) ids.push((await createOrder()).openOrderId);
   // The 20 oldest expired first; the 21st later (still due).
@@ -141,10 +139,16 @@ test('expiry that the provider keeps rejecting keeps its lease: the other due or
       return orig(id, opts);
     },
     async () => {
-      for (let tick = 0; tick < 3; tick++) await expireDueOrders(t.svc);
+      await runDueWork(t);
     },
   );
-  assert.equal(rejected, 20, 'each rejected order is tried once per lease, not at every tick');
+  assert.equal(rejected, 20, 'each rejected order is tried once, then waits for its backoff');
+  const backoff = await t.svc.db.query<{ runs: number; later: boolean }>(
+    `SELECT runs, run_at > now() AS later FROM jobs WHERE kind = 'EXPIRE_ORDER' AND subject_id = ANY($1)`,
+    [ids.slice(0, 20)],
+  );
+  assert.equal(backoff.rowCount, 20);
+  for (const j of backoff.rows) assert.deepEqual(j, { runs: 1, later: true });
   assert.equal((await t.svc.db.query('SELECT status FROM orders WHERE id = $1', [ids[20]])).rows[0].status, 'CLOSED');
   const pending = await t.svc.db.query('SELECT count(*)::int AS n FROM orders WHERE id = ANY($1) AND close_pending IS NOT NULL', [
     ids.slice(0, 20),

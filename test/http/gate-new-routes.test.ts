@@ -7,6 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Merchant, type TestApp, call, orderBody, provision, signedHeaders, startTestApp } from '../helpers/app.ts';
+import { FakeClock } from '../helpers/events.ts';
+
+const clock = new FakeClock();
 import { OPEN, assertUnsigned, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
 
 let t: TestApp;
@@ -19,7 +22,7 @@ const BIG = '{"a":"' + 'x'.repeat(65_530) + '"}';
 const DENIED = '198.51.100.77';
 
 before(async () => {
-  t = await startTestApp({ PLATFORM_IP_DENYLIST: '198.51.100.0/24', AUTH_FAILURE_LIMIT: '100000' });
+  t = await startTestApp({ PLATFORM_IP_DENYLIST: '198.51.100.0/24', AUTH_FAILURE_LIMIT: '100000' }, { clock });
   m = await provision(t);
   fenced = await provision(t, { app: { ipAllowlist: ['10.20.30.40/32'] } });
   slow = await provision(t, { app: { rateLimitPerSecond: 1 } });
@@ -96,7 +99,7 @@ describe('each step, on each new path', () => {
       }
       assert.ok(limited, `${r.url}: a 429 within five quick requests at 1/s`);
       await expectRejection(t, limited.r, { status: 429, code: 'OPEN_API_RATE_LIMITED', step: 8, sentRequestId: limited.requestId });
-      await new Promise((res) => setTimeout(res, 1100));
+      clock.advance(1100); // the next second's budget
     }
   });
 });

@@ -7,6 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Merchant, type TestApp, call, orderBody, provision, requestId as newRequestId, startTestApp } from '../helpers/app.ts';
+import { FakeClock } from '../helpers/events.ts';
+
+const clock = new FakeClock();
 import { OPEN, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
 
 let t: TestApp;
@@ -15,7 +18,7 @@ let m: Merchant;
 const PAYMENTS = `${OPEN}/payments`;
 
 before(async () => {
-  t = await startTestApp({ AUTH_FAILURE_LIMIT: '100000' });
+  t = await startTestApp({ AUTH_FAILURE_LIMIT: '100000' }, { clock });
   m = await provision(t);
 });
 after(() => t.stop());
@@ -204,7 +207,7 @@ describe('what is not kept or replayed', () => {
     }
     assert.ok(limited, 'a 429 at 1 request per second');
     assert.equal(await ordersOf(slow.appId, limited.body.outTradeNo as string), 0);
-    await new Promise((res) => setTimeout(res, 1100));
+    clock.advance(1100); // the next second's budget
     const retry = await send(t, slow, 'POST', PAYMENTS, limited.body, { requestId: limited.requestId });
     await expectSuccess(t, retry.r, limited.requestId, 201);
     assert.equal(await ordersOf(slow.appId, limited.body.outTradeNo as string), 1);

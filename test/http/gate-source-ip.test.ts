@@ -9,6 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import { CidrList } from '../../src/net/ip.ts';
 import { resolveSource } from '../../src/net/source-ip.ts';
 import { type Merchant, type SignOptions, type TestApp, provision, startTestApp } from '../helpers/app.ts';
+import { FakeClock } from '../helpers/events.ts';
+
+const clock = new FakeClock();
 import { OPEN, type Resp, assertNoAddressLeak, expectRejection, expectSuccess, send } from './gate-kit.test.ts';
 
 let t: TestApp;
@@ -21,12 +24,15 @@ const LIMIT = 3;
 const BLOCK_SECONDS = 2;
 
 before(async () => {
-  t = await startTestApp({
-    TRUSTED_PROXIES: `${PROXY}, 10.1.0.0/16, ${PROXY6}`,
-    AUTH_FAILURE_LIMIT: String(LIMIT),
-    AUTH_FAILURE_WINDOW_SECONDS: '60',
-    AUTH_BLOCK_SECONDS: String(BLOCK_SECONDS),
-  });
+  t = await startTestApp(
+    {
+      TRUSTED_PROXIES: `${PROXY}, 10.1.0.0/16, ${PROXY6}`,
+      AUTH_FAILURE_LIMIT: String(LIMIT),
+      AUTH_FAILURE_WINDOW_SECONDS: '60',
+      AUTH_BLOCK_SECONDS: String(BLOCK_SECONDS),
+    },
+    { clock },
+  );
   m = await provision(t);
 });
 after(() => t.stop());
@@ -232,8 +238,8 @@ describe('TEMPORARILY_BLOCKED', () => {
     await rejected(bare, undefined, 'TEMPORARILY_BLOCKED', addr);
     const other = await get({ remoteAddress: '203.0.113.102' });
     await expectSuccess(t, other.r, other.requestId, 200);
-    // The block ends after AUTH_BLOCK_SECONDS.
-    await new Promise((res) => setTimeout(res, BLOCK_SECONDS * 1000 + 200));
+    // The block ends after AUTH_BLOCK_SECONDS (on the service's clock).
+    clock.advance(BLOCK_SECONDS * 1000 + 200);
     const after = await get({ remoteAddress: addr });
     await expectSuccess(t, after.r, after.requestId, 200);
   });

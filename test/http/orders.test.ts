@@ -12,9 +12,11 @@ import {
   orderBody,
   provision,
   requestId,
+  runDueWork,
   startTestApp,
   tradeNo,
   drainFollowUps,
+  makeJobDue,
 } from '../helpers/app.ts';
 import { FakeClock, waitFor } from '../helpers/events.ts';
 
@@ -592,7 +594,7 @@ describe('create order: the outcome when the order changed during the provider c
       await t.svc.db.query(`UPDATE attempts SET state = 'PENDING' WHERE order_id = $1`, [o.openOrderId]);
     }
     await t.svc.db.query(`UPDATE orders SET close_pending = 'CLOSE_REQUESTED' WHERE id = $1`, [b.openOrderId]);
-    const { acceptAttempts } = await import('../../src/store/orders.ts');
+    const { acceptAttempts } = await import('../../src/store/attempt-acceptance.ts');
     const { ACCEPT_TRANSITIONS } = await import('../../src/usecases/attempts.ts');
     const items = [];
     for (const o of [a, b]) {
@@ -662,7 +664,8 @@ describe('create order: the outcome when the order changed during the provider c
     assert.equal(r.statusCode, 201);
     assert.equal(r.json().status, 'PAYING');
     const row = await t.svc.db.query(
-      `SELECT rr.state, rr.status_code, rr.response_body, o.state_version, a.state AS attempt_state, a.next_check_at
+      `SELECT rr.state, rr.status_code, rr.response_body, o.state_version, a.state AS attempt_state,
+              (SELECT count(*)::int FROM jobs WHERE subject_id = a.id) AS jobs
          FROM request_replays rr, orders o JOIN attempts a ON a.order_id = o.id
         WHERE rr.app_id = $1 AND rr.request_id = $2 AND o.out_trade_no = $3`,
       [m.appId, rid, body.outTradeNo],
@@ -674,7 +677,7 @@ describe('create order: the outcome when the order changed during the provider c
     assert.equal(x.response_body, r.body);
     assert.equal(x.state_version, 2);
     assert.equal(x.attempt_state, 'ACCEPTED');
-    assert.equal(x.next_check_at, null);
+    assert.equal(x.jobs, 0, 'an attempt accepted at once leaves no background work');
   });
 });
 
@@ -925,12 +928,13 @@ describe('re-create attempt', () => {
   /** What a crash during a re-create's provider call leaves: a PENDING attempt the provider never saw, due for a check. */
   async function cutOffRecreate(openOrderId: string, closeOld: boolean, requestId?: string): Promise<void> {
     const { withTx } = await import('../../src/store/db.ts');
-    const { getOrder, insertAttempt } = await import('../../src/store/orders.ts');
+    const { getOrderLocked } = await import('../../src/store/orders.ts');
+    const { insertAttempt } = await import('../../src/store/attempts.ts');
     const { newId } = await import('../../src/domain/ids.ts');
     if (closeOld) await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE order_id = $1`, [openOrderId]);
-    const pending = await withTx(t.svc.db, async (tx) => {
+    await withTx(t.svc.db, async (tx) => {
       const ids = { id: newId.attempt(), cashierToken: newId.cashierToken(), provider: 'sandbox', createdBy: t.svc.instanceId };
-      const a = await insertAttempt(tx, (await getOrder(tx, openOrderId, true))!, ids, new Date());
+      const a = await insertAttempt(tx, (await getOrderLocked(tx, openOrderId))!, ids, new Date());
       if (requestId) {
         await tx.query('INSERT INTO recreate_requests(order_id, request_id, attempt_id) VALUES ($1, $2, $3)', [
           openOrderId,
@@ -940,17 +944,23 @@ describe('re-create attempt', () => {
       }
       return a;
     });
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE id = $1`, [pending.id]);
+    await stall(openOrderId);
+  }
+
+  /** The PENDING attempt of the order was created 151 s ago: its creation stalled (FIND_DUE_WORK checks it). */
+  async function stall(openOrderId: string, stalled = true): Promise<void> {
+    await t.svc.db.query(`UPDATE attempts SET created_at = now() - $2::interval WHERE order_id = $1 AND state = 'PENDING'`, [
+      openOrderId,
+      stalled ? '151 seconds' : '0 seconds',
+    ]);
   }
 
   test('a re-create cut off after closing the old attempt: once the reconciler finds the new one never created, the order is CREATED again', async () => {
-    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
-    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, true);
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING');
-    await reconcileAttempts(t.svc);
+    await runDueWork(t);
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'CREATED', 'no live attempt: payable again, not PAYING');
     assert.equal(q.latestAttempt.state, 'FAILED');
@@ -962,12 +972,10 @@ describe('re-create attempt', () => {
   });
 
   test('a re-create cut off before closing the old attempt: once the new one is found never created, the old one is closed too and the order is CREATED again', async () => {
-    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
-    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, false);
-    await reconcileAttempts(t.svc);
+    await runDueWork(t);
     await drainFollowUps(t);
     const adm = (await t.admin('GET', `/orders/${c.openOrderId}`)).json();
     assert.deepEqual(
@@ -987,8 +995,6 @@ describe('re-create attempt', () => {
   });
 
   test('the retry of a re-create cut off mid-call, sent once its request-id lease lapsed: 503 (kept for no one) while its attempt is unsettled, then the order as it is (no second attempt)', async () => {
-    const { reconcileAttempts: reconcile } = await import('../../src/usecases/reconcile.ts');
-    const reconcileAttempts = (svc: typeof t.svc) => reconcile(svc, 20);
     const body = orderBody();
     const c = (await create(body)).json();
     const no = String(body.outTradeNo);
@@ -996,9 +1002,7 @@ describe('re-create attempt', () => {
     // (120 s) ran out before the attempt's recheck (150 s).
     const rid = requestId();
     await cutOffRecreate(c.openOrderId, true, rid);
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() + interval '150 seconds' WHERE order_id = $1 AND state = 'PENDING'`, [
-      c.openOrderId,
-    ]);
+    await stall(c.openOrderId, false);
     await t.svc.db.query(
       `INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until)
        VALUES ($1, $2, 'POST', $3, encode(sha256(''::bytea), 'hex'), 'IN_PROGRESS', now() - interval '1 second')`,
@@ -1015,10 +1019,8 @@ describe('re-create attempt', () => {
     assert.equal(kept.rowCount, 0, 'the 503 is not kept for the request id');
 
     // The reconciler finds the attempt never created: the order is payable again.
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE order_id = $1 AND state = 'PENDING'`, [
-      c.openOrderId,
-    ]);
-    await reconcileAttempts(t.svc);
+    await stall(c.openOrderId);
+    await runDueWork(t);
     const settled = await recreate(no, m, { requestId: rid });
     assert.equal(settled.statusCode, 200, settled.body);
     assert.equal(settled.json().replayed, true);
@@ -1066,9 +1068,7 @@ describe('re-create attempt', () => {
     const no = String(body.outTradeNo);
     // A winner's attempt in flight at the provider (slower than a loser's 20 s wait).
     await cutOffRecreate(c.openOrderId, false);
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() + interval '150 seconds' WHERE order_id = $1 AND state = 'PENDING'`, [
-      c.openOrderId,
-    ]);
+    await stall(c.openOrderId, false);
     const loserId = requestId();
     const busy = await whileTimePasses(recreate(no, m, { requestId: loserId }));
     assert.equal(busy.statusCode, 503, busy.body);
@@ -1176,9 +1176,9 @@ describe('close order', () => {
     assert.equal(again.statusCode, 409, 'no new material for an order whose close is being completed');
     assert.equal(again.json().code, 'OPEN_API_STATE_INVALID');
     await t.workers.tick();
-    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'tried again only after a short lease (2 s)');
-    await t.svc.db.query(`UPDATE orders SET worker_lease_until = now() - interval '1 second' WHERE out_trade_no = $1`, [body.outTradeNo]);
-    await t.workers.tick();
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'finished only after a short hold (2 s)');
+    await t.svc.db.query(`UPDATE orders SET close_held_until = now() - interval '1 second' WHERE out_trade_no = $1`, [body.outTradeNo]);
+    await runDueWork(t);
     assert.equal((await query(String(body.outTradeNo))).json().status, 'CLOSED');
   });
 
@@ -1400,7 +1400,8 @@ describe('background work', () => {
     await fault('CREATE_ATTEMPT', 'TIMEOUT');
     const body = orderBody();
     const o = (await create(body)).json();
-    await t.svc.db.query(`UPDATE attempts SET next_check_at = now() - interval '1 second' WHERE order_id = $1`, [o.openOrderId]);
+    const [a] = (await t.svc.db.query<{ id: string }>('SELECT id FROM attempts WHERE order_id = $1', [o.openOrderId])).rows;
+    assert.equal(await makeJobDue(t, 'CHECK_ATTEMPT', a!.id), 1, 'the UNKNOWN attempt has its check');
     await t.workers.tick();
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'PAYING');

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { type Merchant, type TestApp, call, provision, startTestApp } from '../helpers/app.ts';
 import { PlatformKeyRing } from '../../src/platform/keys.ts';
+import { FakeClock } from '../helpers/events.ts';
 
 const SETTLEMENT = '/api/open/v1/settlement/accounts';
 let t: TestApp;
@@ -65,6 +66,30 @@ test('a rotation publishes the new key at once and signs with it only from its a
   );
   assert.equal(k2.currentKeyId, now.json().keyId);
   assert.equal(k2.nextKey, null);
+});
+
+test("a staged key signs once its activation time comes on the service's clock", async () => {
+  const clock = new FakeClock();
+  const c = await startTestApp({}, { clock });
+  try {
+    const cm = await provision(c);
+    const signedBy = async () => {
+      const r = await call(c, cm, 'GET', SETTLEMENT, undefined, { timestamp: String(Math.floor(clock.now() / 1000)) });
+      assert.equal(r.statusCode, 200, r.body);
+      return r.headers['x-svc-response-key-id'];
+    };
+    const old = await signedBy();
+    const staged = (await c.admin('POST', '/platform-keys/rotate', { activateAfterSeconds: 3600 })).json();
+    clock.advance(3_599_000);
+    assert.equal(await signedBy(), old, 'not before its time');
+    clock.advance(2_000);
+    assert.equal(await signedBy(), staged.keyId, 'from its time on');
+    const keys = (await c.admin('GET', '/platform-keys')).json();
+    assert.equal(keys.currentKeyId, staged.keyId);
+    assert.equal(keys.nextKey, null);
+  } finally {
+    await c.stop();
+  }
 });
 
 test('rotation bodies are validated strictly and change nothing when refused', async () => {

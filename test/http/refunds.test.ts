@@ -16,6 +16,7 @@ import {
   orderBody,
   provision,
   requestId,
+  makeJobDue,
   startTestApp,
   tradeNo,
 } from '../helpers/app.ts';
@@ -544,7 +545,7 @@ describe('create refund: provider outcomes', () => {
       assert.equal(r.statusCode, 201, r.body);
       assert.equal(r.json().state, 'UNKNOWN');
       // The sandbox settles 1 s after acceptance (its notice is lost); the reconciler checks the
-      // refund 2-2.4 s after the answer.
+      // refund 2 s after the answer (CHECK_REFUND).
       clock.advance(1500);
       await t.workers.tick();
       assert.equal((await queryRefund(no)).json().state, 'UNKNOWN', 'nothing converges it before the reconciler checks');
@@ -610,11 +611,14 @@ describe('create refund: a refund judged lost that the provider accepts after al
     for (let i = 0; i < 20 && !judged; i++) {
       await sleep(50);
       const u = await t.svc.db.query(
-        `UPDATE refunds SET created_at = now() - interval '6 minutes', next_check_at = now() - interval '1 second'
-          WHERE out_refund_no = $1 AND state = 'REQUESTED' RETURNING id`,
+        `UPDATE refunds SET created_at = now() - interval '6 minutes' WHERE out_refund_no = $1 AND state = 'REQUESTED' RETURNING id`,
         [no],
       );
       if (u.rowCount === 1) {
+        // FIND_DUE_WORK finds the refund stalled (REQUESTED for over 60 s) and its check runs (or,
+        // once it has run, runs again now).
+        await makeJobDue(t, 'FIND_DUE_WORK');
+        await makeJobDue(t, 'CHECK_REFUND', u.rows[0].id);
         await t.workers.tick();
         judged = (await queryRefund(no)).json().state === 'FAILED';
       }

@@ -116,8 +116,8 @@ describe('two instances on one database', () => {
   });
 
   test('follow-up work written on instance a is done by the workers of instance b, after the lease of a worker that died', async () => {
-    // A duplicate payment, recorded on a: its automatic refund is follow-up work, a row written in
-    // the same transaction. a's workers are not running, and nothing here drains it on a.
+    // A duplicate payment, recorded on a: its automatic refund is a job written in the same
+    // transaction. a's workers are not running, and nothing here drains it on a.
     const fault = await a.sandbox('POST', '/faults', { operation: 'CREATE_ATTEMPT', outcome: 'TIMEOUT', times: 1 });
     assert.equal(fault.statusCode, 201, fault.body);
     const body = orderBody();
@@ -142,14 +142,20 @@ describe('two instances on one database', () => {
 
     // A worker (on a) claims the work and dies holding it: its lease keeps the work from b until it lapses.
     const leaseMs = 1500;
-    const { claimFollowUps } = await import('../../src/store/follow-ups.ts');
-    const claimed = await claimFollowUps(a.svc.db, 100, 'worker-that-died', new Date(), new Date(Date.now() + leaseMs));
+    const { claimJobs } = await import('../../src/store/jobs.ts');
+    const claimed = await claimJobs(a.svc.db, {
+      limit: 100,
+      holder: 'worker-that-died',
+      instance: a.svc.instanceId,
+      now: new Date(),
+      leaseUntil: new Date(Date.now() + leaseMs),
+    });
     assert.ok(
       claimed.some((f) => f.kind === 'REFUND_DUPLICATE' && f.subjectId === dup.id),
       JSON.stringify(claimed),
     );
     const row = () =>
-      a.svc.db.query<{ locked_by: string | null }>(`SELECT locked_by FROM follow_ups WHERE kind = 'REFUND_DUPLICATE' AND subject_id = $1`, [
+      a.svc.db.query<{ locked_by: string | null }>(`SELECT locked_by FROM jobs WHERE kind = 'REFUND_DUPLICATE' AND subject_id = $1`, [
         dup.id,
       ]);
     await b.workers.tick();

@@ -1,5 +1,5 @@
 /**
- * The accepted outcome of a create (acceptAttempts, src/store/orders.ts) finds its rows by
+ * The accepted outcome of a create (acceptAttempts, src/store/attempt-acceptance.ts) finds its rows by
  * primary key, whatever the planner thinks of the partial indexes: with thousands
  * of orders inside their payment window, accepting one attempt reads a handful of order and attempt
  * rows, not every open order. Counted with pg_stat_xact_user_tables inside the call's transaction.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { type Db, type Queryable, createPool, migrate } from '../../src/store/db.ts';
-import { acceptAttempts } from '../../src/store/orders.ts';
+import { acceptAttempts } from '../../src/store/attempt-acceptance.ts';
 import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 import { insertAttempts, insertOrders, rowsReadIn } from '../helpers/rows.ts';

@@ -10,16 +10,11 @@ import pg from 'pg';
 import { newId } from '../../src/domain/ids.ts';
 import { TurnBatcher } from '../../src/store/batcher.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
-import {
-  AttemptAcceptor,
-  type NewOrder,
-  OrderInserter,
-  type OrderInsert,
-  OrderReader,
-  getAttempt,
-  getOrder,
-  purgeDailyAmounts,
-} from '../../src/store/orders.ts';
+import { AttemptAcceptor } from '../../src/store/attempt-acceptance.ts';
+import { getAttempt } from '../../src/store/attempts.ts';
+import { type NewOrder, OrderInserter, type OrderInsert, purgeDailyAmounts } from '../../src/store/order-inserts.ts';
+import { OrderReader } from '../../src/store/order-reads.ts';
+import { getOrder } from '../../src/store/orders.ts';
 import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
 

@@ -63,7 +63,7 @@ async function begin(u: RequestUnit): Promise<unknown> {
   }
 }
 
-const render = () => null;
+const render = () => ({ status: 200, body: '{}', kept: false });
 
 describe('request-id units', () => {
   let tdb: TestDatabase;
@@ -98,7 +98,7 @@ describe('request-id units', () => {
     const before = c.count();
     const dup = begin(units.open(k, render));
     await new Promise((r) => setTimeout(r, 600));
-    await first.finish({ status: 201, body: '{"ok":true}' });
+    await first.finish({ status: 201, body: '{"ok":true}', kept: true });
     assert.deepEqual(await dup, { kind: 'replay', status: 201, body: '{"ok":true}' });
     // insert + read before waiting, insert + read after: no statement while it waited.
     assert.equal(c.count() - before - 1, 4, 'the waiting duplicate issued 4 statements (plus the complete)');
@@ -113,7 +113,7 @@ describe('request-id units', () => {
     const done = key('req_cut_off_done');
     const d = dying.open(done, render);
     assert.deepEqual(await begin(d), { kind: 'execute' });
-    await d.finish({ status: 201, body: '{"kept":true}' });
+    await d.finish({ status: 201, body: '{"kept":true}', kept: true });
     assert.equal(await dying.endLeasesHeldHere(), 2, 'only the ids still executing');
     for (const k of held) {
       const before = c.count();
@@ -162,8 +162,8 @@ describe('request-id units', () => {
     const other = await instance();
     const second = other.open(k, render);
     assert.deepEqual(await begin(second), { kind: 'execute' });
-    await first.finish({ status: 201, body: '{"from":"first"}' });
-    await second.finish({ status: 201, body: '{"from":"second"}' });
+    await first.finish({ status: 201, body: '{"from":"first"}', kept: true });
+    await second.finish({ status: 201, body: '{"from":"second"}', kept: true });
     assert.deepEqual(await begin((await instance()).open(k, render)), { kind: 'replay', status: 201, body: '{"from":"second"}' });
   });
 
@@ -197,7 +197,7 @@ describe('request-id units', () => {
     // Two rounds (insert + read) issued and answered: it has polled once already, and is still waiting.
     await waitFor('the duplicate polling', async () => c.count() - before >= 4 && c.answered() === c.count(), 2000);
     assert.ok(await pending(dup), 'the duplicate waits for the other instance');
-    await first.finish({ status: 200, body: '{"r":1}' });
+    await first.finish({ status: 200, body: '{"r":1}', kept: true });
     assert.deepEqual(await dup, { kind: 'replay', status: 200, body: '{"r":1}' });
     // At least two rounds that found the id held, then the one that read the answer.
     const rounds = (c.count() - before) / 2;
@@ -211,12 +211,12 @@ describe('request-id units', () => {
     assert.deepEqual(await begin(units.open({ ...k, bodySha256: 'cd' }, render)), { kind: 'conflict' });
   });
 
-  test('a 429 or 503 answer is not kept: a retry executes afresh', async () => {
+  test('an answer the surface does not keep (a 429 or 503) is given up: a retry executes afresh', async () => {
     const units = await instance();
     const k = key('req_not_kept');
     const first = units.open(k, render);
     assert.deepEqual(await begin(first), { kind: 'execute' });
-    await first.finish({ status: 503, body: '{}' });
+    await first.finish({ status: 503, body: '{}', kept: false });
     assert.deepEqual(await begin(units.open(k, render)), { kind: 'execute' });
   });
 });

@@ -81,19 +81,93 @@ const layerOf = (file: string): string => {
   return parts.length > 2 ? parts[1]! : parts[1]!.replace(/\.ts$/, '');
 };
 
-/** Which layers each layer may import (itself always). */
-const ALLOWED: Record<string, string[]> = {
-  lib: [],
-  domain: ['net', 'lib'],
-  config: ['domain', 'net', 'lib'],
-  net: ['lib'],
-  store: ['domain', 'platform', 'lib'],
-  platform: ['domain', 'lib'],
-  providers: ['domain', 'store', 'config', 'lib'],
-  events: ['domain', 'store', 'platform', 'net', 'lib'],
-  usecases: ['domain', 'store', 'providers', 'events', 'net', 'lib', 'config'],
-  gate: ['domain', 'store', 'net', 'platform', 'lib'],
-};
+/**
+ * Every layer, from the top, with the layers it may import (itself always). An arrow always points
+ * down this list: the composition root, then the surfaces side by side (no surface imports
+ * another; what the back-office surfaces share is backoffice-http), the wiring of services, the open
+ * API's gate, the use cases, and what they stand on.
+ */
+const LAYERS: [string, string[]][] = [
+  ['main', ['app', 'config', 'domain', 'store', 'platform', 'lib']],
+  [
+    'app',
+    [
+      'workers',
+      'http',
+      'console',
+      'portal',
+      'cashier',
+      'services',
+      'gate',
+      'usecases',
+      'events',
+      'providers',
+      'store',
+      'platform',
+      'config',
+      'domain',
+      'lib',
+    ],
+  ],
+  ['cli', []],
+  ['workers', ['usecases', 'events', 'providers', 'store', 'domain', 'lib']],
+  [
+    'http',
+    [
+      'backoffice-http',
+      'views',
+      'services',
+      'gate',
+      'usecases',
+      'events',
+      'providers',
+      'store',
+      'platform',
+      'config',
+      'domain',
+      'net',
+      'lib',
+    ],
+  ],
+  ['console', ['backoffice-http', 'services', 'usecases', 'domain', 'lib', 'ui']],
+  ['portal', ['backoffice-http', 'views', 'services', 'usecases', 'store', 'domain', 'lib', 'ui']],
+  ['cashier', ['services', 'usecases', 'providers', 'store', 'domain', 'lib']],
+  ['backoffice-http', ['services', 'gate', 'usecases', 'store', 'domain', 'net', 'lib']],
+  ['views', ['usecases', 'store', 'domain']],
+  ['services', ['gate', 'usecases', 'events', 'providers', 'store', 'platform', 'config', 'domain', 'net', 'lib']],
+  ['gate', ['store', 'platform', 'domain', 'net', 'lib']],
+  ['usecases', ['events', 'providers', 'store', 'config', 'domain', 'net', 'lib']],
+  ['events', ['store', 'platform', 'domain', 'net', 'lib']],
+  ['providers', ['store', 'config', 'domain', 'lib']],
+  ['store', ['platform', 'domain', 'lib']],
+  ['platform', ['domain', 'lib']],
+  ['config', ['domain', 'net', 'lib']],
+  ['domain', ['net', 'lib']],
+  ['net', ['lib']],
+  ['lib', []],
+  // The browser's side of the console and the portal (Preact, bundled by esbuild): imports nothing of the server.
+  ['ui', []],
+];
+const ALLOWED = new Map(LAYERS);
+const RANK = new Map(LAYERS.map(([l], i) => [l, i]));
+
+/** Layers below the surfaces that must not know HTTP statuses (providers and events are HTTP clients of the outside). */
+const NO_HTTP_STATUS = ['usecases', 'store', 'domain', 'platform', 'config', 'net', 'lib', 'services'];
+/** A status compared with, or written as, an HTTP status number. */
+const HTTP_STATUS_RE = [
+  /\bstatus(?:Code)?\s*(?:===|!==|==|!=|<=|>=|<|>|:)\s*[1-5]\d\d\b/,
+  /\b[1-5]\d\d\s*(?:===|!==|==|!=|<=|>=|<|>)\s*[\w.]*status/i,
+];
+/** A PostgreSQL error recognised by its SQLSTATE (code === '23505'): only src/store/ may (src/store/errors.ts names them). */
+const SQLSTATE_RE = /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b/;
+
+/** A file's text with its comments removed (a comment may name a status or a code). */
+function codeOf(file: string): string {
+  return fs
+    .readFileSync(path.join(root, file), 'utf8')
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
+}
 
 describe('architecture', () => {
   test('src has modules in every layer (the graph was read)', () => {
@@ -109,20 +183,56 @@ describe('architecture', () => {
     assert.deepEqual(circles(), []);
   });
 
-  test('each layer imports only the layers below it', () => {
+  test('every module belongs to a declared layer', () => {
+    const unknown = [...graph.keys()].filter((f) => !ALLOWED.has(layerOf(f)));
+    assert.deepEqual(unknown, []);
+  });
+
+  test('the layer table itself only points down', () => {
+    const up = LAYERS.flatMap(([l, below]) => below.filter((b) => !(RANK.get(b)! > RANK.get(l)!)).map((b) => `${l} -> ${b}`));
+    assert.deepEqual(up, []);
+  });
+
+  test('each layer imports only the layers below it: no upward arrow, no exemption', () => {
     const wrong: string[] = [];
     for (const [file, deps] of graph) {
-      const allowed = ALLOWED[layerOf(file)];
-      if (allowed === undefined) continue; // the surfaces and the composition root may import any layer below them
+      const from = layerOf(file);
+      const allowed = ALLOWED.get(from) ?? [];
       for (const d of deps) {
         const to = layerOf(d);
-        // The worker runner's task shape is a type the dispatcher implements.
-        if (to === layerOf(file) || allowed.includes(to) || (file === 'src/events/dispatcher.ts' && d === 'src/workers.ts')) continue;
-        if (file.startsWith('src/events/') && d === 'src/usecases/deps.ts') continue; // the logger's shape
-        wrong.push(`${file} -> ${d}`);
+        if (to !== from && !allowed.includes(to)) wrong.push(`${file} -> ${d}`);
       }
     }
     assert.deepEqual(wrong, []);
+  });
+
+  test('no HTTP status below the surfaces', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => NO_HTTP_STATUS.includes(layerOf(f)))
+      .flatMap((f) => {
+        const text = codeOf(f);
+        return HTTP_STATUS_RE.flatMap((re) => (re.test(text) ? [`${f}: ${re.exec(text)![0]}`] : []));
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test('no SQLSTATE above the store', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => layerOf(f) !== 'store')
+      .flatMap((f) => {
+        const m = SQLSTATE_RE.exec(codeOf(f));
+        return m ? [`${f}: ${m[0]}`] : [];
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test('the checks of statuses and SQLSTATEs catch what they are for', () => {
+    assert.ok(HTTP_STATUS_RE.some((re) => re.test('if (a.status === 429 || a.status === 503)')));
+    assert.ok(HTTP_STATUS_RE.some((re) => re.test("{ status: 400, message: 'x' }")));
+    assert.ok(!HTTP_STATUS_RE.some((re) => re.test('const LIMIT = 500; status = s;')));
+    assert.ok(SQLSTATE_RE.test("return e?.code === '23505' && e.table === 'refunds'"));
+    assert.ok(SQLSTATE_RE.test("if (err.code === '22P05')"));
+    assert.ok(!SQLSTATE_RE.test("if (code === 'ECONNRESET')"));
   });
 
   test('nothing below the surfaces knows HTTP or the database driver', () => {

@@ -1,5 +1,5 @@
 /**
- * docs/errors.md and OPEN_API_ERRORS (src/domain/errors.ts) describe the same closed table, both
+ * docs/errors.md and OPEN_API_ERRORS (src/gate/open-errors.ts) describe the same closed table, both
  * ways: every code of the doc's table is in the code with the same status, and vice versa; the
  * table follows decisions.md section 4; the platform envelopes and the seven source-IP reasons are
  * documented.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { OPEN_API_ERRORS } from '../../src/domain/errors.ts';
+import { OPEN_API_ERRORS } from '../../src/gate/open-errors.ts';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const doc = fs.readFileSync(path.join(root, 'docs', 'errors.md'), 'utf8');

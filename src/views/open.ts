@@ -4,7 +4,8 @@
  */
 import type { PublishedPlatformKey } from '../domain/platform-keys.ts';
 import { endedAttempt, needsNewAttempt, validAttempt } from '../domain/payability.ts';
-import type { AttemptRow, OrderRow } from '../store/orders.ts';
+import type { AttemptRow } from '../store/attempts.ts';
+import type { OrderRow } from '../store/orders.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import type { EventDetail, EventPage, SettlementView, StatementSummary } from '../usecases/results.ts';
 import { encodeCursor } from '../domain/event-log.ts';

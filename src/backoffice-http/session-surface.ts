@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from './errors.ts';
 import { SESSION_ABSOLUTE_SECONDS } from '../domain/operators.ts';
 import { forwardingHeaders } from '../gate/gate.ts';
 import type { UiAssets } from '../lib/ui-bundle.ts';
@@ -14,7 +14,7 @@ import { CidrList } from '../net/ip.ts';
 import { type SourceIpPolicy, resolveSource } from '../net/source-ip.ts';
 import type { Services } from '../services.ts';
 import type { SignInRefused } from '../usecases/sessions.ts';
-import { secretEquals } from './common.ts';
+import { secretEquals } from './basics.ts';
 
 // --- the request's id and source -----------------------------------------------------------------
 

@@ -1,15 +1,17 @@
 /**
- * What the back-office surfaces (the admin API, the sandbox helpers) share: the admin bearer token
+ * What the back-office surfaces (the admin API, the sandbox helpers, the console's endpoints) share: the admin bearer token
  * first, strict JSON bodies with the open API's 64 KB limit, and one mapping of every refusal to
  * `{code, message}` (decisions.md section 8): a refused body is 400 (413 when too large), a
  * use case's DomainError its admin code, any other fault 503, never a 500.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError, type AdminCode, DomainError, type DomainCode } from '../domain/errors.ts';
+import { DomainError, type DomainCode } from '../domain/errors.ts';
+import { isUnstorableText } from '../store/errors.ts';
+import { type AdminCode, AdminError } from './errors.ts';
 import type { ObjectSchema } from '../domain/schema.ts';
 import { validate } from '../domain/schema.ts';
 import { BODY_LIMIT_BYTES } from '../gate/gate.ts';
-import { BodyError, type ParsedBody, hasAdminToken, installRawJsonParser } from './common.ts';
+import { BodyError, type ParsedBody, hasAdminToken, installRawJsonParser } from './basics.ts';
 
 type Body = Record<string, unknown>;
 
@@ -69,7 +71,7 @@ export function adminErrorHandler(logMessage: string, codePrefix: 'ADMIN' | 'POR
       return reply.code(400).send({ code: 'ADMIN_VALIDATION_FAILED', message: err.message });
     }
     // A value PostgreSQL cannot store (U+0000) that got past the checks above: bad input, not a fault.
-    if (err.code === '22021' || err.code === '22P05') {
+    if (isUnstorableText(err)) {
       return reply
         .code(400)
         .send({ code: 'ADMIN_VALIDATION_FAILED', message: 'a value contains a character that cannot be stored (U+0000)' });
@@ -80,20 +82,23 @@ export function adminErrorHandler(logMessage: string, codePrefix: 'ADMIN' | 'POR
 }
 
 /**
- * A back-office scope (the admin API, the sandbox helpers): strict JSON bodies with the open API's
- * 64 KB limit, authentication first (the admin bearer token, or the admin API's own check of
- * operators' tokens and sessions), `{code, message}` for every error, an unknown path included
- * (404 after authentication).
+ * A back-office scope (the admin API, the sandbox helpers, the console's endpoints): strict JSON
+ * bodies with the open API's 64 KB limit, authentication first (the admin bearer token, or the
+ * admin API's own check of operators' tokens and sessions; null: each route checks its caller
+ * itself, as the console's endpoints do), `{code, message}` for every error, an unknown path
+ * included (404 after authentication).
  */
 export function installBackOffice(
   scope: FastifyInstance,
-  auth: string | ((req: FastifyRequest, reply: FastifyReply) => Promise<unknown>),
+  auth: string | ((req: FastifyRequest, reply: FastifyReply) => Promise<unknown>) | null,
   logMessage: string,
   codePrefix: 'ADMIN' | 'PORTAL' = 'ADMIN',
 ): void {
   installRawJsonParser(scope, BODY_LIMIT_BYTES);
   scope.addHook('onRequest', async (req, reply) => {
-    if (typeof auth !== 'string') await auth(req, reply);
+    if (auth === null) {
+      // the route's own check
+    } else if (typeof auth !== 'string') await auth(req, reply);
     else if (!hasAdminToken(req.headers.authorization, auth))
       throw new AdminError('ADMIN_UNAUTHORIZED', 'a valid admin bearer token is required');
     // PostgreSQL text cannot hold U+0000, and no id or filter of ours contains it: such a path

@@ -1,4 +1,4 @@
-/** Helpers shared by the HTTP surfaces. */
+/** Helpers of the back-office surfaces: constant-time secret comparison, the admin token, the strict JSON body parser. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { BodyError, parseJsonBody } from '../gate/body.ts';

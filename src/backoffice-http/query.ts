@@ -3,7 +3,7 @@
  * parsed strictly (a refusal names the parameter: 400 ADMIN_VALIDATION_FAILED).
  */
 import type { FastifyRequest } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from './errors.ts';
 
 type Parser<T> = (v: string, name: string) => T;
 

@@ -5,11 +5,11 @@
  * Also the request id and source address every audit entry carries, and the console's cookie.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError } from '../domain/errors.ts';
+import { AdminError } from './errors.ts';
 import { type Actor, type Permission, can } from '../domain/operators.ts';
 import type { Services } from '../services.ts';
 import { isOperatorToken, sessionOf, tokenOperator } from '../usecases/operators.ts';
-import { secretEquals } from './common.ts';
+import { secretEquals } from './basics.ts';
 import { SAFE_METHODS, SessionCookie, requestIdOf, requireCsrf, sourceIpOf } from './session-surface.ts';
 
 // --- the console's cookie ------------------------------------------------------------------------

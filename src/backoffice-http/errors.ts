@@ -1,0 +1,28 @@
+/**
+ * The back office's refusals (decisions.md section 8): `{code, message}` with an HTTP status, the
+ * same for every back-office surface (the admin API, the console's endpoints, the sandbox helpers).
+ */
+export const ADMIN_ERRORS = {
+  ADMIN_UNAUTHORIZED: 401,
+  /** An operator's role does not allow the action, or a console request without its CSRF token (docs/console.md). */
+  ADMIN_FORBIDDEN: 403,
+  /** Too many failed sign-ins of a name or from an address. */
+  ADMIN_RATE_LIMITED: 429,
+  ADMIN_VALIDATION_FAILED: 400,
+  ADMIN_NOT_FOUND: 404,
+  ADMIN_CONFLICT: 409,
+  ADMIN_STATE_INVALID: 409,
+  ADMIN_PROVIDER_REJECTED: 502,
+  ADMIN_UNAVAILABLE: 503,
+} as const;
+export type AdminCode = keyof typeof ADMIN_ERRORS;
+
+export class AdminError extends Error {
+  readonly code: AdminCode;
+  readonly status: number;
+  constructor(code: AdminCode, message: string) {
+    super(message);
+    this.code = code;
+    this.status = ADMIN_ERRORS[code];
+  }
+}
