@@ -17,6 +17,17 @@ export const ADMIN_ERRORS = {
 } as const;
 export type AdminCode = keyof typeof ADMIN_ERRORS;
 
+/**
+ * The codes the portal API answers (docs/portal.md): the back office's under the portal's prefix
+ * (PORTAL_NOT_FOUND, ...), and PORTAL_TOTP_REQUIRED, a sign-in that needs the user's second factor.
+ * The pages show each in zh-CN by its code (src/ui/errors.ts; test/unit/ui-i18n.test.ts).
+ */
+export type PortalCode = `PORTAL_${AdminCode extends `ADMIN_${infer R}` ? R : never}` | 'PORTAL_TOTP_REQUIRED';
+export const PORTAL_CODES: readonly PortalCode[] = [
+  ...(Object.keys(ADMIN_ERRORS) as AdminCode[]).map((c) => c.replace(/^ADMIN_/, 'PORTAL_') as PortalCode),
+  'PORTAL_TOTP_REQUIRED',
+];
+
 export class AdminError extends Error {
   readonly code: AdminCode;
   readonly status: number;

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AdminError } from './errors.ts';
+import { type AdminCode, AdminError, type PortalCode } from './errors.ts';
 import { SESSION_ABSOLUTE_SECONDS } from '../domain/operators.ts';
 import { forwardingHeaders } from '../gate/gate.ts';
 import type { UiAssets } from '../lib/ui-bundle.ts';
@@ -146,9 +146,10 @@ export function refuseSignIn(reply: FastifyReply, err: SignInRefused, prefix: 'A
     return reply
       .code(429)
       .header('retry-after', String(err.retryAfterSeconds))
-      .send({ code: `${prefix}_RATE_LIMITED`, message: err.message });
+      .send({ code: `${prefix}_RATE_LIMITED` satisfies AdminCode | PortalCode, message: err.message });
   }
-  const code = err.kind === 'SECOND_FACTOR_REQUIRED' ? `${prefix}_TOTP_REQUIRED` : `${prefix}_UNAUTHORIZED`;
+  const code: AdminCode | PortalCode =
+    err.kind === 'SECOND_FACTOR_REQUIRED' && prefix === 'PORTAL' ? 'PORTAL_TOTP_REQUIRED' : `${prefix}_UNAUTHORIZED`;
   return reply.code(401).send({ code, message: err.message });
 }
 

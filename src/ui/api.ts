@@ -52,23 +52,33 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
-  const res = await fetch(urlOf(path), {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: 'same-origin',
-  });
+  let res: Response;
+  try {
+    res = await fetch(urlOf(path), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+    });
+  } catch (err) {
+    // No answer reached the page (the network, the service down): the page's own code (src/ui/errors.ts).
+    throw new ApiError(0, 'NETWORK_FAILED', `the service could not be reached (${(err as Error).message})`);
+  }
   if (res.status === 204) return undefined as T;
   const text = await res.text();
   let json: Record<string, unknown>;
   try {
     json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
   } catch {
-    json = { message: text };
+    json = {};
   }
   if (!res.ok) {
     if (res.status === 401 && path !== config.sessionPath) signedOut();
-    const e = new ApiError(res.status, String(json.code ?? res.status), String(json.message ?? res.statusText));
+    // An answer without the API's {code, message} (a proxy's error page): the page's own code.
+    const e =
+      typeof json.code === 'string' && typeof json.message === 'string'
+        ? new ApiError(res.status, json.code, json.message)
+        : new ApiError(res.status, 'HTTP_ERROR', `HTTP ${res.status} ${res.statusText}`.trim());
     e.retryAfter = res.headers.get('retry-after');
     throw e;
   }

@@ -4,7 +4,7 @@ import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useState } from 'preact/hooks';
 import { ApiError } from './api.ts';
 import { hourOf } from './format.ts';
-import { LANGS, language, setLanguage, t } from './i18n.ts';
+import { LANGS, language, refusalText, setLanguage, t } from './i18n.ts';
 
 export const SessionContext = createContext<{ permissions: string[] } | null>(null);
 
@@ -70,12 +70,22 @@ export function useAction(): Action {
   return { run, busy, error, message };
 }
 
+/**
+ * A refusal shown to the user: an API's in the page's language with its code (src/ui/errors.ts;
+ * the server's own words kept in the title), or the page's own (already in the page's language).
+ */
 export function ErrorNote({ error }: { error: unknown }) {
   if (!error) return null;
-  const text = error instanceof ApiError ? `${error.message} (${error.code})` : error instanceof Error ? error.message : String(error);
+  if (error instanceof ApiError) {
+    return (
+      <p class="note error" role="alert" title={error.message} data-code={error.code}>
+        {t('{message} ({code})', { message: refusalText(error.code, error.message), code: error.code })}
+      </p>
+    );
+  }
   return (
     <p class="note error" role="alert">
-      {text}
+      {error instanceof Error ? error.message : String(error)}
     </p>
   );
 }

@@ -6,6 +6,7 @@
  * no translation is left unused. `{name}` in a text is replaced by the value given for it.
  * The language is the one chosen last (kept in the browser), else the browser's.
  */
+import { refusalZh } from './errors.ts';
 import { SHARED_ZH } from './zh.ts';
 
 export type Lang = 'en' | 'zh-CN';
@@ -55,4 +56,9 @@ export function setLanguage(l: Lang): void {
 export function t(text: string, vars?: Record<string, string | number>): string {
   const s = lang === 'zh-CN' ? (dictionary[text] ?? text) : text;
   return vars === undefined ? s : s.replace(/\{(\w+)\}/g, (m, k: string) => (k in vars ? String(vars[k]) : m));
+}
+
+/** A refusal of an API in the page's language: the server's message in English, its Chinese text in zh-CN (src/ui/errors.ts). */
+export function refusalText(code: string, message: string): string {
+  return lang === 'zh-CN' ? refusalZh(code, message) : message;
 }

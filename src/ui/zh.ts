@@ -98,4 +98,5 @@ export const SHARED_ZH: Record<string, string> = {
   'Native (a code scanned)': 'Native（扫码支付）',
   'Attempt #{seq}: {product} trade {no} made (now {state})': '支付尝试 #{seq}：{product} 渠道交易 {no} 创建（当前 {state}）',
   'Provider trade {no} paid': '渠道交易 {no} 已支付',
+  '{message} ({code})': '{message}（{code}）',
 };

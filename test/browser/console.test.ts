@@ -16,14 +16,11 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
 import { type Merchant, type TestApp, call, merchantKeyPair, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { cashierToken, openInWeChat, payByNativeCode } from '../helpers/cashier.ts';
 import { Receiver, waitFor } from '../helpers/events.ts';
 import { PASSWORD, type TestOperator, createOperator } from '../helpers/operators.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
 
-const UA = {
-  wechat: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 MicroMessenger/8.0.47 NetType/WIFI',
-  computer: 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15',
-};
 const RESULTS = path.resolve(import.meta.dirname, '../../test-results/console');
 const WAIT_MS = 10_000;
 const DESKTOP = { width: 1280, height: 800 };
@@ -421,7 +418,7 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     await o.context.close();
   });
 
-  test('in zh-CN: the console in Chinese, switched to English and back; a portal user invited from a merchant', async () => {
+  test("in zh-CN: the console in Chinese (the server's refusals too), switched to English and back; a portal user invited from a merchant", async () => {
     const context = await browser.newContext({ viewport: DESKTOP, locale: 'zh-CN', timezoneId: 'Asia/Shanghai' });
     const page = await context.newPage();
     page.setDefaultTimeout(WAIT_MS);
@@ -429,7 +426,14 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     page.on('pageerror', (err) => problems.push(err.message));
     await page.goto(`${base}/console`);
     const form = page.getByRole('form', { name: '登录' });
+    // A refusal of the server shown in Chinese (the API answers in English, by its code; src/ui/errors.ts).
     await form.locator('input[name=name]').fill('oscar');
+    await form.locator('input[name=password]').fill('not the password at all');
+    await form.getByRole('button', { name: '登录' }).click();
+    const refused = page.getByRole('alert');
+    await refused.filter({ hasText: '用户名或密码不正确。' }).waitFor();
+    assert.equal(await refused.textContent(), '用户名或密码不正确。（ADMIN_UNAUTHORIZED）');
+    await shot(page, 'zh-sign-in-wrong-password');
     await form.locator('input[name=password]').fill(PASSWORD);
     await form.getByRole('button', { name: '登录' }).click();
     await page.getByRole('heading', { level: 1, name: '概览', exact: true }).waitFor();
@@ -452,6 +456,10 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     assert.match(link, /\/portal#\/invitation\//);
     await page.locator('tr[data-user="owner@teahouse.test"]').filter({ hasText: 'INVITED' }).waitFor();
     await shot(page, 'zh-merchant-portal-users');
+    // The same login again: the server's refusal (a validation message naming the login) in Chinese.
+    await invite.locator('input[name=login]').fill('owner@teahouse.test');
+    await invite.getByRole('button', { name: '邀请' }).click();
+    await page.getByRole('alert').filter({ hasText: '登录名 owner@teahouse.test 已被使用。' }).waitFor();
     await page.getByRole('button', { name: 'English' }).click();
     await page.getByRole('heading', { level: 2, name: 'Merchant portal users' }).waitFor();
     await page.getByRole('button', { name: '中文' }).click();
@@ -465,19 +473,10 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     const c = await call(t, shop, 'POST', '/api/open/v1/payments', orderBody({ channel: 'WECHAT_H5', amountFen: 1290 }));
     assert.equal(c.statusCode, 201, c.body);
     const { openOrderId, payUrl } = c.json() as { openOrderId: string; payUrl: string };
-    const token = new URL(payUrl).pathname.split('/').at(-1)!;
     // The buyer opens the link inside WeChat (a JSAPI trade), then on a computer (a Native code), and pays by the code.
-    const cashier = (url: string, ua: string) => t.server.inject({ method: 'GET', url, headers: { 'user-agent': ua } });
-    const authorize = new URL(String((await cashier(`/cashier/${token}/wechat/authorize`, UA.wechat)).headers.location));
-    const back = new URL(String((await cashier(`${authorize.pathname}${authorize.search}`, UA.wechat)).headers.location));
-    await cashier(`/cashier/${token}${back.search}`, UA.wechat);
-    await cashier(`/cashier/${token}`, UA.computer);
-    const paid = await t.server.inject({
-      method: 'POST',
-      url: `/cashier/${token}/sandbox/pay?via=native`,
-      headers: { 'x-cashier-request': 'sandbox' },
-    });
-    assert.equal(paid.json().state, 'PAID', paid.body);
+    const token = cashierToken(payUrl);
+    await openInWeChat(t, token);
+    await payByNativeCode(t, token);
     const trades = (await t.admin('GET', `/orders/${openOrderId}`)).json().attempts[0].trades as { tradeNo: string; product: string }[];
     const native = trades.find((x) => x.product === 'NATIVE')!;
     const jsapi = trades.find((x) => x.product === 'JSAPI')!;

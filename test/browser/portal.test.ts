@@ -1,7 +1,7 @@
 /**
  * The merchants' portal in a real (headless) Chromium against a listening service, in English and
  * in zh-CN (docs/portal.md): an owner invited by an operator sets its password from the link and
- * signs in; rotates the app's key (the new key pasted, the old one retired after an hour) while
+ * signs in (a wrong password first, refused in the page's language); rotates the app's key (the new key pasted, the old one retired after an hour) while
  * requests signed with both keys keep being accepted; changes the notify URL; redelivers an event
  * of an order the open API made; turns TOTP on and signs in again with a code; and, the day
  * closed (the service's clock moved), downloads the day's statement. The order, paid by a code
@@ -18,12 +18,12 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { PORTAL_ZH } from '../../src/portal/ui/zh.ts';
 import { SHARED_ZH } from '../../src/ui/zh.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { cashierToken, payByNativeCode } from '../helpers/cashier.ts';
 import { FakeClock, Receiver, waitFor } from '../helpers/events.ts';
 import { PASSWORD } from '../helpers/operators.ts';
 import { totpCode } from '../helpers/portal.ts';
 import { browserSkipReason, freePort, launchChromium } from './launch.ts';
 
-const COMPUTER_UA = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15';
 const RESULTS = path.resolve(import.meta.dirname, '../../test-results/portal');
 const WAIT_MS = 15_000;
 const DESKTOP = { width: 1280, height: 800 };
@@ -132,6 +132,16 @@ describe('merchant portal in a browser', { skip: browserSkipReason() }, () => {
     await accept.getByRole('button', { name: say(lang, 'Set my password') }).click();
     await page.getByRole('form', { name: say(lang, 'Sign in') }).waitFor();
     await shot(page, `${tag}-sign-in`);
+    // A wrong password: the server's refusal, in the page's language (src/ui/errors.ts).
+    const form = page.getByRole('form', { name: say(lang, 'Sign in') });
+    await form.locator('input[name=login]').fill(login);
+    await form.locator('input[name=password]').fill('not the password at all');
+    await form.getByRole('button', { name: say(lang, 'Sign in') }).click();
+    const refusal =
+      lang === 'en' ? 'the name or the password is not right (PORTAL_UNAUTHORIZED)' : '用户名或密码不正确。（PORTAL_UNAUTHORIZED）';
+    await page.getByRole('alert').filter({ hasText: refusal }).waitFor();
+    assert.equal(await page.getByRole('alert').textContent(), refusal);
+    await shot(page, `${tag}-sign-in-refused`);
     // Sign-in without TOTP.
     await signIn(o, lang, login);
     await page.getByRole('heading', { name: say(lang, 'Orders'), exact: true }).waitFor();
@@ -196,14 +206,7 @@ describe('merchant portal in a browser', { skip: browserSkipReason() }, () => {
     const c = await call(t, fresh, 'POST', '/api/open/v1/payments', body, { timestamp: String(Math.floor(clock.now() / 1000)) });
     assert.equal(c.statusCode, 201, c.body);
     const orderId = c.json().openOrderId as string;
-    const token = new URL(c.json().payUrl as string).pathname.split('/').at(-1)!;
-    await t.server.inject({ method: 'GET', url: `/cashier/${token}`, headers: { 'user-agent': COMPUTER_UA } });
-    const paid = await t.server.inject({
-      method: 'POST',
-      url: `/cashier/${token}/sandbox/pay?via=native`,
-      headers: { 'x-cashier-request': 'sandbox' },
-    });
-    assert.equal(paid.json().state, 'PAID', paid.body);
+    await payByNativeCode(t, cashierToken(c.json().payUrl as string));
     const trade = (await t.admin('GET', `/orders/${orderId}`)).json().attempts[0].trades[0] as { tradeNo: string };
     await waitFor('the first delivery', async () => rx.at(`/${tag}/moved`).length >= 1);
     await go(page, '#/');

@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
 import { MERCHANT_PERMISSIONS, MERCHANT_ROLES, type MerchantPermission, merchantCan } from '../../src/domain/merchant-users.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { cashierToken, openInWeChat, payByNativeCode } from '../helpers/cashier.ts';
 import { FakeClock, Receiver, reopenApp, waitFor } from '../helpers/events.ts';
 import { PASSWORD } from '../helpers/operators.ts';
 import { type PortalSession, createPortalUser, invitationToken, portalCall, portalSignIn, totpCode } from '../helpers/portal.ts';
@@ -298,29 +299,14 @@ describe('the owner helps itself', () => {
 });
 
 describe('an order paid through a provider trade', () => {
-  const UA = {
-    wechat: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 Mobile/15E148 MicroMessenger/8.0.47 NetType/WIFI',
-    computer: 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15',
-  };
-  const page = (url: string, ua: string) => t.server.inject({ method: 'GET', url, headers: { 'user-agent': ua } });
-
   test("the detail lists each attempt's trades (product, number, state, made, paid), as the admin API does; never the payer", async () => {
     const c = await signed(shop, 'POST', '/api/open/v1/payments', orderBody({ channel: 'WECHAT_H5', amountFen: 1290 }));
     assert.equal(c.statusCode, 201, c.body);
     const { openOrderId, payUrl } = c.json() as { openOrderId: string; payUrl: string };
-    const token = new URL(payUrl).pathname.split('/').at(-1)!;
-    // Inside WeChat (the sandbox's authorization: its one WeChat user), then on a computer (a Native code).
-    const go = new URL(String((await page(`/cashier/${token}/wechat/authorize`, UA.wechat)).headers.location));
-    const back = new URL(String((await page(`${go.pathname}${go.search}`, UA.wechat)).headers.location));
-    assert.match(back.search, /payer=/);
-    await page(`/cashier/${token}${back.search}`, UA.wechat);
-    await page(`/cashier/${token}`, UA.computer);
-    const paid = await t.server.inject({
-      method: 'POST',
-      url: `/cashier/${token}/sandbox/pay?via=native`,
-      headers: { 'x-cashier-request': 'sandbox' },
-    });
-    assert.equal(paid.json().state, 'PAID', paid.body);
+    // Inside WeChat (the sandbox's authorization: its one WeChat user), then on a computer (a Native code), paid.
+    const token = cashierToken(payUrl);
+    await openInWeChat(t, token);
+    await payByNativeCode(t, token);
 
     const detail = await portalCall(t, owner, 'GET', `/orders/${openOrderId}`);
     assert.equal(detail.statusCode, 200, detail.body);

@@ -97,7 +97,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
         }}
       >
         <h1>{t('Merchant portal')}</h1>
-        <p class="muted">Merchant Payment Service</p>
+        <p class="muted">{t('Merchant Payment Service')}</p>
         <Field label={t('Login')}>
           <input name="login" autocomplete="username" required autoFocus />
         </Field>

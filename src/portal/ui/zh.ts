@@ -13,6 +13,7 @@ export const PORTAL_ZH: Record<string, string> = {
   'There is no page {page}.': '没有页面 {page}。',
   'Sign in': '登录',
   'Merchant portal': '商户平台',
+  'Merchant Payment Service': '商户支付服务',
   Password: '密码',
   'Code from your authenticator app': '身份验证器应用中的验证码',
   'Signed in as {login} ({role}) of {merchant} until {until} at the latest.':

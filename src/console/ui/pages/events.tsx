@@ -1,5 +1,5 @@
 /** Events: filter by status and app, redeliver one or many; one event's payload and delivery log. */
-import { t } from '../../../ui/i18n.ts';
+import { refusalText, t } from '../../../ui/i18n.ts';
 import { EventFilter } from '../../../ui/lists.tsx';
 import { useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
@@ -99,7 +99,8 @@ export function EventsPage() {
           <ul class="results" role="status">
             {results.map((r) => (
               <li key={r.eventId}>
-                <span class="mono">{r.eventId}</span>: {r.status ?? `${r.code} ${r.message}`}
+                <span class="mono">{r.eventId}</span>:{' '}
+                {r.status ?? t('{message} ({code})', { message: refusalText(r.code ?? '', r.message ?? ''), code: r.code ?? '' })}
               </li>
             ))}
           </ul>
