@@ -1,8 +1,8 @@
 /**
  * The cap of JSAPI trades per attempt (MAX_JSAPI_TRADES, one per WeChat user who opens the link)
  * holds when WeChat users come back from WeChat's authorization at the same moment: real requests
- * to the listening service in live mode, the WeChat Pay simulator's authorization (a user per
- * `sim_wechat_user` cookie), the real database.
+ * to two instances of the service in live mode on one database, the WeChat Pay simulator's
+ * authorization (a user per `sim_wechat_user` cookie).
  *
  * To make the moment the same for every request, the test holds the attempt's row (FOR UPDATE, in
  * a connection of its own) while the callbacks arrive: each request then waits at the database
@@ -12,10 +12,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import type { BuiltApp } from '../../src/app.ts';
 import { MAX_JSAPI_TRADES } from '../../src/usecases/cashier-trades.ts';
 import { call, orderBody } from '../helpers/app.ts';
-import { FakeClock, waitFor } from '../helpers/events.ts';
+import { FakeClock, reopenApp, waitFor } from '../helpers/events.ts';
 import { type LiveService, startLiveService } from '../helpers/live.ts';
 
 const WECHAT_UA =
@@ -25,12 +27,21 @@ describe('the cap of JSAPI trades per attempt under concurrent WeChat users (liv
   const clock = new FakeClock();
   let live: LiveService;
   let base: string;
+  /** A second instance on the same database (and the same simulators). */
+  let other: BuiltApp;
+  let otherBase: string;
 
   before(async () => {
     live = await startLiveService(clock, '/hooks/cap');
     base = live.t.config.publicBaseUrl;
+    other = await reopenApp(live.t, clock);
+    await other.server.listen({ port: 0, host: '127.0.0.1' });
+    otherBase = `http://127.0.0.1:${(other.server.server.address() as AddressInfo).port}`;
   });
-  after(() => live?.stop());
+  after(async () => {
+    await other?.close();
+    await live?.stop();
+  });
 
   const redirect = async (url: string, headers: Record<string, string> = {}) => {
     const res = await fetch(url, { redirect: 'manual', headers: { 'user-agent': WECHAT_UA, ...headers } });
@@ -48,7 +59,7 @@ describe('the cap of JSAPI trades per attempt under concurrent WeChat users (liv
     return back.location!;
   }
 
-  test(`${MAX_JSAPI_TRADES + 4} WeChat users come back at once: ${MAX_JSAPI_TRADES} JSAPI trades, the others refused`, async () => {
+  test(`${MAX_JSAPI_TRADES + 4} WeChat users come back at once, through two instances: ${MAX_JSAPI_TRADES} JSAPI trades, the others refused`, async () => {
     const { t, m } = live;
     const created = await call(t, m, 'POST', '/api/open/v1/payments', orderBody({ channel: 'WECHAT_H5', amountFen: 1500 }), {
       timestamp: String(Math.floor(clock.now() / 1000)),
@@ -70,8 +81,11 @@ describe('the cap of JSAPI trades per attempt under concurrent WeChat users (liv
     try {
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE', [attemptId]);
-      const racing = callbacks.slice(1).map((url) => redirect(url));
+      // Every other one through the second instance.
+      const racing = callbacks.slice(1).map((url, i) => redirect(i % 2 === 0 ? url : url.replace(base, otherBase)));
       await waitFor('every request waiting for the attempt at the database', async () => {
+        // (The activity is read afresh: within a transaction it is otherwise the first read's snapshot.)
+        await holder.query('SELECT pg_stat_clear_snapshot()');
         const r = await holder.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_stat_activity
             WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
