@@ -131,8 +131,9 @@ export const CLOSE_HOLD_MS = 30_000;
 export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
- * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: a hold
- * that lapses while the close is still pending is found by FIND_DUE_WORK) while the order is open.
+ * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS by
+ * `instance`: a hold that lapses, or whose instance stops beating, while the close is still pending
+ * is found by FIND_DUE_WORK) while the order is open.
  * Answers the close that was pending before (if any) and the hold written (the mark by which this
  * close withdraws only its own), or null when the order is not open.
  */
@@ -141,20 +142,21 @@ export async function markClosePending(
   orderId: string,
   reason: ClosedReason,
   now: Date,
+  instance: string,
 ): Promise<{ before: ClosedReason | null; heldUntil: Date } | null> {
   const r = await db.query<{ before: ClosedReason | null; heldUntil: Date }>(
-    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
+    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3, close_held_by = $4
        FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
       WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
       RETURNING b.before, o.close_held_until AS "heldUntil"`,
-    [orderId, reason, new Date(now.getTime() + CLOSE_HOLD_MS)],
+    [orderId, reason, new Date(now.getTime() + CLOSE_HOLD_MS), instance],
   );
   return r.rows[0] ?? null;
 }
 
 /** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
 export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
-  const r = await tx.query(`UPDATE orders SET close_pending = NULL, close_held_until = NULL WHERE id = $1 AND close_held_until = $2`, [
+  const r = await tx.query(`UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`, [
     orderId,
     heldUntil,
   ]);
@@ -164,7 +166,7 @@ export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: D
 /** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
 export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
   const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
-  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3 WHERE id = $1`, [orderId, reason, until]);
+  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [orderId, reason, until]);
 }
 
 /**
