@@ -33,6 +33,7 @@ import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
+import { StatementDownloads } from './usecases/statement-downloads.ts';
 
 export type { Clock } from './domain/clock.ts';
 export { systemClock } from './domain/clock.ts';
@@ -179,6 +180,11 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    statementDownloads: new StatementDownloads({
+      perApp: config.statementDownloadsPerApp,
+      total: config.statementDownloadsTotal,
+      stallTimeoutMs: config.statementStallTimeoutMs,
+    }),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),
     merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),

@@ -12,6 +12,8 @@ import type { AttemptAcceptor } from '../store/attempt-acceptance.ts';
 import type { OrderInserter } from '../store/order-inserts.ts';
 import type { OrderReader } from '../store/order-reads.ts';
 
+import type { StatementDownloads } from './statement-downloads.ts';
+
 export type { Log } from '../lib/log.ts';
 
 export interface UseCaseDeps {
@@ -28,6 +30,8 @@ export interface UseCaseDeps {
   orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
   acceptor: AttemptAcceptor;
+  /** The budget of statement files made at once by this instance, and the first summaries being computed. */
+  statementDownloads: StatementDownloads;
   /** Asks the background workers to look for due work now (follow-ups written, events queued). */
   wakeWorkers(): void;
 }
