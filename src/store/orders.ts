@@ -156,17 +156,21 @@ export async function markClosePending(
 
 /** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
 export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
-  const r = await tx.query(`UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`, [
-    orderId,
-    heldUntil,
-  ]);
+  const r = await tx.query(
+    `UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`,
+    [orderId, heldUntil],
+  );
   return r.rowCount === 1;
 }
 
 /** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
 export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
   const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
-  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [orderId, reason, until]);
+  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [
+    orderId,
+    reason,
+    until,
+  ]);
 }
 
 /**
