@@ -51,6 +51,8 @@ import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, detailTables, markdown, summaryTables, targetsTable } from './lib/report.ts';
 import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
 import { statementScenario } from './lib/statement.ts';
+import { type Neighbours, prepareNeighbours, startStalledDownloads } from './lib/stalled-downloads.ts';
+import { crashScenario } from './lib/crash.ts';
 
 const HELP = `Usage: npm run bench -- [options]
 
@@ -60,8 +62,9 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,half (half = half-query,half-create,half-realistic), statement;
-                          default: all but statement (it writes a day of payments first)
+                          flood,stalled-downloads,half (half = half-query,half-create,half-realistic),
+                          statement, crash; default: all but statement (it writes a day of payments
+                          first) and crash (it kills the service; run last)
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --warmup <s>            warm-up seconds before each peak scenario of the first run (default 3; --quick: 1)
   --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
@@ -193,6 +196,7 @@ const ALL = [
   'realistic',
   'notify',
   'flood',
+  'stalled-downloads',
   'half-query',
   'half-create',
   'half-realistic',
@@ -204,8 +208,8 @@ const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + 
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s) && s !== 'statement') {
-    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'crash') {
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, crash)\n`);
     process.exit(2);
   }
 }
@@ -230,6 +234,7 @@ const DESCRIPTIONS: Record<Name, string> = {
   notify: `a backlog of ${2 * opts.notifyOrders} notifications of one app (${opts.notifyOrders} orders created, paid, refunded with no notifyUrl), delivered once its notifyUrl is set`,
   flood: `query open-loop at ${opts.floodRate}/s while other connections flood deep JSON, big headers, long paths, garbage, slow bodies and headers`,
   'half-realistic': 'the realistic mix at half of its peak rate',
+  'stalled-downloads': `the normal merchant's query, then create, open-loop at ${opts.floodRate}/s: quiet, then while 4 other apps open statement downloads (50,000 rows a day; --quick 10,000) and never read them`,
 };
 
 const t00 = performance.now();
@@ -734,6 +739,7 @@ async function main(): Promise<boolean> {
     return res;
   }
 
+  let neighbours: Neighbours | null = null;
   async function scenario(name: Name, run: number): Promise<ScenarioResult[]> {
     switch (name) {
       case 'create':
@@ -772,6 +778,30 @@ async function main(): Promise<boolean> {
           }),
         ];
       }
+      case 'stalled-downloads': {
+        await ensureOrders(seedCount);
+        neighbours ??= await prepareNeighbours(svc, 4, quick ? 10_000 : 50_000, log);
+        const nb = neighbours;
+        const out: ScenarioResult[] = [];
+        for (const kind of ['query', 'create'] as const) {
+          for (const noisy of [false, true]) {
+            const n = Math.ceil(opts.floodRate * opts.duration);
+            let dl: ReturnType<typeof startStalledDownloads> | null = null;
+            const r = await measured(name, run, kind === 'query' ? queryItems(n, book.orders) : createItems(n), {
+              connections: 64,
+              rate: opts.floodRate,
+              paced: true,
+              before: noisy ? () => (dl = startStalledDownloads(svc.baseUrl, nb.apps, nb.day, 2)) : undefined,
+              after: noisy
+                ? async (res) =>
+                    void log(`  stalled downloads: ${JSON.stringify(((res as { stalled?: unknown }).stalled = await dl!.stop()))}`)
+                : undefined,
+            });
+            out.push({ ...r, name: `stalled-downloads ${kind} ${noisy ? 'noisy' : 'quiet'}` });
+          }
+        }
+        return out;
+      }
       case 'half-query':
       case 'half-create':
       case 'half-realistic': {
@@ -809,6 +839,7 @@ async function main(): Promise<boolean> {
   }
 
   const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
+  const crash = wanted.includes('crash') ? await crashScenario(svc, freeApp, { inFlight: quick ? 8 : 20, loadConnections: 16, log }) : null;
 
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
   const pgPssMB = svc.postmasterPid !== null && svc.embedded ? clusterPssMB(svc.postmasterPid) : null;
@@ -863,6 +894,7 @@ async function main(): Promise<boolean> {
     cryptoCeilingReference: { pairsPerSecThreadpool: refMachine, pairsPerSecPerCore: refCore },
     results,
     statement,
+    crash,
     serverPeakRssMB: hwm,
     memory,
     serverMemoryAfterFullGc: liveAfterGc,
