@@ -84,7 +84,7 @@ export async function crashScenario(
 
   // n creates, n refunds and n closes whose provider calls are held (in flight when the process dies).
   for (const operation of ['CREATE_ATTEMPT', 'REFUND', 'CLOSE']) {
-    if ((await sandbox('/faults', { operation, outcome: 'DELAY_MS', delayMs: 600_000, times: n })) !== 201) {
+    if ((await sandbox('/faults', { operation, outcome: 'DELAY_MS', delayMs: 60_000, times: n })) !== 201) {
       throw new Error(`crash: the ${operation} fault was refused`);
     }
   }

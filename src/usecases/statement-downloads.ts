@@ -9,6 +9,7 @@
  * The budget is this instance's: it protects this process's event loop and memory, the resource
  * it spends (a decision about money is never taken from it). Several instances each admit their own.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { DomainError } from '../domain/errors.ts';
 
 export interface StatementDownloadLimits {
@@ -26,6 +27,7 @@ export class StatementDownloads {
   readonly #byApp = new Map<string, number>();
   #total = 0;
   readonly #flights = new Map<string, Promise<unknown>>();
+  #tail: Promise<void> = Promise.resolve();
 
   constructor(limits: StatementDownloadLimits) {
     this.limits = limits;
@@ -62,6 +64,18 @@ export class StatementDownloads {
       if (n === 0) this.#byApp.delete(appId);
       else this.#byApp.set(appId, n);
     };
+  }
+
+  /**
+   * Waits for the caller's turn to do one slice of statement work (a page read, a few hundred rows
+   * encoded): the turns of every file being made are taken one after another, one per turn of the
+   * event loop, so however many files are being made, their work on the main thread is one slice
+   * between two rounds of everything else (requests, timers, I/O).
+   */
+  turn(): Promise<void> {
+    const mine = this.#tail.then(() => nextTurn());
+    this.#tail = mine;
+    return mine;
   }
 
   /** Runs `make` once for `key` however many callers ask at once; each gets its result (or its error). */
