@@ -3,7 +3,7 @@
  * (the row that owns the cumulative limit); state changes take a Transition checked against the
  * tables of src/domain/states.ts.
  */
-import type { RefundState, Transition } from '../domain/states.ts';
+import type { DuplicateRefundState, RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 
@@ -131,7 +131,7 @@ export async function refundToCheck(
 
 // --- duplicate payments ------------------------------------------------------------------------
 
-export type DuplicateRefundState = 'PENDING' | 'REFUNDED' | 'FAILED' | 'UNKNOWN';
+export type { DuplicateRefundState };
 
 export interface DuplicateRow {
   id: string;
@@ -168,17 +168,38 @@ export async function getDuplicate(db: Queryable, id: string): Promise<Duplicate
   return r.rows[0] ?? null;
 }
 
+/**
+ * A duplicate's refund changes state, only from the transition's source state (a REFUNDED
+ * duplicate is never overwritten by an answer that was in flight); answers whether it did.
+ */
 export async function setDuplicateRefundState(
+  db: Queryable,
+  id: string,
+  t: Transition<'duplicateRefund'>,
+  providerRef: string | null,
+  now: Date,
+): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE duplicate_payments SET refund_state = $3, provider_ref = COALESCE($4, provider_ref), updated_at = $5
+      WHERE id = $1 AND refund_state = $2`,
+    [id, t.from, t.to, providerRef, now],
+  );
+  return r.rowCount === 1;
+}
+
+/** The provider's reference of a duplicate's refund whose state stays `state` (accepted again, still settling); answers whether it did. */
+export async function noteDuplicateProviderRef(
   db: Queryable,
   id: string,
   state: DuplicateRefundState,
   providerRef: string | null,
   now: Date,
-): Promise<void> {
-  await db.query(
-    'UPDATE duplicate_payments SET refund_state = $2, provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1',
+): Promise<boolean> {
+  const r = await db.query(
+    'UPDATE duplicate_payments SET provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1 AND refund_state = $2',
     [id, state, providerRef, now],
   );
+  return r.rowCount === 1;
 }
 
 export async function duplicatesOfOrder(db: Queryable, orderId: string): Promise<DuplicateRow[]> {
