@@ -33,7 +33,8 @@ export interface RequestRecord {
   target: string;
   bodySha256: string;
   state: RequestUnitState;
-  statusCode: number | null;
+  /** The kept answer's status, as the surface rendered it (opaque here). */
+  answerStatus: number | null;
   body: string | null;
   /** IN_PROGRESS, and its lease ran out or its holder's instance is gone. */
   takeable: boolean;
@@ -64,7 +65,7 @@ export async function readRequestId(
 ): Promise<RequestRecord | null> {
   const r = await db.query<RequestRecord>({
     name: 'replay_read',
-    text: `SELECT method, target, body_sha256 AS "bodySha256", state, status_code AS "statusCode", response_body AS body,
+    text: `SELECT method, target, body_sha256 AS "bodySha256", state, status_code AS "answerStatus", response_body AS body,
             (state IN ${IN_PROGRESS} AND ${HOLDER_GONE}) AS takeable
        FROM request_replays r WHERE app_id = $1 AND request_id = $2`,
     values: [appId, requestId, now, aliveSince],

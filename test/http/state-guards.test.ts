@@ -155,7 +155,7 @@ describe('request units', () => {
     const later = new Date(clock.now() + 3_600_000);
     assert.equal(await replays.takeOverRequestId(t.svc.db, key, { ...h, holder: 'h2' }, later, later), false);
     const rec = await replays.readRequestId(t.svc.db, key.appId, key.requestId, later, later);
-    assert.deepEqual([rec?.state, rec?.statusCode, rec?.body, rec?.takeable], ['DONE', 201, '{"a":1}', false]);
+    assert.deepEqual([rec?.state, rec?.answerStatus, rec?.body, rec?.takeable], ['DONE', 201, '{"a":1}', false]);
   });
 });
 

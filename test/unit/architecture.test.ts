@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
+import { JOB_KINDS } from '../../src/domain/jobs.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const src = path.join(root, 'src');
@@ -151,8 +152,16 @@ const LAYERS: [string, string[]][] = [
 const ALLOWED = new Map(LAYERS);
 const RANK = new Map(LAYERS.map(([l], i) => [l, i]));
 
-/** Layers below the surfaces that must not know HTTP statuses (providers and events are HTTP clients of the outside). */
+/**
+ * Layers below the surfaces that must not know HTTP statuses. Providers and events are HTTP clients
+ * of the outside (a provider's answer, a notify URL's answer, a provider notification's
+ * acknowledgement by the provider's protocol): they read statuses, but never the service's own.
+ */
 const NO_HTTP_STATUS = ['usecases', 'store', 'domain', 'platform', 'config', 'net', 'lib', 'services'];
+/** Layers where not even the name of an HTTP status appears: a use case's answer is a result or a DomainError. */
+const NO_STATUS_CODE = ['usecases', 'domain'];
+/** An answer's HTTP status by name. */
+const STATUS_CODE_RE = /\bstatusCode\b|\breply\.code\(/;
 /** A status compared with, or written as, an HTTP status number. */
 const HTTP_STATUS_RE = [
   /\bstatus(?:Code)?\s*(?:===|!==|==|!=|<=|>=|<|>|:)\s*[1-5]\d\d\b/,
@@ -216,6 +225,43 @@ describe('architecture', () => {
     assert.deepEqual(wrong, []);
   });
 
+  test('no answer status by name in use cases and the domain', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => NO_STATUS_CODE.includes(layerOf(f)))
+      .flatMap((f) => {
+        const m = STATUS_CODE_RE.exec(codeOf(f));
+        return m ? [`${f}: ${m[0]}`] : [];
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test("the service's answer statuses are the surfaces': none is written below them, providers and events included", () => {
+    const writes = /\b(?:reply|res)\.(?:code|status)\(\s*[1-5]\d\d\b|\bstatusCode\s*=\s*[1-5]\d\d\b/;
+    const wrong = [...graph.keys()]
+      .filter((f) => [...NO_HTTP_STATUS, 'providers', 'events'].includes(layerOf(f)))
+      .flatMap((f) => {
+        const m = writes.exec(codeOf(f));
+        return m ? [`${f}: ${m[0]}`] : [];
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test('the job kinds are listed in one place (src/domain/jobs.ts; src/workers.ts maps each to its handler)', () => {
+    const kinds = Object.keys(JOB_KINDS);
+    assert.ok(kinds.length > 5, 'the kinds were read');
+    const alt = kinds.join('|');
+    const wrong = [...graph.keys()]
+      .filter((f) => f !== path.join('src', 'domain', 'jobs.ts') && f !== path.join('src', 'workers.ts'))
+      .filter((f) => {
+        const text = codeOf(f);
+        // An array of three kinds or more, or an object keyed by three kinds or more.
+        const inArray = [...text.matchAll(/\[[^[\]]*\]/g)].some((m) => (m[0].match(new RegExp(`'(?:${alt})'`, 'g')) ?? []).length >= 3);
+        const keys = (text.match(new RegExp(`^\\s*(?:${alt}):`, 'gm')) ?? []).length;
+        return inArray || keys >= 3;
+      });
+    assert.deepEqual(wrong, []);
+  });
+
   test('no SQLSTATE above the store', () => {
     const wrong = [...graph.keys()]
       .filter((f) => layerOf(f) !== 'store')
@@ -233,6 +279,8 @@ describe('architecture', () => {
     assert.ok(SQLSTATE_RE.test("return e?.code === '23505' && e.table === 'refunds'"));
     assert.ok(SQLSTATE_RE.test("if (err.code === '22P05')"));
     assert.ok(!SQLSTATE_RE.test("if (code === 'ECONNRESET')"));
+    assert.ok(STATUS_CODE_RE.test('return { statusCode: 409 }'));
+    assert.ok(!STATUS_CODE_RE.test('const status = order.status;'));
   });
 
   test('nothing below the surfaces knows HTTP or the database driver', () => {
