@@ -178,13 +178,7 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
     return 'retry';
   }
   if (state === 'SUCCEEDED') {
-    await refunds.setDuplicateRefundState(
-      d.db,
-      dup.id,
-      transition('duplicateRefund', 'check duplicate refund', dup.refundState, 'REFUNDED'),
-      null,
-      nowOf(d),
-    );
+    await refunds.markDuplicateRefunded(d.db, dup.id, nowOf(d));
     return 'done';
   }
   if (state === 'NOT_FOUND' || state === 'FAILED') {
