@@ -8,12 +8,14 @@ import type { EventType, WebhookEventPayload } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
 import type { DeliveryState } from '../domain/states.ts';
 import { type Db, type Queryable, type Tx } from './db.ts';
-import { fromStates } from './states-sql.ts';
+import { atOrFromStates, fromStates } from './states-sql.ts';
 
 /** An outcome of a delivery attempt is recorded only over a PENDING event (a failed attempt leaves it PENDING). */
 const DELIVERY_ENDS_FROM = fromStates('delivery', 'DELIVERED', 'DEAD');
 /** A delivered or dead event goes back to the queue. */
 const REQUEUE_FROM = fromStates('delivery', 'PENDING');
+/** The merchant's redelivery: a PENDING event stays PENDING (made due now), the others go back to the queue. */
+const REDELIVER_FROM = atOrFromStates('delivery', 'PENDING');
 
 /** Writes the event (its payload is the exact text that will be delivered and signed). */
 export async function insertEvent(
@@ -484,7 +486,7 @@ export async function requestRedelivery(
     `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
             next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
             redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
-      WHERE id = $1 RETURNING next_attempt_at AS "nextAttemptAt"`,
+      WHERE id = $1 AND status IN ${REDELIVER_FROM} RETURNING next_attempt_at AS "nextAttemptAt"`,
     [eventId, now],
   );
   return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };

@@ -13,3 +13,10 @@ export function fromStates<K extends Entity>(entity: K, ...targets: StateOf<K>[]
   for (const s of sources) if (!/^[A-Z_]+$/.test(s)) throw new Error(`${entity}: state ${s} is not a plain name`);
   return `(${sources.map((s) => `'${s}'`).join(', ')})`;
 }
+
+/** `('A', 'B', 'T')`: `to` itself (a row already there stays, e.g. is made due again) or any state that may reach it. */
+export function atOrFromStates<K extends Entity>(entity: K, to: StateOf<K>): string {
+  const states = [...new Set([to, ...sourcesOf(entity, to)])].sort();
+  for (const s of states) if (!/^[A-Z_]+$/.test(s)) throw new Error(`${entity}: state ${s} is not a plain name`);
+  return `(${states.map((s) => `'${s}'`).join(', ')})`;
+}

@@ -170,6 +170,40 @@ const HTTP_STATUS_RE = [
 /** A PostgreSQL error recognised by its SQLSTATE (code === '23505'): only src/store/ may (src/store/errors.ts names them). */
 const SQLSTATE_RE = /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b/;
 
+/** The tables of the state machines (src/domain/states.ts), each with its state column. */
+const MACHINE_COLUMNS: Record<string, string> = {
+  orders: 'status',
+  attempts: 'state',
+  refunds: 'state',
+  provider_trades: 'state',
+  duplicate_payments: 'refund_state',
+  events: 'status',
+  reconciliation_runs: 'status',
+  request_replays: 'state',
+};
+
+/**
+ * The UPDATE statements of a store module that set a machine's state column without a WHERE
+ * condition on that column (`state = $n`, `state = 'X'`, `state IN (...)`): a change applied
+ * whatever the row's state, as `setDuplicateRefundState` once overwrote a REFUNDED duplicate.
+ */
+function unguardedStateWrites(text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(/\bUPDATE\s+(\w+)\b/g)) {
+    const col = MACHINE_COLUMNS[m[1]!];
+    if (!col) continue;
+    const rest = text.slice(m.index + m[0].length);
+    const ends = ['`', '.query', 'UPDATE '].map((e) => rest.indexOf(e)).filter((i) => i >= 0);
+    const stmt = rest.slice(0, Math.min(rest.length, ...ends));
+    const where = stmt.search(/\bWHERE\b/);
+    const set = where < 0 ? stmt : stmt.slice(0, where);
+    if (!new RegExp(`(?:\\bSET|,)\\s*${col}\\s*=`).test(set)) continue;
+    const guard = new RegExp(`\\b(?:\\w+\\.)?${col}\\s*(?:=\\s*(?:\\$\\d+|'[A-Z_]+')|IN\\b)`);
+    if (where < 0 || !guard.test(stmt.slice(where))) out.push(`${m[0]} ${stmt.trim().split('\n')[0]!.slice(0, 80)}`);
+  }
+  return out;
+}
+
 /** A file's text with its comments removed (a comment may name a status or a code). */
 function codeOf(file: string): string {
   return fs
@@ -262,6 +296,13 @@ describe('architecture', () => {
     assert.deepEqual(wrong, []);
   });
 
+  test('every state change the store writes is guarded by its source states (the transition tables)', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => layerOf(f) === 'store')
+      .flatMap((f) => unguardedStateWrites(fs.readFileSync(path.join(root, f), 'utf8')).map((w) => `${f}: ${w}`));
+    assert.deepEqual(wrong, []);
+  });
+
   test('no SQLSTATE above the store', () => {
     const wrong = [...graph.keys()]
       .filter((f) => layerOf(f) !== 'store')
@@ -280,6 +321,14 @@ describe('architecture', () => {
     assert.ok(SQLSTATE_RE.test("if (err.code === '22P05')"));
     assert.ok(!SQLSTATE_RE.test("if (code === 'ECONNRESET')"));
     assert.ok(STATUS_CODE_RE.test('return { statusCode: 409 }'));
+    assert.deepEqual(
+      unguardedStateWrites("db.query('UPDATE duplicate_payments SET refund_state = $2, provider_ref = $3 WHERE id = $1', [id]);").length,
+      1,
+      'the unguarded duplicate refund write is found',
+    );
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE refunds SET state = $3 WHERE id = $1 AND state = $2`)'), []);
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE events SET status = i.status FROM i WHERE events.status IN ${X}`)'), []);
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE orders SET close_pending = NULL WHERE id = $1`)'), [], 'not a state change');
     assert.ok(!STATUS_CODE_RE.test('const status = order.status;'));
   });
 

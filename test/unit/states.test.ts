@@ -28,7 +28,7 @@ import {
   sourcesOf,
   transition,
 } from '../../src/domain/states.ts';
-import { fromStates } from '../../src/store/states-sql.ts';
+import { atOrFromStates, fromStates } from '../../src/store/states-sql.ts';
 import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 
 const TABLES = {
@@ -108,6 +108,7 @@ describe('transition tables', () => {
     assert.equal(fromStates('run', 'RUNNING'), "('FAILED', 'QUEUED', 'RUNNING')");
     assert.equal(fromStates('requestUnit', 'DONE'), "('IN_PROGRESS')");
     assert.throws(() => fromStates('requestUnit', 'IN_PROGRESS'), /nothing leads to IN_PROGRESS/);
+    assert.equal(atOrFromStates('delivery', 'PENDING'), "('DEAD', 'DELIVERED', 'PENDING')");
   });
 
   test('canTransition follows the table; transition() refuses the rest, naming the flow and what was allowed', () => {
