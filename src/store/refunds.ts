@@ -132,8 +132,6 @@ export async function refundToCheck(
 
 // --- duplicate payments ------------------------------------------------------------------------
 
-export type { DuplicateRefundState };
-
 export interface DuplicateRow {
   id: string;
   orderId: string;
@@ -194,10 +192,11 @@ const REFUNDED_FROM = fromStates('duplicateRefund', 'REFUNDED');
  * The provider reports a duplicate's refund settled: REFUNDED from whichever state the table lets
  * reach it (the money is back, whatever was recorded meanwhile); answers whether it changed.
  */
-export async function markDuplicateRefunded(db: Queryable, id: string, now: Date): Promise<boolean> {
+export async function markDuplicateRefunded(db: Queryable, id: string, providerRef: string | null, now: Date): Promise<boolean> {
   const r = await db.query(
-    `UPDATE duplicate_payments SET refund_state = 'REFUNDED', updated_at = $2 WHERE id = $1 AND refund_state IN ${REFUNDED_FROM}`,
-    [id, now],
+    `UPDATE duplicate_payments SET refund_state = 'REFUNDED', provider_ref = COALESCE($3, provider_ref), updated_at = $2
+      WHERE id = $1 AND refund_state IN ${REFUNDED_FROM}`,
+    [id, now, providerRef],
   );
   return r.rowCount === 1;
 }

@@ -117,8 +117,9 @@ export async function closeTrade(d: UseCaseDeps, job: Job): Promise<JobOutcome> 
 }
 
 /**
- * REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome,
- * only over the state read before the call (a check that found it refunded meanwhile wins).
+ * REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome:
+ * REFUNDED from whichever state leads there, any other answer only over the state read before the
+ * call (a check that found it refunded meanwhile wins).
  */
 export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
   const dup = await refunds.getDuplicate(d.db, job.subjectId);
@@ -143,16 +144,19 @@ export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutc
   }
   const applied = await withTx(d.db, async (tx) => {
     const now = nowOf(d);
+    // Refunded is the truth whatever was recorded meanwhile; any other answer only over what was read.
     const ok =
-      state === dup.refundState
-        ? await refunds.noteDuplicateProviderRef(tx, dup.id, state, ref, now)
-        : await refunds.setDuplicateRefundState(
-            tx,
-            dup.id,
-            transition('duplicateRefund', 'refund duplicate', dup.refundState, state),
-            ref,
-            now,
-          );
+      state === 'REFUNDED'
+        ? await refunds.markDuplicateRefunded(tx, dup.id, ref, now)
+        : state === dup.refundState
+          ? await refunds.noteDuplicateProviderRef(tx, dup.id, state, ref, now)
+          : await refunds.setDuplicateRefundState(
+              tx,
+              dup.id,
+              transition('duplicateRefund', 'refund duplicate', dup.refundState, state),
+              ref,
+              now,
+            );
     if (ok && (state === 'PENDING' || state === 'UNKNOWN')) {
       await jobs.schedule(tx, 'CHECK_DUPLICATE_REFUND', dup.id, new Date(now.getTime() + DUPLICATE_CHECK_MS));
     }
@@ -178,7 +182,7 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
     return 'retry';
   }
   if (state === 'SUCCEEDED') {
-    await refunds.markDuplicateRefunded(d.db, dup.id, nowOf(d));
+    await refunds.markDuplicateRefunded(d.db, dup.id, null, nowOf(d));
     return 'done';
   }
   if (state === 'NOT_FOUND' || state === 'FAILED') {

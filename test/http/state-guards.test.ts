@@ -67,7 +67,7 @@ describe('duplicate-payment refunds', () => {
     const other = await duplicate();
     const unknown = transition('duplicateRefund', 'test', 'PENDING', 'UNKNOWN');
     assert.equal(await refunds.setDuplicateRefundState(t.svc.db, other, unknown, null, now()), true);
-    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, other, now()), true, 'a settled refund is REFUNDED from UNKNOWN');
+    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, other, null, now()), true, 'a settled refund is REFUNDED from UNKNOWN');
 
     const id = await duplicate();
     const refunded = transition('duplicateRefund', 'test', 'PENDING', 'REFUNDED');
@@ -79,7 +79,7 @@ describe('duplicate-payment refunds', () => {
     const fromUnknown = transition('duplicateRefund', 'test', 'UNKNOWN', 'PENDING');
     assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, fromUnknown, null, now()), false);
     assert.equal(await refunds.noteDuplicateProviderRef(t.svc.db, id, 'PENDING', 'R2', now()), false);
-    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, id, now()), false, 'already REFUNDED: nothing changes');
+    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, id, null, now()), false, 'already REFUNDED: nothing changes');
     const row = await refunds.getDuplicate(t.svc.db, id);
     assert.equal(row?.refundState, 'REFUNDED');
     assert.equal(await listed(id), 'REFUNDED');
