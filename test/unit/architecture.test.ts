@@ -168,7 +168,8 @@ const HTTP_STATUS_RE = [
   /\b[1-5]\d\d\s*(?:===|!==|==|!=|<=|>=|<|>)\s*[\w.]*status/i,
 ];
 /** A PostgreSQL error recognised by its SQLSTATE (code === '23505'): only src/store/ may (src/store/errors.ts names them). */
-const SQLSTATE_RE = /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b/;
+const SQLSTATE_RE =
+  /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b|['"](?:08|22|23|25|40|42|53|55|57)[0-9A-Z]{3}['"][^;\n]{0,60}\.code\b/;
 
 /** The tables of the state machines (src/domain/states.ts), each with its state column. */
 const MACHINE_COLUMNS: Record<string, string> = {
@@ -320,6 +321,8 @@ describe('architecture', () => {
     assert.ok(SQLSTATE_RE.test("return e?.code === '23505' && e.table === 'refunds'"));
     assert.ok(SQLSTATE_RE.test("if (err.code === '22P05')"));
     assert.ok(!SQLSTATE_RE.test("if (code === 'ECONNRESET')"));
+    assert.ok(SQLSTATE_RE.test("if (['40001', '40P01'].includes(err.code)) retry();"), 'a list of SQLSTATEs');
+    assert.ok(!SQLSTATE_RE.test("['40001', 'a required argument is missing (isv.missing-*)'],"), "a provider's own code");
     assert.ok(STATUS_CODE_RE.test('return { statusCode: 409 }'));
     assert.deepEqual(
       unguardedStateWrites("db.query('UPDATE duplicate_payments SET refund_state = $2, provider_ref = $3 WHERE id = $1', [id]);").length,
