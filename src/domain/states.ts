@@ -24,7 +24,7 @@ export const ORDER_TRANSITIONS: Readonly<Record<OrderStatus, readonly OrderStatu
   CREATED: ['PAYING', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
   // PAYING: a live attempt the buyer can pay. Back to CREATED when a replacement attempt is refused.
   PAYING: ['CREATED', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
-  // UNKNOWN: the provider outcome of the latest attempt is uncertain; the reconciler converges it.
+  // UNKNOWN: the provider outcome of the latest attempt is uncertain; a provider check (CHECK_ATTEMPT) converges it.
   UNKNOWN: ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED'],
   SUCCEEDED: [],
   CLOSED: [],
