@@ -197,6 +197,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       },
       nowOf(d),
     );
+    if (done === null) return (await recon.getRun(d.db, run.id))!;
     const line = { runId: run.id, provider: run.provider, day: run.day, counts };
     if ((done.discrepancies ?? 0) > 0) d.log.warn(line, 'reconciliation found discrepancies: kept for the operator');
     else d.log.info(line, 'reconciliation completed');
