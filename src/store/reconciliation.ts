@@ -289,21 +289,26 @@ export interface RunCounts {
 }
 
 /** A running run completes with its counts; null when it is not RUNNING (only a run being executed completes). */
-export async function completeRun(db: Queryable, runId: string, c: RunCounts, now: Date): Promise<RunRow | null> {
+/** A running run completed by the holder of its try `tries` (a holder whose run was started again by another completes nothing). */
+export async function completeRun(db: Queryable, runId: string, tries: number, c: RunCounts, now: Date): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
     `UPDATE reconciliation_runs SET status = 'COMPLETED', finished_at = $2, provider_lines = $3, ledger_lines = $4,
             matched = $5, converged = $6, discrepancies = $7, error = NULL
-      WHERE id = $1 AND status IN ${COMPLETE_FROM} RETURNING ${RUN_COLS}`,
-    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies],
+      WHERE id = $1 AND status IN ${COMPLETE_FROM} AND tries = $8 RETURNING ${RUN_COLS}`,
+    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies, tries],
   );
   return r.rows[0] ?? null;
 }
 
-/** A running run failed: tried again from `retryAt` (its lines so far dropped); answers whether it was RUNNING. */
-export async function failRun(db: Queryable, runId: string, error: string, now: Date, retryAt: Date): Promise<boolean> {
+/**
+ * A running run failed under the holder of its try `tries`: tried again from `retryAt` (its lines so far
+ * dropped); answers whether it was that try's RUNNING run.
+ */
+export async function failRun(db: Queryable, runId: string, tries: number, error: string, now: Date, retryAt: Date): Promise<boolean> {
   const r = await db.query(
-    `UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4 WHERE id = $1 AND status IN ${FAIL_FROM}`,
-    [runId, now, retryAt, error.slice(0, 1000)],
+    `UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4
+      WHERE id = $1 AND status IN ${FAIL_FROM} AND tries = $5`,
+    [runId, now, retryAt, error.slice(0, 1000), tries],
   );
   if (r.rowCount === 1) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
   return r.rowCount === 1;
