@@ -9,7 +9,7 @@
  * The budget is this instance's: it protects this process's event loop and memory, the resource
  * it spends (a decision about money is never taken from it). Several instances each admit their own.
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as pause } from 'node:timers/promises';
 import { DomainError } from '../domain/errors.ts';
 
 export interface StatementDownloadLimits {
@@ -18,6 +18,12 @@ export interface StatementDownloadLimits {
   /** A download whose client has taken nothing for this long is cut. */
   stallTimeoutMs: number;
 }
+
+/**
+ * Slices of statement work start at least this far apart (each is ~2 ms): statement files take at
+ * most about a third of the main thread, whatever else is waiting, and the rest is left to requests.
+ */
+export const SLICE_GAP_MS = 6;
 
 /** Seconds a refused caller is told to wait: a day's file takes seconds to send. */
 export const STATEMENT_RETRY_AFTER_SECONDS = 5;
@@ -28,6 +34,7 @@ export class StatementDownloads {
   #total = 0;
   readonly #flights = new Map<string, Promise<unknown>>();
   #tail: Promise<void> = Promise.resolve();
+  #lastSlice = 0;
 
   constructor(limits: StatementDownloadLimits) {
     this.limits = limits;
@@ -69,11 +76,17 @@ export class StatementDownloads {
   /**
    * Waits for the caller's turn to do one slice of statement work (a page read, a few hundred rows
    * encoded): the turns of every file being made are taken one after another, one per turn of the
-   * event loop, so however many files are being made, their work on the main thread is one slice
-   * between two rounds of everything else (requests, timers, I/O).
+   * event loop and at least SLICE_GAP_MS apart, so however many files are being made, their work on
+   * the main thread is one slice between two rounds of everything else (requests, timers, I/O), and
+   * about a third of its time at most. A real wait (the wall clock): it paces work, it decides nothing.
    */
   turn(): Promise<void> {
-    const mine = this.#tail.then(() => nextTurn());
+    const mine = this.#tail.then(async () => {
+      await nextTurn();
+      const wait = this.#lastSlice + SLICE_GAP_MS - performance.now();
+      if (wait >= 1) await pause(wait);
+      this.#lastSlice = performance.now();
+    });
     this.#tail = mine;
     return mine;
   }
