@@ -2,13 +2,14 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { post } from './api.ts';
+import type { CreateAccountBody } from './api-types.ts';
 import { ActionNote, Field, Table, formValues, useAction } from './components.tsx';
 import { money, time } from './format.ts';
 import { t } from './i18n.ts';
 
 export interface Account {
   accountId: string;
-  entityType: string;
+  entityType: CreateAccountBody['entityType'];
   entityName: string;
   merchantNo: string;
   cardLast4: string;

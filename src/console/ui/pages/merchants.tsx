@@ -2,6 +2,7 @@
 import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
 import { get, patch, post, put } from '../../../ui/api.ts';
+import type { AllocationBody, CreateAppBody, FeeRuleBody } from '../../../ui/api-types.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
 import { MerchantUsers } from '../../../ui/merchant-users.tsx';
@@ -76,8 +77,8 @@ interface App {
   appId: string;
   status: string;
   notifyUrl: string | null;
-  channels: string[];
-  tradeScopes: string[];
+  channels: NonNullable<CreateAppBody['channels']>;
+  tradeScopes: NonNullable<CreateAppBody['tradeScopes']>;
   ipAllowlist: string[];
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
@@ -85,20 +86,9 @@ interface App {
   createdAt: string;
 }
 
-interface FeeRule {
-  ruleVersion: number;
-  standardRateBps: number;
-  largeRateBps: number;
-  thresholdFen: number;
-  merchantRateBps: number;
-}
-
-interface Allocation {
-  mode: string;
-  participants: string[];
-  ratios?: { accountId: string; shareBps: number }[] | null;
-  unavailablePolicy: string;
-}
+/** The fee rule and the allocation are answered as they are set: the back office's request bodies (generated from their schemas). */
+type FeeRule = FeeRuleBody;
+type Allocation = AllocationBody;
 
 interface MerchantDetail {
   merchantId: string;
@@ -368,7 +358,7 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
   const can = useCan();
   const save = useAction();
   const a = merchant.allocation;
-  const [mode, setMode] = useState(a?.mode ?? 'SINGLE');
+  const [mode, setMode] = useState<string>(a?.mode ?? 'SINGLE');
   return (
     <Section title={t('Allocation')}>
       {a ? (
