@@ -5,7 +5,9 @@ import { DomainError } from '../domain/errors.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
-import * as bo from '../usecases/back-office.ts';
+import * as discrepancies from '../usecases/back-office/discrepancies.ts';
+import * as events from '../usecases/back-office/events.ts';
+import * as orders from '../usecases/back-office/orders.ts';
 import * as reads from '../usecases/back-office-reads.ts';
 import { DISCREPANCY_SOURCES } from '../store/discrepancies.ts';
 import { noFieldsSchema, redeliverEventsSchema } from '../backoffice-http/schemas.ts';
@@ -21,7 +23,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   const d = svc.backOffice;
 
   scope.get<O>('/orders/:openOrderId', need('read'), async (req) => {
-    const { order: o, attempts, refunds, events, duplicates, trades } = await bo.orderDetail(d, req.params.openOrderId);
+    const { order: o, attempts, refunds, events, duplicates, trades } = await orders.orderDetail(d, req.params.openOrderId);
     return {
       openOrderId: o.id,
       appId: o.appId,
@@ -74,7 +76,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */
   scope.post<O>('/orders/:openOrderId/close', need('orders.close'), async (req) => {
     optionalBodyOf(req, noFieldsSchema);
-    const r = await bo.closeOrderByOperator(d, actorOf(req), req.params.openOrderId);
+    const r = await orders.closeOrderByOperator(d, actorOf(req), req.params.openOrderId);
     return { closeState: r.closeState, openOrderId: r.order.id, status: r.order.status, closedReason: r.order.closedReason };
   });
 
@@ -93,11 +95,11 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     }
     const limit = rawLimit === undefined ? 100 : Number(rawLimit);
     if (limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
-    return { events: await bo.listEvents(d, { status: status ?? null, appId: appId ?? null, limit }) };
+    return { events: await events.listEvents(d, { status: status ?? null, appId: appId ?? null, limit }) };
   });
 
   scope.get<E>('/events/:eventId', need('read'), async (req) => {
-    const { event: e, deliveries } = await bo.eventDetail(d, req.params.eventId);
+    const { event: e, deliveries } = await events.eventDetail(d, req.params.eventId);
     return {
       eventId: e.eventId,
       appId: e.appId,
@@ -119,7 +121,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   /** Redelivery of a dead or delivered event: it goes back to the queue with a fresh schedule. */
   scope.post<E>('/events/:eventId/redeliver', need('events.redeliver'), async (req, reply) => {
     optionalBodyOf(req, noFieldsSchema);
-    await bo.redeliverEvent(d, actorOf(req), req.params.eventId);
+    await events.redeliverEvent(d, actorOf(req), req.params.eventId);
     return reply.code(202).send({ eventId: req.params.eventId, status: 'PENDING' });
   });
 
@@ -129,7 +131,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     const results = [];
     for (const eventId of b.eventIds as string[]) {
       try {
-        await bo.redeliverEvent(d, actorOf(req), eventId);
+        await events.redeliverEvent(d, actorOf(req), eventId);
         results.push({ eventId, status: 'PENDING' });
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
@@ -155,7 +157,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
   });
 
   scope.get('/duplicate-payments', need('read'), async () => ({
-    duplicatePayments: (await bo.listDuplicates(d)).map((x) => ({
+    duplicatePayments: (await orders.listDuplicates(d)).map((x) => ({
       id: x.id,
       openOrderId: x.orderId,
       outTradeNo: x.outTradeNo,
@@ -175,12 +177,17 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
       provider: text(32),
       limit: int(1, 500),
     });
-    const rows = await bo.listDiscrepancies(d, { status: q.status, source: q.source, provider: q.provider, limit: q.limit ?? 100 });
+    const rows = await discrepancies.listDiscrepancies(d, {
+      status: q.status,
+      source: q.source,
+      provider: q.provider,
+      limit: q.limit ?? 100,
+    });
     return { discrepancies: rows };
   });
 
   scope.post<{ Params: { id: string } }>('/provider-discrepancies/:id/resolve', need('reconciliation.write'), async (req) => {
     optionalBodyOf(req, noFieldsSchema);
-    return bo.resolveDiscrepancy(d, actorOf(req), req.params.id);
+    return discrepancies.resolveDiscrepancy(d, actorOf(req), req.params.id);
   });
 }
