@@ -5,6 +5,7 @@ import { DomainError } from '../domain/errors.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import type { Services } from '../services.ts';
+import type { BackOfficeDeps } from '../usecases/back-office/common.ts';
 import * as discrepancies from '../usecases/back-office/discrepancies.ts';
 import * as events from '../usecases/back-office/events.ts';
 import * as orders from '../usecases/back-office/orders.ts';
@@ -20,58 +21,105 @@ type O = { Params: { openOrderId: string } };
 type E = { Params: { eventId: string } };
 
 export function registerAdminOperations(scope: FastifyInstance, svc: Services): void {
-  const d = svc.backOffice;
+  registerOrders(scope, svc.backOffice);
+  registerEvents(scope, svc.backOffice);
+  registerConsoleReads(scope, svc.backOffice);
+  registerDiscrepancies(scope, svc.backOffice);
+}
 
-  scope.get<O>('/orders/:openOrderId', need('read'), async (req) => {
-    const { order: o, attempts, refunds, events, duplicates, trades } = await orders.orderDetail(d, req.params.openOrderId);
-    return {
-      openOrderId: o.id,
-      appId: o.appId,
-      outTradeNo: o.outTradeNo,
-      status: o.status,
-      closedReason: o.closedReason,
-      amountFen: o.amountFen,
-      stateVersion: o.stateVersion,
-      expireAt: o.expireAt.toISOString(),
-      // No payment material (qr codes, cashier tokens) leaves through the back office either.
-      attempts: attempts.map((a) => ({
-        attemptId: a.id,
-        seq: a.seq,
-        state: a.state,
-        expireAt: a.expireAt.toISOString(),
-        createdAt: a.createdAt.toISOString(),
-        trades: tradesView(trades, a.id),
-      })),
-      refunds: refunds.map((r) => ({
-        refundAttemptId: r.id,
-        outRefundNo: r.outRefundNo,
-        amountFen: r.amountFen,
-        state: r.state,
-        reason: r.reason,
-        failureReason: r.failureReason,
-        createdAt: r.createdAt,
-        updatedAt: r.updatedAt,
-      })),
-      events: events.map((e) => ({
-        eventId: e.eventId,
-        eventType: e.eventType,
-        stateVersion: e.stateVersion,
-        status: e.status,
-        attempts: e.attempts,
-        nextAttemptAt: e.nextAttemptAt,
-        lastError: e.lastError,
-        deliveredAt: e.deliveredAt,
-      })),
-      duplicatePayments: duplicates.map((x) => ({
-        id: x.id,
-        attemptId: x.attemptId,
-        tradeNo: x.tradeNo,
-        amountFen: x.amountFen,
-        refundState: x.refundState,
-        createdAt: x.createdAt,
-      })),
-    };
-  });
+type Detail = Awaited<ReturnType<typeof orders.orderDetail>>;
+
+/** An order with its attempts (and their provider trades), refunds, events and duplicate payments; no payment material. */
+function orderDetailView({ order: o, attempts, refunds, events, duplicates, trades }: Detail) {
+  return {
+    openOrderId: o.id,
+    appId: o.appId,
+    outTradeNo: o.outTradeNo,
+    status: o.status,
+    closedReason: o.closedReason,
+    amountFen: o.amountFen,
+    stateVersion: o.stateVersion,
+    expireAt: o.expireAt.toISOString(),
+    // No payment material (qr codes, cashier tokens) leaves through the back office either.
+    attempts: attempts.map((a) => ({
+      attemptId: a.id,
+      seq: a.seq,
+      state: a.state,
+      expireAt: a.expireAt.toISOString(),
+      createdAt: a.createdAt.toISOString(),
+      trades: tradesView(trades, a.id),
+    })),
+    refunds: refunds.map((r) => ({
+      refundAttemptId: r.id,
+      outRefundNo: r.outRefundNo,
+      amountFen: r.amountFen,
+      state: r.state,
+      reason: r.reason,
+      failureReason: r.failureReason,
+      createdAt: r.createdAt,
+      updatedAt: r.updatedAt,
+    })),
+    events: events.map((e) => ({
+      eventId: e.eventId,
+      eventType: e.eventType,
+      stateVersion: e.stateVersion,
+      status: e.status,
+      attempts: e.attempts,
+      nextAttemptAt: e.nextAttemptAt,
+      lastError: e.lastError,
+      deliveredAt: e.deliveredAt,
+    })),
+    duplicatePayments: duplicates.map((x) => ({
+      id: x.id,
+      attemptId: x.attemptId,
+      tradeNo: x.tradeNo,
+      amountFen: x.amountFen,
+      refundState: x.refundState,
+      createdAt: x.createdAt,
+    })),
+  };
+}
+
+function eventDetailView({ event: e, deliveries }: Awaited<ReturnType<typeof events.eventDetail>>) {
+  return {
+    eventId: e.eventId,
+    appId: e.appId,
+    openOrderId: e.openOrderId,
+    eventType: e.eventType,
+    stateVersion: e.stateVersion,
+    status: e.status,
+    attempts: e.attempts,
+    nextAttemptAt: e.nextAttemptAt,
+    lastError: e.lastError,
+    payload: e.payload,
+    createdAt: e.createdAt,
+    deliveredAt: e.deliveredAt,
+    // The answers' excerpts are the merchant's event log's (GET /api/open/v1/events/{eventId}).
+    deliveries: deliveries.map(({ responseExcerpt: _excerpt, ...x }) => x),
+  };
+}
+
+/** The list's query: status, appId and limit (1-500, 100 by default), strictly. */
+function eventListQuery(query: { status?: string; appId?: string; limit?: string }) {
+  const unknown = Object.keys(query as object).find((k) => k !== 'status' && k !== 'appId' && k !== 'limit');
+  if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status, appId and limit');
+  const { status, appId } = query;
+  if (status !== undefined && !['PENDING', 'DELIVERED', 'DEAD'].includes(status)) {
+    throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be PENDING, DELIVERED or DEAD');
+  }
+  if (appId !== undefined && typeof appId !== 'string') throw new AdminError('ADMIN_VALIDATION_FAILED', 'appId must be given once');
+  // Decimal digits only: `0x10`, `1e2` or ` 5` are not a limit.
+  const rawLimit: unknown = query.limit;
+  if (rawLimit !== undefined && (typeof rawLimit !== 'string' || !/^[0-9]{1,4}$/.test(rawLimit))) {
+    throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
+  }
+  const limit = rawLimit === undefined ? 100 : Number(rawLimit);
+  if (limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
+  return { status: status ?? null, appId: appId ?? null, limit };
+}
+
+function registerOrders(scope: FastifyInstance, d: BackOfficeDeps): void {
+  scope.get<O>('/orders/:openOrderId', need('read'), async (req) => orderDetailView(await orders.orderDetail(d, req.params.openOrderId)));
 
   /** Back-office close: closedReason MERCHANT_CLOSED, same provider confirmation as the API close. */
   scope.post<O>('/orders/:openOrderId/close', need('orders.close'), async (req) => {
@@ -80,43 +128,27 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     return { closeState: r.closeState, openOrderId: r.order.id, status: r.order.status, closedReason: r.order.closedReason };
   });
 
-  scope.get<{ Querystring: { status?: string; appId?: string; limit?: string } }>('/events', need('read'), async (req) => {
-    const unknown = Object.keys(req.query as object).find((k) => k !== 'status' && k !== 'appId' && k !== 'limit');
-    if (unknown !== undefined) throw new AdminError('ADMIN_VALIDATION_FAILED', 'the query parameters are status, appId and limit');
-    const { status, appId } = req.query;
-    if (status !== undefined && !['PENDING', 'DELIVERED', 'DEAD'].includes(status)) {
-      throw new AdminError('ADMIN_VALIDATION_FAILED', 'status must be PENDING, DELIVERED or DEAD');
-    }
-    if (appId !== undefined && typeof appId !== 'string') throw new AdminError('ADMIN_VALIDATION_FAILED', 'appId must be given once');
-    // Decimal digits only: `0x10`, `1e2` or ` 5` are not a limit.
-    const rawLimit: unknown = req.query.limit;
-    if (rawLimit !== undefined && (typeof rawLimit !== 'string' || !/^[0-9]{1,4}$/.test(rawLimit))) {
-      throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
-    }
-    const limit = rawLimit === undefined ? 100 : Number(rawLimit);
-    if (limit < 1 || limit > 500) throw new AdminError('ADMIN_VALIDATION_FAILED', 'limit must be 1 to 500');
-    return { events: await events.listEvents(d, { status: status ?? null, appId: appId ?? null, limit }) };
-  });
+  scope.get('/duplicate-payments', need('read'), async () => ({
+    duplicatePayments: (await orders.listDuplicates(d)).map((x) => ({
+      id: x.id,
+      openOrderId: x.orderId,
+      outTradeNo: x.outTradeNo,
+      appId: x.appId,
+      attemptId: x.attemptId,
+      amountFen: x.amountFen,
+      refundState: x.refundState,
+      createdAt: x.createdAt,
+      updatedAt: x.updatedAt,
+    })),
+  }));
+}
 
-  scope.get<E>('/events/:eventId', need('read'), async (req) => {
-    const { event: e, deliveries } = await events.eventDetail(d, req.params.eventId);
-    return {
-      eventId: e.eventId,
-      appId: e.appId,
-      openOrderId: e.openOrderId,
-      eventType: e.eventType,
-      stateVersion: e.stateVersion,
-      status: e.status,
-      attempts: e.attempts,
-      nextAttemptAt: e.nextAttemptAt,
-      lastError: e.lastError,
-      payload: e.payload,
-      createdAt: e.createdAt,
-      deliveredAt: e.deliveredAt,
-      // The answers' excerpts are the merchant's event log's (GET /api/open/v1/events/{eventId}).
-      deliveries: deliveries.map(({ responseExcerpt: _excerpt, ...x }) => x),
-    };
-  });
+function registerEvents(scope: FastifyInstance, d: BackOfficeDeps): void {
+  scope.get<{ Querystring: { status?: string; appId?: string; limit?: string } }>('/events', need('read'), async (req) => ({
+    events: await events.listEvents(d, eventListQuery(req.query)),
+  }));
+
+  scope.get<E>('/events/:eventId', need('read'), async (req) => eventDetailView(await events.eventDetail(d, req.params.eventId)));
 
   /** Redelivery of a dead or delivered event: it goes back to the queue with a fresh schedule. */
   scope.post<E>('/events/:eventId/redeliver', need('events.redeliver'), async (req, reply) => {
@@ -141,8 +173,10 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     }
     return { results };
   });
+}
 
-  // --- the console's reads: dashboard, order search, refunds ---
+/** The console's reads: dashboard, order search, refunds. */
+function registerConsoleReads(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.get('/dashboard', need('read'), async () => reads.dashboard(d));
 
   scope.get('/orders', need('read'), async (req) => {
@@ -155,21 +189,9 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
     const q = queryOf(req, { state: oneOf(REFUND_STATES), appId: text(64), limit: int(1, 500) });
     return { refunds: await reads.listRefunds(d, { state: q.state, appId: q.appId, limit: q.limit ?? 100 }) };
   });
+}
 
-  scope.get('/duplicate-payments', need('read'), async () => ({
-    duplicatePayments: (await orders.listDuplicates(d)).map((x) => ({
-      id: x.id,
-      openOrderId: x.orderId,
-      outTradeNo: x.outTradeNo,
-      appId: x.appId,
-      attemptId: x.attemptId,
-      amountFen: x.amountFen,
-      refundState: x.refundState,
-      createdAt: x.createdAt,
-      updatedAt: x.updatedAt,
-    })),
-  }));
-
+function registerDiscrepancies(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.get('/provider-discrepancies', need('read'), async (req) => {
     const q = queryOf(req, {
       status: oneOf(['OPEN', 'RESOLVED'] as const),
