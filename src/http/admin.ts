@@ -8,6 +8,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { EntityType, FeeRule } from '../domain/money.ts';
 import type { Services } from '../services.ts';
+import type { BackOfficeDeps } from '../usecases/back-office/common.ts';
 import * as apps from '../usecases/back-office/apps.ts';
 import * as merchants from '../usecases/back-office/merchants.ts';
 import * as platform from '../usecases/back-office/platform.ts';
@@ -44,7 +45,6 @@ type A = { Params: { appId: string } };
 
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;
-  const d = svc.backOffice;
   installBackOffice(scope, (req, reply) => authenticate(req, reply, svc, adminToken), 'admin request failed');
   // After authentication and the path and query checks: the route's own rule.
   scope.addHook('onRequest', async (req) => authorize(req));
@@ -52,8 +52,17 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   scope.addHook('onSend', async (_req, reply) => {
     reply.header('cache-control', 'no-store');
   });
+  registerMerchants(scope, svc.backOffice);
+  registerApps(scope, svc.backOffice);
+  registerSettlement(scope, svc.backOffice);
+  registerPlatform(scope, svc);
+  registerMerchantUsers(scope, svc);
+  registerAdminOperations(scope, svc);
+  registerAdminOperators(scope, svc);
+  registerReconciliation(scope, svc);
+}
 
-  // --- merchants ---
+function registerMerchants(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.post('/merchants', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, createMerchantSchema);
     const m = await merchants.createMerchant(d, actorOf(req), { name: b.name as string, entityType: b.entityType as EntityType });
@@ -78,8 +87,10 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
       feeRule,
     };
   });
+}
 
-  // --- apps ---
+/** Apps and their public keys. */
+function registerApps(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.post<M>('/merchants/:merchantId/apps', need('merchants.write'), async (req, reply) => {
     const b = optionalBodyOf(req, createAppSchema) as apps.AppInput;
     return reply.code(201).send(appView(await apps.createApp(d, actorOf(req), req.params.merchantId, b)));
@@ -92,7 +103,6 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     return appView(await apps.updateApp(d, actorOf(req), req.params.appId, b));
   });
 
-  // --- merchant public keys ---
   scope.post<A>('/apps/:appId/keys', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, addKeySchema);
     const k = await apps.addAppKey(d, actorOf(req), req.params.appId, b.keyId as string, b.publicKeyPem as string);
@@ -117,27 +127,10 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     const k = await apps.setAppKeyStatus(d, actorOf(req), req.params.appId, req.params.keyId, b.status as 'ACTIVE' | 'DISABLED');
     return { appId: k.appId, keyId: k.keyId, status: k.status };
   });
+}
 
-  // --- platform keys (public parts only) ---
-  scope.get('/platform-keys', need('read'), async () => {
-    const next = svc.keys.next;
-    return {
-      keys: svc.keys.list().map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })),
-      currentKeyId: svc.keys.current?.keyId ?? null,
-      nextKey: next ? { keyId: next.keyId, activatesAt: next.activatesAt.toISOString() } : null,
-    };
-  });
-
-  // Staged by default: merchants verify with the published keys they fetched, so a key that
-  // signed at once would fail every verification until they fetch again.
-  scope.post('/platform-keys/rotate', need('platformKeys.rotate'), async (req, reply) => {
-    const b = optionalBodyOf(req, rotateKeySchema);
-    const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
-    const k = await platform.rotatePlatformKey(d, actorOf(req), seconds * 1000);
-    return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
-  });
-
-  // --- settlement accounts, allocation, fee rule ---
+/** Settlement accounts, allocation, fee rule. */
+function registerSettlement(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.post<M>('/merchants/:merchantId/settlement-accounts', need('settlement.write'), async (req, reply) => {
     const b = bodyOf(req, createAccountSchema) as Parameters<typeof merchants.addSettlementAccount>[3];
     return reply.code(201).send(accountView(await merchants.addSettlementAccount(d, actorOf(req), req.params.merchantId, b)));
@@ -169,15 +162,39 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   });
 
   scope.get<M>('/merchants/:merchantId/fee-rule', need('read'), async (req) => merchants.getFeeRule(d, req.params.merchantId));
+}
 
-  // --- platform source-IP policy (overrides the environment's defaults at run time) ---
+/** The platform's keys (public parts only) and its source-IP policy (overrides the environment's defaults at run time). */
+function registerPlatform(scope: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  scope.get('/platform-keys', need('read'), async () => {
+    const next = svc.keys.next;
+    return {
+      keys: svc.keys.list().map((k) => ({ keyId: k.keyId, publicKeyPem: k.publicKeyPem })),
+      currentKeyId: svc.keys.current?.keyId ?? null,
+      nextKey: next ? { keyId: next.keyId, activatesAt: next.activatesAt.toISOString() } : null,
+    };
+  });
+
+  // Staged by default: merchants verify with the published keys they fetched, so a key that
+  // signed at once would fail every verification until they fetch again.
+  scope.post('/platform-keys/rotate', need('platformKeys.rotate'), async (req, reply) => {
+    const b = optionalBodyOf(req, rotateKeySchema);
+    const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
+    const k = await platform.rotatePlatformKey(d, actorOf(req), seconds * 1000);
+    return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
+  });
+
   scope.get('/platform/ip-policy', need('read'), async () => svc.ipPolicy.view());
   scope.put('/platform/ip-policy', need('ipPolicy.write'), async (req) => {
     const b = bodyOf(req, ipPolicySchema) as Parameters<typeof platform.setIpPolicy>[2];
     return platform.setIpPolicy(d, actorOf(req), b);
   });
+}
 
-  // --- the merchant's portal users (docs/portal.md): invited from the console ---
+/** The merchant's portal users (docs/portal.md): invited from the console. */
+function registerMerchantUsers(scope: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
   type U = { Params: { merchantId: string; userId: string } };
   scope.get<M>('/merchants/:merchantId/users', need('read'), async (req) => {
     await merchants.merchantDetail(d, req.params.merchantId);
@@ -198,8 +215,4 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     optionalBodyOf(req, noFieldsSchema);
     return invitationView(svc, await mu.reissueInvitation(svc, actorOf(req), req.params.merchantId, req.params.userId));
   });
-
-  registerAdminOperations(scope, svc);
-  registerAdminOperators(scope, svc);
-  registerReconciliation(scope, svc);
 }
