@@ -30,7 +30,7 @@ export function registerAdminOperations(scope: FastifyInstance, svc: Services): 
 type Detail = Awaited<ReturnType<typeof orders.orderDetail>>;
 
 /** An order with its attempts (and their provider trades), refunds, events and duplicate payments; no payment material. */
-function orderDetailView({ order: o, attempts, refunds, events, duplicates, trades }: Detail) {
+export function orderDetailView({ order: o, attempts, refunds, events, duplicates, trades }: Detail) {
   return {
     openOrderId: o.id,
     appId: o.appId,
@@ -80,7 +80,7 @@ function orderDetailView({ order: o, attempts, refunds, events, duplicates, trad
   };
 }
 
-function eventDetailView({ event: e, deliveries }: Awaited<ReturnType<typeof events.eventDetail>>) {
+export function eventDetailView({ event: e, deliveries }: Awaited<ReturnType<typeof events.eventDetail>>) {
   return {
     eventId: e.eventId,
     appId: e.appId,

@@ -74,19 +74,29 @@ function registerMerchants(scope: FastifyInstance, d: BackOfficeDeps): void {
     return { merchants: rows.map((m) => ({ merchantId: m.id, name: m.name, entityType: m.entityType, createdAt: m.createdAt })) };
   });
 
-  scope.get<M>('/merchants/:merchantId', need('read'), async (req) => {
-    const { merchant: m, apps, accounts, allocation, feeRule } = await merchants.merchantDetail(d, req.params.merchantId);
-    return {
-      merchantId: m.id,
-      name: m.name,
-      entityType: m.entityType,
-      createdAt: m.createdAt.toISOString(),
-      apps: apps.map(appView),
-      settlementAccounts: accounts.map(accountView),
-      allocation,
-      feeRule,
-    };
-  });
+  scope.get<M>('/merchants/:merchantId', need('read'), async (req) =>
+    merchantDetailView(await merchants.merchantDetail(d, req.params.merchantId)),
+  );
+}
+
+/** A merchant with its apps, settlement accounts, allocation and fee rule. */
+export function merchantDetailView({
+  merchant: m,
+  apps,
+  accounts,
+  allocation,
+  feeRule,
+}: Awaited<ReturnType<typeof merchants.merchantDetail>>) {
+  return {
+    merchantId: m.id,
+    name: m.name,
+    entityType: m.entityType,
+    createdAt: m.createdAt.toISOString(),
+    apps: apps.map(appView),
+    settlementAccounts: accounts.map(accountView),
+    allocation,
+    feeRule,
+  };
 }
 
 /** Apps and their public keys. */

@@ -2,11 +2,11 @@
 import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
 import { get, patch, post, put } from '../../../ui/api.ts';
-import type { AllocationBody, CreateAppBody, FeeRuleBody } from '../../../ui/api-types.ts';
+import type { App, FeeRule, MerchantDetail } from '../../../ui/rows.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
 import { MerchantUsers } from '../../../ui/merchant-users.tsx';
-import { type Account, AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
+import { AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
 
 interface MerchantSummary {
   merchantId: string;
@@ -71,34 +71,6 @@ export function MerchantsPage() {
       </Section>
     </>
   );
-}
-
-interface App {
-  appId: string;
-  status: string;
-  notifyUrl: string | null;
-  channels: NonNullable<CreateAppBody['channels']>;
-  tradeScopes: NonNullable<CreateAppBody['tradeScopes']>;
-  ipAllowlist: string[];
-  paymentWindowSeconds: number;
-  dailyAmountCeilingFen: number | null;
-  rateLimitPerSecond: number;
-  createdAt: string;
-}
-
-/** The fee rule and the allocation are answered as they are set: the back office's request bodies (generated from their schemas). */
-type FeeRule = FeeRuleBody;
-type Allocation = AllocationBody;
-
-interface MerchantDetail {
-  merchantId: string;
-  name: string;
-  entityType: string;
-  createdAt: string;
-  apps: App[];
-  settlementAccounts: Account[];
-  allocation: Allocation | null;
-  feeRule: FeeRule | null;
 }
 
 export function MerchantPage({ merchantId }: { merchantId: string }) {

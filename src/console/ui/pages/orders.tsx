@@ -17,7 +17,8 @@ import {
   usePages,
 } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
-import { type Attempt, AttemptsSection, type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
+import type { OrderDetail } from '../../../ui/rows.ts';
+import { AttemptsSection, type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 
 interface OrderRow {
@@ -72,38 +73,6 @@ function OrderTable({ rows }: { rows: OrderRow[] }) {
       ))}
     </Table>
   );
-}
-
-interface OrderDetail {
-  openOrderId: string;
-  appId: string;
-  outTradeNo: string;
-  status: string;
-  closedReason: string | null;
-  amountFen: number;
-  stateVersion: number;
-  expireAt: string;
-  attempts: Attempt[];
-  refunds: {
-    refundAttemptId: string;
-    outRefundNo: string;
-    amountFen: number;
-    state: string;
-    reason: string | null;
-    failureReason: string | null;
-    createdAt: string;
-    updatedAt: string;
-  }[];
-  events: {
-    eventId: string;
-    eventType: string;
-    stateVersion: number;
-    status: string;
-    attempts: number;
-    lastError: string | null;
-    deliveredAt: string | null;
-  }[];
-  duplicatePayments: { id: string; attemptId: string; amountFen: number; refundState: string; createdAt: string }[];
 }
 
 interface OrderPageData {
