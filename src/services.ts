@@ -30,7 +30,7 @@ import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
-import type { BackOfficeDeps } from './usecases/back-office.ts';
+import type { BackOfficeDeps } from './usecases/back-office/common.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 

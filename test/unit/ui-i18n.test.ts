@@ -21,7 +21,7 @@ import { checkNotifyUrl } from '../../src/events/notify-url.ts';
 import { PORTAL_ZH } from '../../src/portal/ui/zh.ts';
 import { ENTITIES_ZH, ERROR_CODES_ZH, ERROR_MESSAGES_ZH, FIELDS_ZH, codeTextZh, refusalZh, templateOf } from '../../src/ui/errors.ts';
 import { SHARED_ZH } from '../../src/ui/zh.ts';
-import { checkCidrs } from '../../src/usecases/back-office.ts';
+import { checkCidrs } from '../../src/usecases/back-office/common.ts';
 import { SignInRefused } from '../../src/usecases/sessions.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
