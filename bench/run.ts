@@ -66,6 +66,7 @@ const HELP = `Usage: npm run bench -- [options]
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
                           rates and the sign-in flood's rate, per second (default 100,50,64)
+  --noisy-neighbours <l>  noisy scenario: only these neighbours (comma list; default all)
   --warmup <s>            warm-up seconds before each peak scenario of the first run (default 3; --quick: 1)
   --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
                           notification (default 2)
@@ -111,6 +112,7 @@ const { values: a } = parseArgs({
     scenarios: { type: 'string' },
     'statement-payments': { type: 'string' },
     noisy: { type: 'string' },
+    'noisy-neighbours': { type: 'string' },
     warmup: { type: 'string' },
     repeats: { type: 'string' },
     'quiet-wait': { type: 'string' },
@@ -220,7 +222,14 @@ const statementPayments = wanted.includes('statement')
   : 0;
 
 const [noisyQ, noisyC, noisyS] = (a.noisy ?? '100,50,64').split(',').map((x) => num(x, NaN, 'noisy', 1));
-const noisyOpts: NoisyOptions = { queryRate: noisyQ!, createRate: noisyC!, signInRate: noisyS!, seconds: opts.duration, fullFlood: !quick };
+const noisyOpts: NoisyOptions = {
+  queryRate: noisyQ!,
+  createRate: noisyC!,
+  signInRate: noisyS!,
+  seconds: opts.duration,
+  fullFlood: !quick,
+  only: a['noisy-neighbours']?.split(',') ?? null,
+};
 
 /** The default app's daily amount ceiling: far above any run's traffic, as a production app has one. */
 const CEILING_FEN = 1_000_000_000_000;

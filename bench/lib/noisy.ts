@@ -31,9 +31,15 @@ export interface NoisyOptions {
   signInRate: number;
   /** the flood's phase at least 15 s (false: --quick) */
   fullFlood: boolean;
+  /** only these neighbours (null: all) */
+  only: string[] | null;
 }
 
 export function neighbours(o: NoisyOptions): Neighbour[] {
+  return all(o).filter((n) => o.only === null || o.only.includes(n.name));
+}
+
+function all(o: NoisyOptions): Neighbour[] {
   return [
     {
       name: 'sign-in-flood',
