@@ -831,6 +831,7 @@ async function main(): Promise<boolean> {
     : await noisyScenario(
         {
           baseUrl: svc.baseUrl,
+          pid: svc.pid,
           orders: () => book.orders,
           sign: (items) => pool!.sign(items),
           deadlineOf,

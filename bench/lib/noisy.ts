@@ -9,6 +9,7 @@
  * can be added to NEIGHBOURS without touching the rest. Reported per phase: the merchant's query and
  * create p99 beside the quiet ones, and the neighbour's own answers.
  */
+import fs from 'node:fs';
 import { type Item, createItems, queryItems } from './corpus.ts';
 import { startFlood } from './flood.ts';
 import type { LoadResult } from './load.ts';
@@ -59,6 +60,8 @@ export interface NoisyPhase {
   run: number;
   neighbour: string;
   seconds: number;
+  /** the service's CPU over the phase by thread (the main thread, libuv's pool, the password-hashing threads, others), ms */
+  serviceCpuMs: Record<string, number>;
   query: LoadResult;
   create: LoadResult;
   neighbourAnswers: unknown;
@@ -66,12 +69,37 @@ export interface NoisyPhase {
 
 export interface NoisyContext {
   baseUrl: string;
+  /** the service's process id (its threads' CPU is read from /proc) */
+  pid: number;
   orders: () => readonly string[];
   sign(items: Item[]): Promise<{ minTs: number }>;
   deadlineOf(minTs: number): number;
   onAnswer(it: Item, status: number, body: string): void;
   waitQuiet(label: string): Promise<unknown>;
   log(m: string): void;
+}
+
+/** CPU ms of a process's threads by kind: its main thread, libuv-worker (the pool), WorkerThread (worker_threads: the password hashes), the rest. */
+function threadCpuMs(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const comm = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      const kind = tid === String(pid) ? 'main' : comm === 'libuv-worker' || comm === 'WorkerThread' ? comm : 'other';
+      out[kind] = (out[kind] ?? 0) + (Number(f[11]) + Number(f[12])) * 10; // utime + stime, at 100 ticks a second
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
 }
 
 async function phase(ctx: NoisyContext, o: NoisyOptions, run: number, n: Neighbour | null): Promise<NoisyPhase> {
@@ -82,6 +110,7 @@ async function phase(ctx: NoisyContext, o: NoisyOptions, run: number, n: Neighbo
   const creates = createItems(Math.ceil(o.createRate * seconds));
   const s = await ctx.sign([...queries, ...creates]);
   const lo = { url: ctx.baseUrl, deadlineMs: ctx.deadlineOf(s.minTs), onAnswer: ctx.onAnswer, maxSockets: 64 };
+  const cpu0 = threadCpuMs(ctx.pid);
   const neighbour = n?.start(ctx.baseUrl) ?? null;
   // the neighbour at full strength before the first measured request
   if (neighbour) await new Promise((r) => setTimeout(r, 1000));
@@ -90,13 +119,16 @@ async function phase(ctx: NoisyContext, o: NoisyOptions, run: number, n: Neighbo
     runPaced({ ...lo, items: creates, rate: o.createRate }),
   ]);
   const neighbourAnswers = neighbour ? await neighbour.stop() : null;
+  const cpu1 = threadCpuMs(ctx.pid);
+  const serviceCpuMs = Object.fromEntries(Object.entries(cpu1).map(([k, v]) => [k, v - (cpu0[k] ?? 0)]));
   ctx.log(
     `${label}: query p50 ${query.latencyMs.p50.toFixed(1)} p99 ${query.latencyMs.p99.toFixed(1)} max ${query.latencyMs.max.toFixed(0)} ms ` +
       `${JSON.stringify(query.statuses)}; create p50 ${create.latencyMs.p50.toFixed(1)} p99 ${create.latencyMs.p99.toFixed(1)} ` +
       `max ${create.latencyMs.max.toFixed(0)} ms ${JSON.stringify(create.statuses)}` +
-      (neighbourAnswers ? `; ${n!.name}: ${JSON.stringify(summary(neighbourAnswers))}` : ''),
+      (neighbourAnswers ? `; ${n!.name}: ${JSON.stringify(summary(neighbourAnswers))}` : '') +
+      `; service CPU ms ${JSON.stringify(serviceCpuMs)}`,
   );
-  return { run, neighbour: n?.name ?? 'quiet', seconds, query, create, neighbourAnswers };
+  return { run, neighbour: n?.name ?? 'quiet', seconds, serviceCpuMs, query, create, neighbourAnswers };
 }
 
 /** A neighbour's answers in short: statuses (per kind for the flood). */
