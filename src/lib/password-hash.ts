@@ -38,7 +38,11 @@ class ScryptPool {
 
   derive(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
     return new Promise((resolve, reject) => {
-      this.#queue.push({ job: { id: this.#nextId++, password: password.normalize('NFC'), salt, keyBytes: KEY_BYTES, n, r, p }, resolve, reject });
+      this.#queue.push({
+        job: { id: this.#nextId++, password: password.normalize('NFC'), salt, keyBytes: KEY_BYTES, n, r, p },
+        resolve,
+        reject,
+      });
       this.#pump();
     });
   }
