@@ -32,7 +32,12 @@ try {
 
 parentPort!.on('message', (job: ScryptJob) => {
   try {
-    const key = scryptSync(job.password, job.salt, job.keyBytes, { N: job.n, r: job.r, p: job.p, maxmem: 256 * job.n * job.r + 1024 * 1024 });
+    const key = scryptSync(job.password, job.salt, job.keyBytes, {
+      N: job.n,
+      r: job.r,
+      p: job.p,
+      maxmem: 256 * job.n * job.r + 1024 * 1024,
+    });
     parentPort!.postMessage({ id: job.id, key });
   } catch (err) {
     parentPort!.postMessage({ id: job.id, error: (err as Error).message });
