@@ -61,8 +61,8 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,half (half = half-query,half-create,half-realistic), statement;
-                          default: all but statement (it writes a day of payments first)
+                          flood,half (half = half-query,half-create,half-realistic), statement, noisy;
+                          default: all but statement (it writes a day of payments first) and noisy
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
                           rates and the sign-in flood's rate, per second (default 100,50,64)
