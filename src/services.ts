@@ -17,6 +17,8 @@ import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
+import { setPasswordHashThreads } from './lib/password-hash.ts';
+import { Slots } from './lib/slots.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import type { ProviderRouter } from './providers/router.ts';
@@ -146,6 +148,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
+  setPasswordHashThreads(config.passwordHashThreads);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
@@ -179,6 +182,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    signIns: new Slots(config.signInMaxConcurrent),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),
     merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),
