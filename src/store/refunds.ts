@@ -24,7 +24,7 @@ export interface RefundRow {
   updatedAt: Date;
 }
 
-const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
+export const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
   reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** A refund still REQUESTED (its provider call not answered) this long after it was created is asked about at the provider (FIND_DUE_WORK). */

@@ -9,6 +9,7 @@ import type { ProviderRouter } from '../providers/router.ts';
 import type { Db } from '../store/db.ts';
 import type { MerchantConfigCache } from '../store/merchant-config.ts';
 import type { AttemptAcceptor } from '../store/attempt-acceptance.ts';
+import type { ChangeApplier } from '../store/changes.ts';
 import type { OrderInserter } from '../store/order-inserts.ts';
 import type { OrderReader } from '../store/order-reads.ts';
 
@@ -28,6 +29,8 @@ export interface UseCaseDeps {
   orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
   acceptor: AttemptAcceptor;
+  /** Decided changes of concurrent requests (provider notices, refund outcomes, closes), one statement per event-loop turn. */
+  changes: ChangeApplier;
   /** Asks the background workers to look for due work now (follow-ups written, events queued). */
   wakeWorkers(): void;
 }

@@ -18,12 +18,10 @@ import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
-import { countedRefundsFen, firstCheckAt, setRefundState } from './payment-state.ts';
+import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
+import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, emptyChange } from '../domain/payment-decisions.ts';
+import * as changes from '../store/changes.ts';
 import type { RefundOutcome } from './results.ts';
-
-const FLOW = 'create refund';
-/** A refund the provider accepted (PENDING) is first asked about this soon. */
-const PENDING_CHECK_MS = 5_000;
 
 export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
   const digest = refundDigest(input);
@@ -117,31 +115,31 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       result = 'UNCERTAIN';
     }
   }
-  const refund = await withTx(d.db, async (tx) => {
-    await orders.lockOrder(tx, order.id);
-    const r = (await refunds.getRefund(tx, reserved.id))!;
-    const now = nowOf(d);
-    if (r.state !== 'REQUESTED') {
-      // A notification or the reconciler got there first. A refund the platform judged lost
-      // (FAILED, never received) that the provider accepted after all: the provider's word stands.
-      if (r.state === 'FAILED' && typeof result === 'object') {
-        return reviveLostRefund(d.log, tx, r, result.outcome, result.providerRef, now);
-      }
-      return r;
-    }
-    if (result === 'REJECTED') return setRefundState(tx, FLOW, r, 'FAILED', { failureReason: rejectReason }, now);
-    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
-    return setRefundState(
-      tx,
-      FLOW,
-      r,
-      result.outcome,
-      { providerRef: result.providerRef, checkAt: result.outcome === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
-      now,
-    );
-  });
+  const word: RefundWord =
+    result === 'REJECTED'
+      ? { kind: 'REJECTED', reason: rejectReason }
+      : result === 'UNCERTAIN'
+        ? { kind: 'UNCERTAIN' }
+        : { kind: 'ANSWER', outcome: result.outcome, providerRef: result.providerRef };
+  const out = (await decideAndApply(
+    d,
+    () => changes.recordsByRefund(d.db, reserved.id),
+    (rec, now) => {
+      const decision = decideRefund(rec.refund!, word, now);
+      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision };
+    },
+  ))!;
+  let refund = out.result.refund!;
+  if (out.verdict.kind === 'REVIVE') {
+    const to = out.verdict.to;
+    const ref = out.verdict.providerRef;
+    refund = await withTx(d.db, async (tx) => {
+      await orders.lockOrder(tx, order.id);
+      const r = (await refunds.getRefund(tx, reserved.id))!;
+      return r.state === 'FAILED' ? reviveLostRefund(d.log, tx, r, to, ref, nowOf(d)) : r;
+    });
+  }
   // A final outcome wrote its event: delivered now rather than at the next worker pass.
-  if (refund.state === 'SUCCEEDED' || refund.state === 'FAILED') d.wakeWorkers();
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return { kind: 'refund', refund, order, replayed: false };
 }
@@ -170,7 +168,7 @@ export async function reviveLostRefund(
     'refund reported after it was judged lost',
     r,
     to,
-    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
+    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_REFUND_CHECK_MS) : undefined },
     now,
   );
   const o = (await orders.getOrder(tx, r.orderId))!;

@@ -1,0 +1,108 @@
+-- Decide, then apply (src/domain/payment-decisions.ts, src/store/changes.ts): a payment notice, a
+-- refund's outcome and a close's answers are decided in the service from the records as read, and
+-- written here in one statement, several changes per call (one per order), each only if its
+-- order's records are still as they were read.
+--
+-- mps_payment_records(order id): the fingerprint of what a decision reads about an order: its
+-- stateVersion (every change of the order and its refunds moves it) and the state of each of its
+-- attempts and trades (which may change without it). Compared under the order's row lock.
+CREATE FUNCTION mps_payment_records(p_order text) RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT o.state_version::text
+      || '|' || COALESCE((SELECT string_agg(a.id || ':' || a.state, ',' ORDER BY a.id COLLATE "C")
+                            FROM attempts a WHERE a.order_id = o.id), '')
+      || '|' || COALESCE((SELECT string_agg(t.id || ':' || t.state, ',' ORDER BY t.id COLLATE "C")
+                            FROM provider_trades t WHERE t.order_id = o.id), '')
+    FROM orders o WHERE o.id = p_order
+$$;
+
+-- Each item (a JSON object, field names as in src/store/changes.ts): the order locked, in order id
+-- order (concurrent calls cannot deadlock); nothing written unless its fingerprint is the one the
+-- decision read (`applied` false: the caller reads again and decides again). Else, in one go: the
+-- order's transition (stateVersion + 1; a final state clears a pending close) or the bare
+-- stateVersion bump of a refund's change, each attempt's, trade's and the refund's transition from
+-- its source state, a duplicate payment with its REFUND_DUPLICATE job (once per provider order),
+-- the follow-up jobs (the sooner time kept; a job being run released from its holder), the event,
+-- a close kept pending or withdrawn (`withdrawn`). The states are the decision's, checked against
+-- the transition tables (src/domain/states.ts) before the call.
+CREATE FUNCTION mps_apply_changes(p_items json, p_now timestamptz)
+RETURNS TABLE (idx integer, applied boolean, withdrawn boolean) LANGUAGE plpgsql AS $$
+DECLARE
+  it json;
+  n integer;
+BEGIN
+  FOR it, idx IN
+    SELECT e.value, e.ordinality::integer FROM json_array_elements(p_items) WITH ORDINALITY e
+     ORDER BY e.value->>'order_id' COLLATE "C", e.ordinality
+  LOOP
+    withdrawn := false;
+    PERFORM 1 FROM orders WHERE id = it->>'order_id' FOR UPDATE;
+    IF mps_payment_records(it->>'order_id') IS DISTINCT FROM it->>'fp' THEN
+      applied := false;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    applied := true;
+    IF json_typeof(it->'order') = 'object' THEN
+      UPDATE orders SET status = it->'order'->>'to',
+             closed_reason = COALESCE(it->'order'->>'closedReason', closed_reason),
+             failure_reason = COALESCE(it->'order'->>'failureReason', failure_reason),
+             paid_attempt_id = COALESCE(it->'order'->>'paidAttemptId', paid_attempt_id),
+             paid_trade_no = COALESCE(it->'order'->>'paidTradeNo', paid_trade_no),
+             paid_at = CASE WHEN it->'order'->>'to' = 'SUCCEEDED' THEN p_now ELSE paid_at END,
+             close_pending = CASE WHEN it->'order'->>'to' IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
+             state_version = state_version + 1, updated_at = p_now
+       WHERE id = it->>'order_id' AND status = it->'order'->>'from';
+    ELSIF (it->>'bump')::boolean THEN
+      UPDATE orders SET state_version = state_version + 1, updated_at = p_now WHERE id = it->>'order_id';
+    END IF;
+    UPDATE attempts a SET state = x."to", provider_ref = COALESCE(x.provider_ref, a.provider_ref),
+           updated_at = CASE WHEN x."from" <> x."to" THEN p_now ELSE a.updated_at END
+      FROM json_to_recordset(it->'attempts') AS x(id text, "from" text, "to" text, provider_ref text)
+     WHERE a.id = x.id AND a.order_id = it->>'order_id' AND a.state = x."from";
+    UPDATE provider_trades t SET state = x."to", provider_ref = COALESCE(x.provider_ref, t.provider_ref), updated_at = p_now
+      FROM json_to_recordset(it->'trades') AS x(id text, "from" text, "to" text, provider_ref text)
+     WHERE t.id = x.id AND t.order_id = it->>'order_id' AND t.state = x."from";
+    IF json_typeof(it->'refund') = 'object' THEN
+      UPDATE refunds SET state = it->'refund'->>'to', provider_ref = COALESCE(it->'refund'->>'providerRef', provider_ref),
+             failure_reason = CASE WHEN it->'refund'->>'to' IN ('PENDING', 'SUCCEEDED') THEN NULL
+                                   ELSE COALESCE(it->'refund'->>'failureReason', failure_reason) END,
+             updated_at = p_now
+       WHERE id = it->'refund'->>'id' AND order_id = it->>'order_id' AND state = it->'refund'->>'from';
+    END IF;
+    IF json_typeof(it->'duplicate') = 'object' THEN
+      INSERT INTO duplicate_payments(id, order_id, attempt_id, trade_no, amount_fen, refund_state, provider, created_at, updated_at)
+      VALUES (it->'duplicate'->>'id', it->>'order_id', it->'duplicate'->>'attemptId', it->'duplicate'->>'tradeNo',
+              (it->'duplicate'->>'amountFen')::bigint, 'PENDING', it->'duplicate'->>'provider', p_now, p_now)
+      ON CONFLICT (trade_no) DO NOTHING;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      IF n = 1 THEN
+        INSERT INTO jobs(kind, subject_id, run_at, created_at) VALUES ('REFUND_DUPLICATE', it->'duplicate'->>'id', p_now, p_now)
+        ON CONFLICT (kind, subject_id) DO UPDATE
+          SET run_at = CASE WHEN jobs.locked_by IS NULL THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
+              locked_by = NULL, holder_instance = NULL;
+      END IF;
+    END IF;
+    INSERT INTO jobs(kind, subject_id, run_at, created_at)
+    SELECT x.kind, x.subject_id, x.at, x.at FROM json_to_recordset(it->'jobs') AS x(kind text, subject_id text, at timestamptz)
+    ON CONFLICT (kind, subject_id) DO UPDATE
+      SET run_at = CASE WHEN jobs.locked_by IS NULL THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
+          locked_by = NULL, holder_instance = NULL;
+    IF json_typeof(it->'event') = 'object' THEN
+      INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
+      VALUES (it->'event'->>'id', it->'event'->>'appId', it->>'order_id', it->'event'->>'refundId', it->'event'->>'type',
+              (it->'event'->>'stateVersion')::integer, (it->'event'->>'payload')::json, p_now, p_now);
+    END IF;
+    IF json_typeof(it->'keep') = 'object' THEN
+      UPDATE orders SET close_pending = it->'keep'->>'reason', close_held_until = (it->'keep'->>'until')::timestamptz
+       WHERE id = it->>'order_id';
+    ELSIF it->>'withdraw_held' IS NOT NULL THEN
+      UPDATE orders SET close_pending = NULL, close_held_until = NULL
+       WHERE id = it->>'order_id' AND close_held_until = (it->>'withdraw_held')::timestamptz;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      withdrawn := n = 1;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+ALTER FUNCTION mps_apply_changes(json, timestamptz) SET enable_seqscan = off;

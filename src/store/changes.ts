@@ -1,0 +1,216 @@
+/**
+ * Repository: decide, then apply (src/domain/payment-decisions.ts). An order's records are read in
+ * one statement (the order, every attempt and trade of it, a refund of it, and their fingerprint);
+ * the decision's change is written in one statement (`mps_apply_changes`, migrations/0090) with
+ * its event and follow-up jobs, only if the records are still as read: otherwise nothing is written
+ * and the caller reads and decides again. Concurrent changes of one event-loop turn share the
+ * statement (src/store/batcher.ts), each decided from its own order's records and applied under
+ * its own order's lock.
+ */
+import { type Change, type PaymentFacts } from '../domain/payment-decisions.ts';
+import { eventPayload, type EventRefund } from '../domain/events.ts';
+import { newId } from '../domain/ids.ts';
+import { TurnBatcher } from './batcher.ts';
+import type { Db, Queryable, Tx } from './db.ts';
+import { ORDER_COLS, type OrderRow } from './orders.ts';
+import { REFUND_COLS, type RefundRow } from './refunds.ts';
+
+/** An order's records as one decision reads them. */
+export interface OrderRecords extends PaymentFacts {
+  order: OrderRow;
+  /** The refund asked for, when read by a refund's id. */
+  refund: RefundRow | null;
+  /** What mps_apply_changes compares under the order's lock. */
+  fingerprint: string;
+}
+
+const SELECT_RECORDS = (by: string, lock: boolean) => `
+  WITH s AS (${by}), o AS (SELECT ${ORDER_COLS} FROM orders WHERE id = (SELECT order_id FROM s LIMIT 1)${lock ? ' FOR UPDATE' : ''})
+  SELECT row_to_json(o) AS o_json, o."expireAt", o."createdAt", o."updatedAt", o."paidAt",
+    COALESCE((SELECT json_agg(json_build_object('id', a.id, 'seq', a.seq, 'state', a.state, 'provider', a.provider) ORDER BY a.seq)
+                FROM attempts a WHERE a.order_id = o.id), '[]') AS attempts,
+    COALESCE((SELECT json_agg(json_build_object('id', t.id, 'attemptId', t.attempt_id, 'state', t.state, 'provider', t.provider,
+                                                'providerRef', t.provider_ref) ORDER BY t.created_at, t.id)
+                FROM provider_trades t WHERE t.order_id = o.id), '[]') AS trades,
+    mps_payment_records(o.id) AS fingerprint
+  FROM o`;
+
+const BY_TRADE_NO = `SELECT order_id FROM attempts WHERE id = $1 UNION ALL SELECT order_id FROM provider_trades WHERE id = $1`;
+const BY_ORDER = `SELECT $1::text AS order_id`;
+const BY_REFUND = `SELECT order_id FROM refunds WHERE id = $1`;
+
+interface RecordsRow {
+  o_json: Record<string, unknown>;
+  expireAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+  paidAt: Date | null;
+  attempts: PaymentFacts['attempts'];
+  trades: PaymentFacts['trades'];
+  fingerprint: string;
+}
+
+function toRecords(row: RecordsRow | undefined, refund: RefundRow | null): OrderRecords | null {
+  if (!row) return null;
+  // The order's timestamps come as the driver parses them, the rest as JSON (same names).
+  const order = {
+    ...(row.o_json as unknown as OrderRow),
+    expireAt: row.expireAt,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+    paidAt: row.paidAt,
+  };
+  return { order, attempts: row.attempts, trades: row.trades, refund, fingerprint: row.fingerprint };
+}
+
+/** The records of the order that holds this provider order number (an attempt's own or a trade's); null when none does. */
+export async function recordsByTradeNo(db: Queryable, tradeNo: string): Promise<OrderRecords | null> {
+  const r = await db.query<RecordsRow>({ name: 'records_by_trade_no', text: SELECT_RECORDS(BY_TRADE_NO, false), values: [tradeNo] });
+  return toRecords(r.rows[0], null);
+}
+
+/** The records of an order; `locked`: in the caller's transaction, with the order's row lock taken. */
+export async function recordsOfOrder(db: Queryable, orderId: string): Promise<OrderRecords | null> {
+  const r = await db.query<RecordsRow>({ name: 'records_of_order', text: SELECT_RECORDS(BY_ORDER, false), values: [orderId] });
+  return toRecords(r.rows[0], null);
+}
+
+/** recordsOfOrder taking the order's row lock (FOR UPDATE) for the rest of the transaction. */
+export async function recordsOfOrderLocked(tx: Tx, orderId: string): Promise<OrderRecords | null> {
+  const r = await tx.query<RecordsRow>({ name: 'records_of_order_lock', text: SELECT_RECORDS(BY_ORDER, true), values: [orderId] });
+  return toRecords(r.rows[0], null);
+}
+
+/** The records of a refund's order, with the refund. */
+export async function recordsByRefund(db: Queryable, refundId: string): Promise<OrderRecords | null> {
+  const r = await db.query<RecordsRow & { r_json: Record<string, unknown>; r_created: Date; r_updated: Date }>({
+    name: 'records_by_refund',
+    text: `WITH rec AS (${SELECT_RECORDS(BY_REFUND, false)}), rf AS (SELECT ${REFUND_COLS} FROM refunds WHERE id = $1)
+      SELECT rec.*, row_to_json(rf) AS r_json, rf."createdAt" AS r_created, rf."updatedAt" AS r_updated FROM rec, rf`,
+    values: [refundId],
+  });
+  const row = r.rows[0];
+  if (!row) return null;
+  return toRecords(row, { ...(row.r_json as unknown as RefundRow), createdAt: row.r_created, updatedAt: row.r_updated });
+}
+
+/** A change to apply to the records it was decided from. */
+export interface PendingChange {
+  records: OrderRecords;
+  change: Change;
+}
+
+export interface Applied {
+  /** Written (else the records had changed since they were read: nothing was written). */
+  applied: boolean;
+  /** The order as the change leaves it (the records' own when not applied). */
+  order: OrderRow;
+  /** The refund as the change leaves it, when the change moved one. */
+  refund: RefundRow | null;
+  /** The close this caller marked was withdrawn. */
+  withdrawn: boolean;
+}
+
+/** The order and refund rows as a change leaves them (what the statement writes, known beforehand: the records are as read). */
+function after(p: PendingChange, now: Date): { order: OrderRow; refund: RefundRow | null } {
+  const { change: c } = p;
+  let order = p.records.order;
+  if (c.order) {
+    const m = c.order;
+    const final = m.to === 'SUCCEEDED' || m.to === 'CLOSED' || m.to === 'FAILED';
+    order = {
+      ...order,
+      status: m.to,
+      closedReason: m.closedReason ?? order.closedReason,
+      failureReason: m.failureReason ?? order.failureReason,
+      paidAttemptId: m.paidAttemptId ?? order.paidAttemptId,
+      paidTradeNo: m.paidTradeNo ?? order.paidTradeNo,
+      paidAt: m.to === 'SUCCEEDED' ? now : order.paidAt,
+      closePending: final ? null : order.closePending,
+      stateVersion: order.stateVersion + 1,
+      updatedAt: now,
+    };
+  } else if (c.bump) {
+    order = { ...order, stateVersion: order.stateVersion + 1, updatedAt: now };
+  }
+  if (c.closePending && 'keep' in c.closePending) order = { ...order, closePending: c.closePending.keep };
+  let refund = p.records.refund;
+  if (c.refund && refund) {
+    const m = c.refund;
+    refund = {
+      ...refund,
+      state: m.to,
+      providerRef: m.providerRef ?? refund.providerRef,
+      failureReason: m.to === 'PENDING' || m.to === 'SUCCEEDED' ? null : (m.failureReason ?? refund.failureReason),
+      updatedAt: now,
+    };
+  }
+  return { order, refund };
+}
+
+function item(p: PendingChange, now: Date): { json: Record<string, unknown>; order: OrderRow; refund: RefundRow | null } {
+  const c = p.change;
+  const { order, refund } = after(p, now);
+  let event: Record<string, unknown> | null = null;
+  if (c.event) {
+    const id = newId.event();
+    const ref: EventRefund | undefined = c.refund && refund ? refund : undefined;
+    const payload = eventPayload(id, c.event, order, order.stateVersion, now, ref);
+    event = {
+      id,
+      appId: order.appId,
+      refundId: ref?.id ?? null,
+      type: c.event,
+      stateVersion: order.stateVersion,
+      payload: JSON.stringify(payload),
+    };
+  }
+  const json = {
+    order_id: p.records.order.id,
+    fp: p.records.fingerprint,
+    order: c.order,
+    bump: c.bump,
+    attempts: c.attempts.map((m) => ({ id: m.id, from: m.from, to: m.to, provider_ref: m.providerRef })),
+    trades: c.trades.map((m) => ({ id: m.id, from: m.from, to: m.to, provider_ref: m.providerRef })),
+    refund: c.refund,
+    duplicate: c.duplicate,
+    jobs: c.jobs.map((j) => ({ kind: j.kind, subject_id: j.subjectId, at: j.at })),
+    event,
+    keep: c.closePending && 'keep' in c.closePending ? { reason: c.closePending.keep, until: c.closePending.until } : null,
+    withdraw_held: c.closePending && 'withdrawHeld' in c.closePending ? c.closePending.withdrawHeld : null,
+  };
+  return { json, order, refund };
+}
+
+/** Applies the changes in one statement, each only if its records are unchanged (see the module's comment). */
+export async function applyChanges(db: Queryable, ps: PendingChange[], now: Date): Promise<Applied[]> {
+  const items = ps.map((p) => item(p, now));
+  const r = await db.query<{ idx: number; applied: boolean; withdrawn: boolean }>({
+    name: 'apply_changes',
+    text: 'SELECT idx, applied, withdrawn FROM mps_apply_changes($1::json, $2)',
+    values: [JSON.stringify(items.map((i) => i.json)), now],
+  });
+  const out = new Map(r.rows.map((row) => [row.idx, row]));
+  return ps.map((p, i) => {
+    const row = out.get(i + 1);
+    if (!row?.applied) return { applied: false, order: p.records.order, refund: p.records.refund, withdrawn: false };
+    return { applied: true, order: items[i]!.order, refund: items[i]!.refund, withdrawn: row.withdrawn };
+  });
+}
+
+/** Changes of concurrent requests, one statement per event-loop turn. */
+export class ChangeApplier {
+  readonly #batcher: TurnBatcher<PendingChange & { now: Date }, Applied>;
+  constructor(db: Db) {
+    const latest = (ps: { now: Date }[]) => ps.reduce((m, p) => (p.now > m ? p.now : m), ps[0]!.now);
+    this.#batcher = new TurnBatcher({
+      one: async (p) => (await applyChanges(db, [p], p.now))[0]!,
+      many: (ps) => applyChanges(db, ps, latest(ps)),
+      key: (p) => p.records.order.id,
+    });
+  }
+
+  apply(p: PendingChange, now: Date): Promise<Applied> {
+    return this.#batcher.run({ ...p, now });
+  }
+}
