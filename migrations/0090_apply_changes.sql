@@ -106,3 +106,54 @@ BEGIN
 END
 $$;
 ALTER FUNCTION mps_apply_changes(json, timestamptz) SET enable_seqscan = off;
+
+-- The sandbox provider's books (src/store/sandbox-books.ts): a refund with its programmed fault
+-- taken, in one call. Each statement of a function sees what was committed before it started, so
+-- the sum is read after the payment's row lock is held: concurrent refunds of one payment cannot
+-- together exceed it, as at a real provider. `outcome`: the fault taken (REJECT and DELAY_MS book
+-- nothing: the caller refuses, or waits and books); `refused`: why the refund was not booked;
+-- `fresh`: booked now (else the refund key's earlier booking is answered).
+CREATE FUNCTION mps_sandbox_book_refund(
+  p_ref text, p_key text, p_attempt text, p_amount bigint, p_settle_at timestamptz, p_take_fault boolean, p_now timestamptz
+) RETURNS TABLE (outcome text, delay_ms integer, refused text, state text, provider_ref text, fresh boolean) LANGUAGE plpgsql AS $$
+DECLARE
+  pay record;
+  total bigint;
+BEGIN
+  outcome := NULL;
+  IF p_take_fault THEN
+    UPDATE sandbox_faults SET remaining = remaining - 1
+     WHERE id = (SELECT id FROM sandbox_faults WHERE operation = 'REFUND' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+    RETURNING sandbox_faults.outcome, sandbox_faults.delay_ms INTO outcome, delay_ms;
+    IF outcome IN ('REJECT', 'DELAY_MS') THEN
+      RETURN NEXT;
+      RETURN;
+    END IF;
+  END IF;
+  SELECT p.provider_ref, p.state, p.amount_fen INTO pay FROM sandbox_payments p WHERE p.attempt_id = p_attempt FOR UPDATE;
+  IF NOT FOUND OR pay.state <> 'PAID' THEN
+    refused := 'PAYMENT_NOT_PAID';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  SELECT r.state, r.provider_ref INTO state, provider_ref FROM sandbox_refunds r WHERE r.refund_key = p_key;
+  IF FOUND THEN
+    fresh := false;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  SELECT COALESCE(SUM(r.amount_fen), 0) INTO total FROM sandbox_refunds r WHERE r.payment_ref = pay.provider_ref AND r.state <> 'FAILED';
+  IF total + p_amount > pay.amount_fen THEN
+    refused := 'REFUND_EXCEEDS_PAYMENT';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at, notice_sent, lost)
+  VALUES (p_ref, p_key, pay.provider_ref, p_amount,
+          CASE WHEN outcome = 'PAID' THEN 'SUCCEEDED' ELSE 'PENDING' END,
+          CASE WHEN outcome = 'PAID' THEN p_now ELSE p_settle_at END, p_now, outcome IS NOT DISTINCT FROM 'PAID', outcome IS NOT DISTINCT FROM 'LOST')
+  RETURNING sandbox_refunds.state, sandbox_refunds.provider_ref INTO state, provider_ref;
+  fresh := true;
+  RETURN NEXT;
+END
+$$;

@@ -4,7 +4,7 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
-import * as attempts from '../store/attempts.ts';
+import { recordsOfOrder } from '../store/changes.ts';
 import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { tradeNosOfOrder } from '../store/trades.ts';
@@ -18,9 +18,10 @@ export async function sandboxBuyerAction(
   action: 'PAY' | 'FAIL',
   attemptId?: string,
 ): Promise<{ orderId: string; attemptId: string; status: string }> {
-  const order = await orders.getOrder(d.db, orderId);
-  if (!order) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
-  const all = await attempts.attemptsOf(d.db, order.id);
+  // The order and its attempts, in one read.
+  const rec = await recordsOfOrder(d.db, orderId);
+  if (!rec) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
+  const { order, attempts: all } = rec;
   const target =
     attemptId !== undefined
       ? all.find((a) => a.id === attemptId)
