@@ -404,3 +404,28 @@ export function decideClose(
   p.moveOrder('CLOSED', { closedReason: reason });
   return { verdict: 'CLOSE_REQUESTED', change: p.c };
 }
+
+/** What a refund request reads: the refund of its number (if any), and its order with the refunds that count. */
+export interface RefundRequestFacts {
+  /** The refund already under this app's refund number, with its digest, and its order's status. */
+  existing: { digest: string } | null;
+  order: { status: OrderStatus; amountFen: number } | null;
+  /** The order's refunds that hold refundable amount (REFUND_COUNTING_STATES), in fen. */
+  countedFen: number;
+}
+
+export type RefundRequestDecision = 'REPLAY' | 'CONFLICT' | 'NOT_FOUND' | 'STATE_INVALID' | 'LIMIT_EXCEEDED' | 'RESERVE';
+
+/**
+ * A refund request (decisions.md section 6): the refund number first (a number already used is a
+ * replay, or a conflict with other content, whatever order it names), then the order, paid, with
+ * room for the amount. RESERVE: a REQUESTED refund is written (it holds its amount), only if the
+ * order is still as read.
+ */
+export function decideRefundRequest(f: RefundRequestFacts, req: { digest: string; amountFen: number }): RefundRequestDecision {
+  if (f.existing) return f.existing.digest === req.digest ? 'REPLAY' : 'CONFLICT';
+  if (!f.order) return 'NOT_FOUND';
+  if (f.order.status !== 'SUCCEEDED') return 'STATE_INVALID';
+  if (f.countedFen + req.amountFen > f.order.amountFen) return 'LIMIT_EXCEEDED';
+  return 'RESERVE';
+}

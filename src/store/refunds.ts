@@ -5,6 +5,7 @@
  */
 import type { RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
+import { ORDER_COLS, type OrderRow } from './orders.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 
 export interface RefundRow {
@@ -77,6 +78,76 @@ export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<Ref
       throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
     });
   return res.rows[0]!;
+}
+
+/** What a refund request reads, in one statement (src/domain/payment-decisions.ts, decideRefundRequest). */
+export interface RefundRequestRecords {
+  existing: RefundRow | null;
+  order: OrderRow | null;
+  countedFen: number;
+  /** The provider that holds the order's payment. */
+  provider: string | null;
+}
+
+/** The refund under this number, the order under this number, its counted refunds and the provider of its payment. */
+export async function refundRequestRecords(
+  db: Queryable,
+  appId: string,
+  outRefundNo: string,
+  outTradeNo: string,
+  counting: readonly RefundState[],
+): Promise<RefundRequestRecords> {
+  const r = await db.query<{
+    e_json: RefundRow | null;
+    e_created: Date | null;
+    e_updated: Date | null;
+    o_json: OrderRow | null;
+    expireAt: Date;
+    createdAt: Date;
+    updatedAt: Date;
+    paidAt: Date | null;
+    counted: number;
+    provider: string | null;
+  }>({
+    name: 'refund_request_records',
+    // The order: the refund's when the number is used (a replay answers it), else the request's.
+    text: `WITH e AS (SELECT ${REFUND_COLS} FROM refunds WHERE app_id = $1 AND out_refund_no = $2),
+      o AS (SELECT ${ORDER_COLS} FROM orders
+             WHERE id = COALESCE((SELECT "orderId" FROM e), (SELECT id FROM orders WHERE app_id = $1 AND out_trade_no = $3)))
+      SELECT (SELECT row_to_json(e) FROM e) AS e_json, (SELECT "createdAt" FROM e) AS e_created, (SELECT "updatedAt" FROM e) AS e_updated,
+             (SELECT row_to_json(o) FROM o) AS o_json, (SELECT "expireAt" FROM o) AS "expireAt", (SELECT "createdAt" FROM o) AS "createdAt",
+             (SELECT "updatedAt" FROM o) AS "updatedAt", (SELECT "paidAt" FROM o) AS "paidAt",
+             (SELECT COALESCE(SUM(amount_fen), 0)::bigint FROM refunds WHERE order_id = (SELECT id FROM o) AND state = ANY($4)) AS counted,
+             (SELECT provider FROM attempts WHERE id = (SELECT "paidAttemptId" FROM o)) AS provider`,
+    values: [appId, outRefundNo, outTradeNo, counting],
+  });
+  const row = r.rows[0]!;
+  const existing = row.e_json ? { ...row.e_json, createdAt: row.e_created!, updatedAt: row.e_updated! } : null;
+  const order = row.o_json
+    ? { ...row.o_json, expireAt: row.expireAt, createdAt: row.createdAt, updatedAt: row.updatedAt, paidAt: row.paidAt }
+    : null;
+  return { existing, order, countedFen: row.counted, provider: row.provider };
+}
+
+/**
+ * A REQUESTED refund with its order's stateVersion moved, in one statement, only if the order's
+ * stateVersion is still `version` (the decision's records are current): null when it is not.
+ * RefundNumberTaken when the app's refund number was taken meanwhile by a refund of another order.
+ */
+export async function reserveRefund(db: Queryable, r: NewRefund, version: number, now: Date): Promise<RefundRow | null> {
+  const res = await db
+    .query<RefundRow>({
+      name: 'refund_reserve',
+      text: `WITH lk AS (SELECT id FROM orders WHERE id = $2 AND state_version = $11 FOR UPDATE),
+        b AS (UPDATE orders SET state_version = state_version + 1, updated_at = $10 FROM lk WHERE orders.id = lk.id RETURNING orders.id)
+        INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, created_at, updated_at)
+        SELECT $1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10 FROM b RETURNING ${REFUND_COLS}`,
+      values: [r.id, r.orderId, r.appId, r.outRefundNo, r.amountFen, r.reason, r.digest, r.provider, r.createdBy, now, version],
+    })
+    .catch((err: unknown) => {
+      throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
+    });
+  return res.rows[0] ?? null;
 }
 
 export interface RefundChange {

@@ -8,18 +8,17 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { CreateRefundInput } from '../domain/open-schemas.ts';
 import { refundDigest } from '../domain/order-input.ts';
-import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_COUNTING_STATES, REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
 import { RefundNumberTaken } from '../store/errors.ts';
-import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
 import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
-import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, emptyChange } from '../domain/payment-decisions.ts';
+import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, decideRefundRequest, emptyChange } from '../domain/payment-decisions.ts';
 import * as changes from '../store/changes.ts';
 import type { RefundOutcome } from './results.ts';
 
@@ -39,43 +38,35 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
   return submitRefund(d, step.order, step.refund);
 }
 
-/** Transaction 1: idempotency, state and cumulative-limit checks, then the REQUESTED row (holds the amount). */
+/**
+ * Idempotency, state and cumulative-limit checks (decideRefundRequest, from the records read in one
+ * statement), then the REQUESTED row (it holds its amount) with the order's stateVersion moved, in
+ * one statement only if the order is still as read; else read and decided again. Concurrent
+ * refunds of one order are serialized on the order's row and its stateVersion.
+ */
 async function reserveRefund(
   d: UseCaseDeps,
   caller: Caller,
   input: CreateRefundInput,
   digest: string,
 ): Promise<{ kind: 'replay' | 'new'; order: OrderRow; refund: RefundRow }> {
-  return withTx(d.db, async (tx) => {
-    // The refund number first (refund identity is (app, outRefundNo)): a number already used is a
-    // replay or a conflict whatever order this request names, even one that does not exist.
-    const used = async () => {
-      const existing = await refunds.findRefund(tx, caller.app.id, input.outRefundNo);
-      if (!existing) return null;
-      if (existing.digest !== digest) throw new DomainError('IDEMPOTENCY_CONFLICT');
-      return { kind: 'replay' as const, order: (await orders.getOrder(tx, existing.orderId))!, refund: existing };
-    };
-    const before = await used();
-    if (before) return before;
-    const order = await orders.findOrderLocked(tx, caller.app.id, input.outTradeNo);
-    if (!order) throw new DomainError('NOT_FOUND');
-    // Again under the order's lock: a concurrent refund of this number that held the lock is
-    // committed now, and this one replays it (not judged against the amount it took). One of
-    // another order is caught by the unique number on insert (the caller runs this again).
-    const after = await used();
-    if (after) return after;
-    if (order.status !== 'SUCCEEDED') {
+  for (;;) {
+    const rec = await refunds.refundRequestRecords(d.db, caller.app.id, input.outRefundNo, input.outTradeNo, REFUND_COUNTING_STATES);
+    const decision = decideRefundRequest(rec, { digest, amountFen: input.refundAmountFen });
+    if (decision === 'REPLAY') return { kind: 'replay', order: rec.order!, refund: rec.existing! };
+    if (decision === 'CONFLICT') throw new DomainError('IDEMPOTENCY_CONFLICT');
+    if (decision === 'NOT_FOUND') throw new DomainError('NOT_FOUND');
+    const order = rec.order!;
+    if (decision === 'STATE_INVALID') {
       throw new DomainError('STATE_INVALID', `Only SUCCEEDED orders can be refunded; the order is ${order.status}.`);
     }
-    if ((await countedRefundsFen(tx, order.id)) + input.refundAmountFen > order.amountFen) {
+    if (decision === 'LIMIT_EXCEEDED') {
       throw new DomainError('LIMIT_EXCEEDED', 'The refund would exceed the amount paid.', {
         details: { scope: 'REFUND_CUMULATIVE', outRefundNo: input.outRefundNo },
       });
     }
-    const paid = (await attempts.getAttempt(tx, order.paidAttemptId!))!;
-    const now = nowOf(d);
-    const refund = await refunds.insertRefund(
-      tx,
+    const refund = await refunds.reserveRefund(
+      d.db,
       {
         id: newId.refund(),
         orderId: order.id,
@@ -84,14 +75,14 @@ async function reserveRefund(
         amountFen: input.refundAmountFen,
         reason: input.reason,
         digest,
-        provider: paid.provider,
+        provider: rec.provider!,
         createdBy: d.instanceId,
       },
-      now,
+      order.stateVersion,
+      nowOf(d),
     );
-    await orders.bumpStateVersion(tx, order.id, now);
-    return { kind: 'new' as const, order, refund };
-  });
+    if (refund) return { kind: 'new', order, refund };
+  }
 }
 
 /** The provider call (outside any transaction), then transaction 2 records its outcome. */

@@ -20,6 +20,7 @@ import {
   decideClose,
   decidePaymentNotice,
   decideRefund,
+  decideRefundRequest,
   writes,
 } from '../../src/domain/payment-decisions.ts';
 import {
@@ -263,6 +264,29 @@ describe('close answers, over every state', () => {
           if (a === 'CLOSED' && !all.includes('PAID')) assert.equal(applied(f, change).attempts.find((x) => x.id === id)!.state, 'CLOSED');
       }),
       { numRuns: 2000 },
+    );
+  });
+});
+
+describe('refund requests, over every state', () => {
+  test('the number first, then the order, its status and the room left; reserved only when everything allows it', () => {
+    fc.assert(
+      fc.property(
+        fc.option(fc.constantFrom('d1', 'd2'), { nil: null }),
+        fc.option(fc.record({ status: fc.constantFrom(...ORDER_STATUSES), amountFen: fc.integer({ min: 1, max: 1000 }) }), { nil: null }),
+        fc.integer({ min: 0, max: 1000 }),
+        fc.integer({ min: 1, max: 1000 }),
+        (existing, order, countedFen, amountFen) => {
+          const d = decideRefundRequest(
+            { existing: existing ? { digest: existing } : null, order, countedFen },
+            { digest: 'd1', amountFen },
+          );
+          if (existing) assert.equal(d, existing === 'd1' ? 'REPLAY' : 'CONFLICT');
+          else if (!order) assert.equal(d, 'NOT_FOUND');
+          else if (order.status !== 'SUCCEEDED') assert.equal(d, 'STATE_INVALID');
+          else assert.equal(d, countedFen + amountFen <= order.amountFen ? 'RESERVE' : 'LIMIT_EXCEEDED');
+        },
+      ),
     );
   });
 });
