@@ -26,7 +26,7 @@ import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor } from './store/attempt-acceptance.ts';
-import { ChangeApplier } from './store/changes.ts';
+import { ChangeApplier, RecordsReader } from './store/changes.ts';
 import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
@@ -181,6 +181,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
     changes: new ChangeApplier(db),
+    records: new RecordsReader(db),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),
     merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),

@@ -35,9 +35,7 @@ const SELECT_RECORDS = (by: string, lock: boolean) => `
     mps_payment_records(o.id) AS fingerprint
   FROM o`;
 
-const BY_TRADE_NO = `SELECT order_id FROM attempts WHERE id = $1 UNION ALL SELECT order_id FROM provider_trades WHERE id = $1`;
 const BY_ORDER = `SELECT $1::text AS order_id`;
-const BY_REFUND = `SELECT order_id FROM refunds WHERE id = $1`;
 
 interface RecordsRow {
   o_json: Record<string, unknown>;
@@ -63,35 +61,65 @@ function toRecords(row: RecordsRow | undefined, refund: RefundRow | null): Order
   return { order, attempts: row.attempts, trades: row.trades, refund, fingerprint: row.fingerprint };
 }
 
-/** The records of the order that holds this provider order number (an attempt's own or a trade's); null when none does. */
-export async function recordsByTradeNo(db: Queryable, tradeNo: string): Promise<OrderRecords | null> {
-  const r = await db.query<RecordsRow>({ name: 'records_by_trade_no', text: SELECT_RECORDS(BY_TRADE_NO, false), values: [tradeNo] });
-  return toRecords(r.rows[0], null);
-}
-
-/** The records of an order; `locked`: in the caller's transaction, with the order's row lock taken. */
-export async function recordsOfOrder(db: Queryable, orderId: string): Promise<OrderRecords | null> {
-  const r = await db.query<RecordsRow>({ name: 'records_of_order', text: SELECT_RECORDS(BY_ORDER, false), values: [orderId] });
-  return toRecords(r.rows[0], null);
-}
-
-/** recordsOfOrder taking the order's row lock (FOR UPDATE) for the rest of the transaction. */
+/** An order's records, in the caller's transaction with the order's row lock taken (FOR UPDATE) for the rest of it. */
 export async function recordsOfOrderLocked(tx: Tx, orderId: string): Promise<OrderRecords | null> {
   const r = await tx.query<RecordsRow>({ name: 'records_of_order_lock', text: SELECT_RECORDS(BY_ORDER, true), values: [orderId] });
   return toRecords(r.rows[0], null);
 }
 
-/** The records of a refund's order, with the refund. */
-export async function recordsByRefund(db: Queryable, refundId: string): Promise<OrderRecords | null> {
-  const r = await db.query<RecordsRow & { r_json: Record<string, unknown>; r_created: Date; r_updated: Date }>({
-    name: 'records_by_refund',
-    text: `WITH rec AS (${SELECT_RECORDS(BY_REFUND, false)}), rf AS (SELECT ${REFUND_COLS} FROM refunds WHERE id = $1)
-      SELECT rec.*, row_to_json(rf) AS r_json, rf."createdAt" AS r_created, rf."updatedAt" AS r_updated FROM rec, rf`,
-    values: [refundId],
+/** Which records to read: an order's (by id), a provider order number's, a refund's. */
+export interface RecordsKey {
+  by: 'order' | 'tradeNo' | 'refund';
+  key: string;
+}
+
+/** Several reads of records in one statement; each answer as the single reads above give it. */
+export async function readRecords(db: Queryable, keys: RecordsKey[]): Promise<(OrderRecords | null)[]> {
+  const r = await db.query<RecordsRow & { i: number; r_json: RefundRow | null; r_created: Date | null; r_updated: Date | null }>({
+    name: 'records_batch',
+    text: `WITH k AS (SELECT * FROM json_to_recordset($1::json) AS t(i integer, by text, key text)),
+      s AS (SELECT k.i, k.by, k.key,
+                   CASE k.by WHEN 'order' THEN k.key
+                             WHEN 'tradeNo' THEN COALESCE((SELECT a.order_id FROM attempts a WHERE a.id = k.key),
+                                                          (SELECT t.order_id FROM provider_trades t WHERE t.id = k.key))
+                             ELSE (SELECT f.order_id FROM refunds f WHERE f.id = k.key) END AS order_id
+              FROM k)
+      SELECT s.i, row_to_json(o) AS o_json, o."expireAt", o."createdAt", o."updatedAt", o."paidAt",
+        COALESCE((SELECT json_agg(json_build_object('id', a.id, 'seq', a.seq, 'state', a.state, 'provider', a.provider) ORDER BY a.seq)
+                    FROM attempts a WHERE a.order_id = o.id), '[]') AS attempts,
+        COALESCE((SELECT json_agg(json_build_object('id', t.id, 'attemptId', t.attempt_id, 'state', t.state, 'provider', t.provider,
+                                                    'providerRef', t.provider_ref) ORDER BY t.created_at, t.id)
+                    FROM provider_trades t WHERE t.order_id = o.id), '[]') AS trades,
+        mps_payment_records(o.id) AS fingerprint,
+        row_to_json(rf) AS r_json, rf."createdAt" AS r_created, rf."updatedAt" AS r_updated
+      FROM s CROSS JOIN LATERAL (SELECT ${ORDER_COLS} FROM orders WHERE id = s.order_id) o
+      LEFT JOIN LATERAL (SELECT ${REFUND_COLS} FROM refunds WHERE s.by = 'refund' AND id = s.key) rf ON true`,
+    values: [JSON.stringify(keys.map((k, i) => ({ i, by: k.by, key: k.key })))],
   });
-  const row = r.rows[0];
-  if (!row) return null;
-  return toRecords(row, { ...(row.r_json as unknown as RefundRow), createdAt: row.r_created, updatedAt: row.r_updated });
+  const out: (OrderRecords | null)[] = keys.map(() => null);
+  for (const row of r.rows) {
+    const refund = row.r_json ? { ...row.r_json, createdAt: row.r_created!, updatedAt: row.r_updated! } : null;
+    out[row.i] = toRecords(row, refund);
+  }
+  return out;
+}
+
+/**
+ * Reads of records of concurrent requests, one statement per event-loop turn. Each read sees the
+ * database as of its batch's statement, which starts after the read was asked for.
+ */
+export class RecordsReader {
+  readonly #batcher: TurnBatcher<RecordsKey, OrderRecords | null>;
+  constructor(db: Db) {
+    this.#batcher = new TurnBatcher({
+      one: async (k) => (await readRecords(db, [k]))[0]!,
+      many: (ks) => readRecords(db, ks),
+    });
+  }
+
+  read(by: RecordsKey['by'], key: string): Promise<OrderRecords | null> {
+    return this.#batcher.run({ by, key });
+  }
 }
 
 /** A change to apply to the records it was decided from. */

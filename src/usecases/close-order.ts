@@ -68,7 +68,7 @@ export async function closeOrderById(
   // the order is kept (UNKNOWN_KEPT) for FINISH_CLOSE to finish.
   const seen = await untilSettled(
     d,
-    () => changes.recordsOfOrder(d.db, o.id),
+    () => d.records.read('order', o.id),
     (rec) => rec !== null && rec.attempts.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
@@ -85,7 +85,7 @@ export async function closeOrderById(
   // (the change is applied only if so); else read again.
   let unread = seen;
   const records = async () => {
-    const rec = unread ?? (await changes.recordsOfOrder(d.db, o.id));
+    const rec = unread ?? (await d.records.read('order', o.id));
     unread = null;
     return rec;
   };
@@ -118,7 +118,8 @@ export async function closeOrderById(
 
 export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string): Promise<OrderClose> {
   if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
-  const o = await orders.findOrder(d.db, caller.app.id, outTradeNo);
+  // The order read with the queries of the same event-loop turn (one statement).
+  const o = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.order;
   if (!o) throw new DomainError('NOT_FOUND');
   const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an

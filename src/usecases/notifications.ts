@@ -96,7 +96,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
     const word = { tradeNo: n.attemptId, state: n.state, providerRef: n.providerRef ?? null, reason: n.reason ?? null };
     const out = await decideAndApply(
       d,
-      () => changes.recordsByTradeNo(d.db, n.attemptId),
+      () => d.records.read('tradeNo', n.attemptId),
       (rec, now) => {
         if (!checked) {
           checked = true;
@@ -129,7 +129,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       return null;
     }
   }
-  const rec0 = await changes.recordsByRefund(d.db, n.refundId);
+  const rec0 = await d.records.read('refund', n.refundId);
   if (!rec0) return 'UNKNOWN_SUBJECT';
   const r0 = rec0.refund!;
   if (from) {
@@ -146,7 +146,7 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
   const out = await decideAndApply(
     d,
     async () => {
-      const rec = first ?? (await changes.recordsByRefund(d.db, n.refundId));
+      const rec = first ?? (await d.records.read('refund', n.refundId));
       first = null;
       return rec;
     },

@@ -19,7 +19,6 @@ import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
 import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
 import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, decideRefundRequest, emptyChange } from '../domain/payment-decisions.ts';
-import * as changes from '../store/changes.ts';
 import type { RefundOutcome } from './results.ts';
 
 export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
@@ -114,7 +113,7 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
         : { kind: 'ANSWER', outcome: result.outcome, providerRef: result.providerRef };
   const out = (await decideAndApply(
     d,
-    () => changes.recordsByRefund(d.db, reserved.id),
+    () => d.records.read('refund', reserved.id),
     (rec, now) => {
       const decision = decideRefund(rec.refund!, word, now);
       return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision };
