@@ -22,10 +22,11 @@ $$;
 -- stateVersion bump of a refund's change, each attempt's, trade's and the refund's transition from
 -- its source state, a duplicate payment with its REFUND_DUPLICATE job (once per provider order),
 -- the follow-up jobs (the sooner time kept; a job being run released from its holder), the event,
--- a close kept pending or withdrawn (`withdrawn`). The states are the decision's, checked against
+-- a close kept pending or withdrawn (`withdrawn`), the request id's answer, fenced by its holder
+-- (`answered`), as the create's accepted outcome records it (mps_accept_attempts). The states are the decision's, checked against
 -- the transition tables (src/domain/states.ts) before the call.
 CREATE FUNCTION mps_apply_changes(p_items json, p_now timestamptz)
-RETURNS TABLE (idx integer, applied boolean, withdrawn boolean) LANGUAGE plpgsql AS $$
+RETURNS TABLE (idx integer, applied boolean, withdrawn boolean, answered boolean) LANGUAGE plpgsql AS $$
 DECLARE
   it json;
   n integer;
@@ -35,6 +36,7 @@ BEGIN
      ORDER BY e.value->>'order_id' COLLATE "C", e.ordinality
   LOOP
     withdrawn := false;
+    answered := false;
     PERFORM 1 FROM orders WHERE id = it->>'order_id' FOR UPDATE;
     IF mps_payment_records(it->>'order_id') IS DISTINCT FROM it->>'fp' THEN
       applied := false;
@@ -100,6 +102,14 @@ BEGIN
        WHERE id = it->>'order_id' AND close_held_until = (it->>'withdraw_held')::timestamptz;
       GET DIAGNOSTICS n = ROW_COUNT;
       withdrawn := n = 1;
+    END IF;
+    IF json_typeof(it->'answer') = 'object' THEN
+      UPDATE request_replays SET state = 'DONE', status_code = (it->'answer'->>'status')::integer,
+             response_body = it->'answer'->>'body', lease_until = NULL
+       WHERE app_id = it->'answer'->>'appId' AND request_id = it->'answer'->>'requestId'
+         AND holder = it->'answer'->>'holder' AND state = 'IN_PROGRESS';
+      GET DIAGNOSTICS n = ROW_COUNT;
+      answered := n = 1;
     END IF;
     RETURN NEXT;
   END LOOP;

@@ -10,6 +10,7 @@
 import { type Change, type PaymentFacts } from '../domain/payment-decisions.ts';
 import { eventPayload, type EventRefund } from '../domain/events.ts';
 import { newId } from '../domain/ids.ts';
+import type { RecordedAnswer } from './attempt-acceptance.ts';
 import { TurnBatcher } from './batcher.ts';
 import type { Db, Queryable, Tx } from './db.ts';
 import { ORDER_COLS, type OrderRow } from './orders.ts';
@@ -126,6 +127,11 @@ export class RecordsReader {
 export interface PendingChange {
   records: OrderRecords;
   change: Change;
+  /**
+   * The request id's answer to record with the change, rendered from the order and refund as the
+   * change leaves them (null: none to record).
+   */
+  answer?: (order: OrderRow, refund: RefundRow | null) => RecordedAnswer | null;
 }
 
 export interface Applied {
@@ -137,6 +143,8 @@ export interface Applied {
   refund: RefundRow | null;
   /** The close this caller marked was withdrawn. */
   withdrawn: boolean;
+  /** The request id's answer recorded with the change (its holder still held the id). */
+  answer: RecordedAnswer | null;
 }
 
 /** The order and refund rows as a change leaves them (what the statement writes, known beforehand: the records are as read). */
@@ -176,9 +184,13 @@ function after(p: PendingChange, now: Date): { order: OrderRow; refund: RefundRo
   return { order, refund };
 }
 
-function item(p: PendingChange, now: Date): { json: Record<string, unknown>; order: OrderRow; refund: RefundRow | null } {
+function item(
+  p: PendingChange,
+  now: Date,
+): { json: Record<string, unknown>; order: OrderRow; refund: RefundRow | null; answer: RecordedAnswer | null } {
   const c = p.change;
   const { order, refund } = after(p, now);
+  const answer = p.answer?.(order, refund) ?? null;
   let event: Record<string, unknown> | null = null;
   if (c.event) {
     const id = newId.event();
@@ -206,23 +218,25 @@ function item(p: PendingChange, now: Date): { json: Record<string, unknown>; ord
     event,
     keep: c.closePending && 'keep' in c.closePending ? { reason: c.closePending.keep, until: c.closePending.until } : null,
     withdraw_held: c.closePending && 'withdrawHeld' in c.closePending ? c.closePending.withdrawHeld : null,
+    answer,
   };
-  return { json, order, refund };
+  return { json, order, refund, answer };
 }
 
 /** Applies the changes in one statement, each only if its records are unchanged (see the module's comment). */
 export async function applyChanges(db: Queryable, ps: PendingChange[], now: Date): Promise<Applied[]> {
   const items = ps.map((p) => item(p, now));
-  const r = await db.query<{ idx: number; applied: boolean; withdrawn: boolean }>({
+  const r = await db.query<{ idx: number; applied: boolean; withdrawn: boolean; answered: boolean }>({
     name: 'apply_changes',
-    text: 'SELECT idx, applied, withdrawn FROM mps_apply_changes($1::json, $2)',
+    text: 'SELECT idx, applied, withdrawn, answered FROM mps_apply_changes($1::json, $2)',
     values: [JSON.stringify(items.map((i) => i.json)), now],
   });
   const out = new Map(r.rows.map((row) => [row.idx, row]));
   return ps.map((p, i) => {
     const row = out.get(i + 1);
-    if (!row?.applied) return { applied: false, order: p.records.order, refund: p.records.refund, withdrawn: false };
-    return { applied: true, order: items[i]!.order, refund: items[i]!.refund, withdrawn: row.withdrawn };
+    if (!row?.applied) return { applied: false, order: p.records.order, refund: p.records.refund, withdrawn: false, answer: null };
+    const it = items[i]!;
+    return { applied: true, order: it.order, refund: it.refund, withdrawn: row.withdrawn, answer: row.answered ? it.answer : null };
   });
 }
 

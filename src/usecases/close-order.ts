@@ -17,6 +17,8 @@ import { decideAndApply } from './payment-state.ts';
 import * as changes from '../store/changes.ts';
 import { type CloseVerdict, decideClose } from '../domain/payment-decisions.ts';
 import type { CloseState, OrderClose } from './results.ts';
+import type { RequestUnit } from './request-units.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 
 /** How long a close waits for an attempt being created at the provider to settle. */
 export const PENDING_WAIT_MS = 10_000;
@@ -46,6 +48,7 @@ export async function closeOrderById(
   reason: ClosedReason,
   opts: CallOptions = {},
   onChanged?: CloseRecorder,
+  unit?: RequestUnit,
 ): Promise<{ closeState: CloseState; order: OrderRow }> {
   const o = typeof order === 'string' ? await orders.getOrder(d.db, order) : order;
   if (!o) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
@@ -92,7 +95,14 @@ export async function closeOrderById(
   const decide = (rec: changes.OrderRecords, now: Date) => {
     const { verdict, change } = decideClose(rec, { attempts: outcomes, trades: tradeOutcomes }, reason, markedHold, now);
     if (verdict === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-    return { verdict, change };
+    // The request's answer, recorded with the change when it shows no attempt (the order ended):
+    // closeOrder's result is then known from the order the change leaves.
+    const answer =
+      unit && (verdict === 'CLOSE_REQUESTED' || verdict === 'PROVIDER_PAID_CONFLICT')
+        ? (order: OrderRow) =>
+            order.status === 'CREATED' || order.status === 'PAYING' ? null : unit.answerFor(closeResult(verdict, order, null))
+        : undefined;
+    return { verdict, change, answer };
   };
   const answer = (out: { verdict: CloseVerdict; result: { order: OrderRow; withdrawn: boolean } }) => {
     const closeState = out.verdict as CloseState | 'REJECTED';
@@ -110,20 +120,27 @@ export async function closeOrderById(
       return out;
     });
   } else {
-    r = answer((await decideAndApply(d, records, decide))!);
+    const out = (await decideAndApply(d, records, decide))!;
+    if (out.result.answer) unit!.answerRecorded(out.result.answer);
+    r = answer(out);
   }
   if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return r as { closeState: CloseState; order: OrderRow };
 }
 
-export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string): Promise<OrderClose> {
+function closeResult(closeState: CloseState, order: OrderRow, latest: AttemptRow | null): OrderClose {
+  return { kind: 'order-close', closeState, order, latest };
+}
+
+/** The open API's close. `unit`: the request's unit, whose answer the close's change may record. */
+export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string, unit?: RequestUnit): Promise<OrderClose> {
   if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
   // The order read with the queries of the same event-loop turn (one statement).
   const o = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.order;
   if (!o) throw new DomainError('NOT_FOUND');
-  const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
+  const r = await closeOrderById(d, o, 'CLOSE_REQUESTED', {}, undefined, unit);
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
   // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
   const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await attempts.latestAttempt(d.db, r.order.id) : null;
-  return { kind: 'order-close', closeState: r.closeState, order: r.order, latest };
+  return closeResult(r.closeState, r.order, latest);
 }

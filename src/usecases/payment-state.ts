@@ -17,7 +17,7 @@ import {
   transition,
 } from '../domain/states.ts';
 import type { Tx } from '../store/db.ts';
-import { type Applied, type OrderRecords, applyChanges } from '../store/changes.ts';
+import { type Applied, type OrderRecords, type PendingChange, applyChanges } from '../store/changes.ts';
 import type { UseCaseDeps } from './deps.ts';
 import { insertEvent } from '../store/events.ts';
 import * as jobs from '../store/jobs.ts';
@@ -195,6 +195,8 @@ export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, n
 export interface Decided<T> {
   change: Change;
   verdict: T;
+  /** The request's answer to record with the change, from the order and refund it leaves (src/store/changes.ts). */
+  answer?: PendingChange['answer'];
 }
 
 /**
@@ -215,11 +217,13 @@ export async function decideAndApply<T>(
     const records = await read();
     if (!records) return null;
     const now = new Date(d.clock.now());
-    const { change, verdict } = decide(records, now);
+    const { change, verdict, answer } = decide(records, now);
     for (const note of change.notes) d.log.warn({ orderId: records.order.id }, note);
-    if (!writes(change))
-      return { records, verdict, result: { applied: false, order: records.order, refund: records.refund, withdrawn: false } };
-    const result = tx ? (await applyChanges(tx, [{ records, change }], now))[0]! : await d.changes.apply({ records, change }, now);
+    if (!writes(change)) {
+      return { records, verdict, result: { applied: false, order: records.order, refund: records.refund, withdrawn: false, answer: null } };
+    }
+    const pending = { records, change, answer };
+    const result = tx ? (await applyChanges(tx, [pending], now))[0]! : await d.changes.apply(pending, now);
     if (result.applied) {
       // Its event is delivered now rather than at the next worker pass; follow-ups run at once.
       if (change.event || change.duplicate || change.jobs.some((j) => j.at <= now)) d.wakeWorkers();

@@ -20,8 +20,10 @@ import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
 import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
 import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, decideRefundRequest, emptyChange } from '../domain/payment-decisions.ts';
 import type { RefundOutcome } from './results.ts';
+import type { RequestUnit } from './request-units.ts';
 
-export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
+/** `unit`: the request's unit, whose answer the outcome's change may record. */
+export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput, unit?: RequestUnit): Promise<RefundOutcome> {
   const digest = refundDigest(input);
   // Requests for one order are serialized on the order row; two requests with the same
   // outRefundNo naming two different orders are not, and the loser hits the unique index. It runs
@@ -34,7 +36,7 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
     step = await reserveRefund(d, caller, input, digest);
   }
   if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
-  return submitRefund(d, step.order, step.refund);
+  return submitRefund(d, step.order, step.refund, unit);
 }
 
 /**
@@ -85,7 +87,7 @@ async function reserveRefund(
 }
 
 /** The provider call (outside any transaction), then transaction 2 records its outcome. */
-async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow): Promise<RefundOutcome> {
+async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow, unit?: RequestUnit): Promise<RefundOutcome> {
   let result: RefundResult | 'REJECTED' | 'UNCERTAIN';
   let rejectReason = 'PROVIDER_REJECTED';
   try {
@@ -116,9 +118,15 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
     () => d.records.read('refund', reserved.id),
     (rec, now) => {
       const decision = decideRefund(rec.refund!, word, now);
-      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision };
+      // The request's answer, recorded with the outcome (a refusal is answered as an error, by the surface).
+      const answer =
+        unit && word.kind !== 'REJECTED'
+          ? (_: OrderRow, refund: RefundRow | null) => unit.answerFor({ kind: 'refund', refund: refund!, order, replayed: false })
+          : undefined;
+      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision, answer };
     },
   ))!;
+  if (out.result.answer) unit!.answerRecorded(out.result.answer);
   let refund = out.result.refund!;
   if (out.verdict.kind === 'REVIVE') {
     const to = out.verdict.to;
