@@ -5,7 +5,7 @@
  */
 import type { RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
-import { ORDER_COLS, type OrderRow } from './orders.ts';
+import { type JoinedClaim, ORDER_COLS, type OrderRow } from './orders.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 
 export interface RefundRow {
@@ -131,23 +131,58 @@ export async function refundRequestRecords(
 
 /**
  * A REQUESTED refund with its order's stateVersion moved, in one statement, only if the order's
- * stateVersion is still `version` (the decision's records are current): null when it is not.
+ * stateVersion is still `version` (the decision's records are current): `refund` null when it is
+ * not; `claimed`: `claim` claimed the request id.
  * RefundNumberTaken when the app's refund number was taken meanwhile by a refund of another order.
  */
-export async function reserveRefund(db: Queryable, r: NewRefund, version: number, now: Date): Promise<RefundRow | null> {
+export async function reserveRefund(
+  db: Queryable,
+  r: NewRefund,
+  version: number,
+  now: Date,
+  claim: JoinedClaim | null = null,
+): Promise<{ refund: RefundRow | null; claimed: boolean }> {
+  // With `claim`: the request id is claimed first, in the same statement, and the refund written
+  // only if it was (else nothing is written: the caller's unit decides).
   const res = await db
-    .query<RefundRow>({
+    .query<RefundRow & { claimed: boolean }>({
       name: 'refund_reserve',
-      text: `WITH lk AS (SELECT id FROM orders WHERE id = $2 AND state_version = $11 FOR UPDATE),
-        b AS (UPDATE orders SET state_version = state_version + 1, updated_at = $10 FROM lk WHERE orders.id = lk.id RETURNING orders.id)
-        INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, created_at, updated_at)
-        SELECT $1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10 FROM b RETURNING ${REFUND_COLS}`,
-      values: [r.id, r.orderId, r.appId, r.outRefundNo, r.amountFen, r.reason, r.digest, r.provider, r.createdBy, now, version],
+      text: `WITH c AS (
+          INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
+          SELECT $3, $12, $13, $14, $15, 'IN_PROGRESS', $16, $17, $18, $10 WHERE $12::text IS NOT NULL
+          ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
+        lk AS (SELECT id FROM orders WHERE id = $2 AND state_version = $11 AND ($12::text IS NULL OR EXISTS (SELECT 1 FROM c)) FOR UPDATE),
+        b AS (UPDATE orders SET state_version = state_version + 1, updated_at = $10 FROM lk WHERE orders.id = lk.id RETURNING orders.id),
+        ins AS (
+          INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, created_at, updated_at)
+          SELECT $1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10 FROM b RETURNING ${REFUND_COLS})
+        SELECT ins.*, EXISTS (SELECT 1 FROM c) AS claimed FROM (SELECT 1) one LEFT JOIN ins ON true`,
+      values: [
+        r.id,
+        r.orderId,
+        r.appId,
+        r.outRefundNo,
+        r.amountFen,
+        r.reason,
+        r.digest,
+        r.provider,
+        r.createdBy,
+        now,
+        version,
+        claim?.requestId ?? null,
+        claim?.method ?? null,
+        claim?.target ?? null,
+        claim?.bodySha256 ?? null,
+        claim?.leaseUntil ?? null,
+        claim?.holder ?? null,
+        claim?.holderInstance ?? null,
+      ],
     })
     .catch((err: unknown) => {
       throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
     });
-  return res.rows[0] ?? null;
+  const { claimed, ...row } = res.rows[0]!;
+  return { refund: row.id ? row : null, claimed };
 }
 
 export interface RefundChange {

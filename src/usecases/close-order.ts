@@ -60,7 +60,18 @@ export async function closeOrderById(
   // lock: a re-create that starts after this answers 409, and the attempt of one that started
   // before is in the list read next. Without this, a re-create racing the close could open a
   // payment the close never saw.
-  const mark = await orders.markClosePending(d.db, o.id, reason, nowOf(d));
+  // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
+  const claim = unit?.joinClaim() ?? null;
+  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), claim);
+  let mark = marked.mark;
+  if (claim) {
+    unit!.joined(marked.claimed);
+    if (!marked.claimed) {
+      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
+      await unit!.claim();
+      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d)));
+    }
+  }
   // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote
   // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
   // refused withdraws, and a close kept pending by another caller survives.

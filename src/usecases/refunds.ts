@@ -30,10 +30,10 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
   // once more and then finds the winner's row (a replay or, with other content, the conflict).
   let step;
   try {
-    step = await reserveRefund(d, caller, input, digest);
+    step = await reserveRefund(d, caller, input, digest, unit);
   } catch (err) {
     if (!(err instanceof RefundNumberTaken)) throw err;
-    step = await reserveRefund(d, caller, input, digest);
+    step = await reserveRefund(d, caller, input, digest, unit);
   }
   if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
   return submitRefund(d, step.order, step.refund, unit);
@@ -50,6 +50,7 @@ async function reserveRefund(
   caller: Caller,
   input: CreateRefundInput,
   digest: string,
+  unit?: RequestUnit,
 ): Promise<{ kind: 'replay' | 'new'; order: OrderRow; refund: RefundRow }> {
   for (;;) {
     const rec = await refunds.refundRequestRecords(d.db, caller.app.id, input.outRefundNo, input.outTradeNo, REFUND_COUNTING_STATES);
@@ -66,7 +67,9 @@ async function reserveRefund(
         details: { scope: 'REFUND_CUMULATIVE', outRefundNo: input.outRefundNo },
       });
     }
-    const refund = await refunds.reserveRefund(
+    // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
+    const claim = unit?.joinClaim() ?? null;
+    const { refund, claimed } = await refunds.reserveRefund(
       d.db,
       {
         id: newId.refund(),
@@ -81,7 +84,13 @@ async function reserveRefund(
       },
       order.stateVersion,
       nowOf(d),
+      claim,
     );
+    if (claim) {
+      unit!.joined(claimed);
+      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
+      if (!claimed) await unit!.claim();
+    }
     if (refund) return { kind: 'new', order, refund };
   }
 }
