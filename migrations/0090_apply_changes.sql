@@ -57,13 +57,17 @@ BEGIN
     ELSIF (it->>'bump')::boolean THEN
       UPDATE orders SET state_version = state_version + 1, updated_at = p_now WHERE id = it->>'order_id';
     END IF;
-    UPDATE attempts a SET state = x."to", provider_ref = COALESCE(x.provider_ref, a.provider_ref),
-           updated_at = CASE WHEN x."from" <> x."to" THEN p_now ELSE a.updated_at END
-      FROM json_to_recordset(it->'attempts') AS x(id text, "from" text, "to" text, provider_ref text)
-     WHERE a.id = x.id AND a.order_id = it->>'order_id' AND a.state = x."from";
-    UPDATE provider_trades t SET state = x."to", provider_ref = COALESCE(x.provider_ref, t.provider_ref), updated_at = p_now
-      FROM json_to_recordset(it->'trades') AS x(id text, "from" text, "to" text, provider_ref text)
-     WHERE t.id = x.id AND t.order_id = it->>'order_id' AND t.state = x."from";
+    IF json_array_length(it->'attempts') > 0 THEN
+      UPDATE attempts a SET state = x."to", provider_ref = COALESCE(x.provider_ref, a.provider_ref),
+             updated_at = CASE WHEN x."from" <> x."to" THEN p_now ELSE a.updated_at END
+        FROM json_to_recordset(it->'attempts') AS x(id text, "from" text, "to" text, provider_ref text)
+       WHERE a.id = x.id AND a.order_id = it->>'order_id' AND a.state = x."from";
+    END IF;
+    IF json_array_length(it->'trades') > 0 THEN
+      UPDATE provider_trades t SET state = x."to", provider_ref = COALESCE(x.provider_ref, t.provider_ref), updated_at = p_now
+        FROM json_to_recordset(it->'trades') AS x(id text, "from" text, "to" text, provider_ref text)
+       WHERE t.id = x.id AND t.order_id = it->>'order_id' AND t.state = x."from";
+    END IF;
     IF json_typeof(it->'refund') = 'object' THEN
       UPDATE refunds SET state = it->'refund'->>'to', provider_ref = COALESCE(it->'refund'->>'providerRef', provider_ref),
              failure_reason = CASE WHEN it->'refund'->>'to' IN ('PENDING', 'SUCCEEDED') THEN NULL
@@ -84,11 +88,13 @@ BEGIN
               locked_by = NULL, holder_instance = NULL;
       END IF;
     END IF;
-    INSERT INTO jobs(kind, subject_id, run_at, created_at)
-    SELECT x.kind, x.subject_id, x.at, x.at FROM json_to_recordset(it->'jobs') AS x(kind text, subject_id text, at timestamptz)
-    ON CONFLICT (kind, subject_id) DO UPDATE
-      SET run_at = CASE WHEN jobs.locked_by IS NULL THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
-          locked_by = NULL, holder_instance = NULL;
+    IF json_array_length(it->'jobs') > 0 THEN
+      INSERT INTO jobs(kind, subject_id, run_at, created_at)
+      SELECT x.kind, x.subject_id, x.at, x.at FROM json_to_recordset(it->'jobs') AS x(kind text, subject_id text, at timestamptz)
+      ON CONFLICT (kind, subject_id) DO UPDATE
+        SET run_at = CASE WHEN jobs.locked_by IS NULL THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
+            locked_by = NULL, holder_instance = NULL;
+    END IF;
     IF json_typeof(it->'event') = 'object' THEN
       INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
       VALUES (it->'event'->>'id', it->'event'->>'appId', it->>'order_id', it->'event'->>'refundId', it->'event'->>'type',
