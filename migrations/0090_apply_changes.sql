@@ -15,7 +15,8 @@ CREATE FUNCTION mps_payment_records(p_order text) RETURNS text LANGUAGE sql STAB
     FROM orders o WHERE o.id = p_order
 $$;
 
--- Each item (a JSON object, field names as in src/store/changes.ts): the order locked, in order id
+-- Each item (a JSON object, field names as in src/store/changes.ts; read as jsonb, parsed once
+-- rather than at every field access): the order locked, in order id
 -- order (concurrent calls cannot deadlock); nothing written unless its fingerprint is the one the
 -- decision read (`applied` false: the caller reads again and decides again). Else, in one go: the
 -- order's transition (stateVersion + 1; a final state clears a pending close) or the bare
@@ -28,11 +29,11 @@ $$;
 CREATE FUNCTION mps_apply_changes(p_items json, p_now timestamptz)
 RETURNS TABLE (idx integer, applied boolean, withdrawn boolean, answered boolean) LANGUAGE plpgsql AS $$
 DECLARE
-  it json;
+  it jsonb;
   n integer;
 BEGIN
   FOR it, idx IN
-    SELECT e.value, e.ordinality::integer FROM json_array_elements(p_items) WITH ORDINALITY e
+    SELECT e.value, e.ordinality::integer FROM jsonb_array_elements(p_items::jsonb) WITH ORDINALITY e
      ORDER BY e.value->>'order_id' COLLATE "C", e.ordinality
   LOOP
     withdrawn := false;
@@ -44,7 +45,7 @@ BEGIN
       CONTINUE;
     END IF;
     applied := true;
-    IF json_typeof(it->'order') = 'object' THEN
+    IF jsonb_typeof(it->'order') = 'object' THEN
       UPDATE orders SET status = it->'order'->>'to',
              closed_reason = COALESCE(it->'order'->>'closedReason', closed_reason),
              failure_reason = COALESCE(it->'order'->>'failureReason', failure_reason),
@@ -57,25 +58,25 @@ BEGIN
     ELSIF (it->>'bump')::boolean THEN
       UPDATE orders SET state_version = state_version + 1, updated_at = p_now WHERE id = it->>'order_id';
     END IF;
-    IF json_array_length(it->'attempts') > 0 THEN
+    IF jsonb_array_length(it->'attempts') > 0 THEN
       UPDATE attempts a SET state = x."to", provider_ref = COALESCE(x.provider_ref, a.provider_ref),
              updated_at = CASE WHEN x."from" <> x."to" THEN p_now ELSE a.updated_at END
-        FROM json_to_recordset(it->'attempts') AS x(id text, "from" text, "to" text, provider_ref text)
+        FROM jsonb_to_recordset(it->'attempts') AS x(id text, "from" text, "to" text, provider_ref text)
        WHERE a.id = x.id AND a.order_id = it->>'order_id' AND a.state = x."from";
     END IF;
-    IF json_array_length(it->'trades') > 0 THEN
+    IF jsonb_array_length(it->'trades') > 0 THEN
       UPDATE provider_trades t SET state = x."to", provider_ref = COALESCE(x.provider_ref, t.provider_ref), updated_at = p_now
-        FROM json_to_recordset(it->'trades') AS x(id text, "from" text, "to" text, provider_ref text)
+        FROM jsonb_to_recordset(it->'trades') AS x(id text, "from" text, "to" text, provider_ref text)
        WHERE t.id = x.id AND t.order_id = it->>'order_id' AND t.state = x."from";
     END IF;
-    IF json_typeof(it->'refund') = 'object' THEN
+    IF jsonb_typeof(it->'refund') = 'object' THEN
       UPDATE refunds SET state = it->'refund'->>'to', provider_ref = COALESCE(it->'refund'->>'providerRef', provider_ref),
              failure_reason = CASE WHEN it->'refund'->>'to' IN ('PENDING', 'SUCCEEDED') THEN NULL
                                    ELSE COALESCE(it->'refund'->>'failureReason', failure_reason) END,
              updated_at = p_now
        WHERE id = it->'refund'->>'id' AND order_id = it->>'order_id' AND state = it->'refund'->>'from';
     END IF;
-    IF json_typeof(it->'duplicate') = 'object' THEN
+    IF jsonb_typeof(it->'duplicate') = 'object' THEN
       INSERT INTO duplicate_payments(id, order_id, attempt_id, trade_no, amount_fen, refund_state, provider, created_at, updated_at)
       VALUES (it->'duplicate'->>'id', it->>'order_id', it->'duplicate'->>'attemptId', it->'duplicate'->>'tradeNo',
               (it->'duplicate'->>'amountFen')::bigint, 'PENDING', it->'duplicate'->>'provider', p_now, p_now)
@@ -88,19 +89,19 @@ BEGIN
               locked_by = NULL, holder_instance = NULL;
       END IF;
     END IF;
-    IF json_array_length(it->'jobs') > 0 THEN
+    IF jsonb_array_length(it->'jobs') > 0 THEN
       INSERT INTO jobs(kind, subject_id, run_at, created_at)
-      SELECT x.kind, x.subject_id, x.at, x.at FROM json_to_recordset(it->'jobs') AS x(kind text, subject_id text, at timestamptz)
+      SELECT x.kind, x.subject_id, x.at, x.at FROM jsonb_to_recordset(it->'jobs') AS x(kind text, subject_id text, at timestamptz)
       ON CONFLICT (kind, subject_id) DO UPDATE
         SET run_at = CASE WHEN jobs.locked_by IS NULL THEN LEAST(jobs.run_at, EXCLUDED.run_at) ELSE EXCLUDED.run_at END,
             locked_by = NULL, holder_instance = NULL;
     END IF;
-    IF json_typeof(it->'event') = 'object' THEN
+    IF jsonb_typeof(it->'event') = 'object' THEN
       INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
       VALUES (it->'event'->>'id', it->'event'->>'appId', it->>'order_id', it->'event'->>'refundId', it->'event'->>'type',
               (it->'event'->>'stateVersion')::integer, (it->'event'->>'payload')::json, p_now, p_now);
     END IF;
-    IF json_typeof(it->'keep') = 'object' THEN
+    IF jsonb_typeof(it->'keep') = 'object' THEN
       UPDATE orders SET close_pending = it->'keep'->>'reason', close_held_until = (it->'keep'->>'until')::timestamptz
        WHERE id = it->>'order_id';
     ELSIF it->>'withdraw_held' IS NOT NULL THEN
@@ -109,7 +110,7 @@ BEGIN
       GET DIAGNOSTICS n = ROW_COUNT;
       withdrawn := n = 1;
     END IF;
-    IF json_typeof(it->'answer') = 'object' THEN
+    IF jsonb_typeof(it->'answer') = 'object' THEN
       UPDATE request_replays SET state = 'DONE', status_code = (it->'answer'->>'status')::integer,
              response_body = it->'answer'->>'body', lease_until = NULL
        WHERE app_id = it->'answer'->>'appId' AND request_id = it->'answer'->>'requestId'
@@ -121,7 +122,7 @@ BEGIN
   END LOOP;
 END
 $$;
-ALTER FUNCTION mps_apply_changes(json, timestamptz) SET enable_seqscan = off;
+ALTER FUNCTION mps_apply_changes(json, timestamptz) SET enable_seqscan = off SET jit = off;
 
 -- The sandbox provider's books (src/store/sandbox-books.ts): a refund with its programmed fault
 -- taken, in one call. Each statement of a function sees what was committed before it started, so
