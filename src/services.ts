@@ -102,8 +102,8 @@ async function connectRedis(config: Config, log: FastifyBaseLogger): Promise<Red
   return redis;
 }
 
-async function redisNonceStore(redis: Redis, log: FastifyBaseLogger): Promise<RedisNonceStore> {
-  const nonces = new RedisNonceStore(redis);
+async function redisNonceStore(redis: Redis, log: FastifyBaseLogger, clock: Clock): Promise<RedisNonceStore> {
+  const nonces = new RedisNonceStore(redis, clock);
   for (const risk of await redisNonceRisks(redis)) log.warn(`REDIS_URL: ${risk}`);
   const check = () =>
     nonces
@@ -134,7 +134,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     override: d.provider,
   });
   const redis = await connectRedis(config, log);
-  const redisNonces = redis ? await redisNonceStore(redis, log) : null;
+  const redisNonces = redis ? await redisNonceStore(redis, log, clock) : null;
   const ipPolicy = new IpPolicyHolder(db, clock, {
     trustedProxies: config.trustedProxies,
     allowlist: config.platformIpAllowlist,
