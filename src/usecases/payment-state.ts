@@ -191,6 +191,9 @@ export async function reopenIfNoLiveAttempt(tx: Tx, flow: string, o: OrderRow, n
   await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
 }
 
+/** Decisions of one change at most (each further one follows a change of the order committed meanwhile). */
+const MAX_DECISIONS = 100;
+
 /** What a decision answers: its change, and what the caller makes of it (its verdict). */
 export interface Decided<T> {
   change: Change;
@@ -213,7 +216,9 @@ export async function decideAndApply<T>(
   decide: (records: OrderRecords, now: Date) => Decided<T>,
   tx?: Tx,
 ): Promise<{ records: OrderRecords; verdict: T; result: Applied } | null> {
-  for (;;) {
+  for (let tries = 1; ; tries++) {
+    // Each retry follows a change of the order committed meanwhile: many in a row is a fault.
+    if (tries > MAX_DECISIONS) throw new Error(`decide, then apply: the records kept changing (${MAX_DECISIONS} decisions)`);
     const records = await read();
     if (!records) return null;
     const now = new Date(d.clock.now());
