@@ -17,6 +17,8 @@ import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
+import { setPasswordHashThreads } from './lib/password-hash.ts';
+import { Slots } from './lib/slots.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import type { ProviderRouter } from './providers/router.ts';
@@ -31,7 +33,7 @@ import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
-import type { BackOfficeDeps } from './usecases/back-office.ts';
+import type { BackOfficeDeps } from './usecases/back-office/common.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 
@@ -147,6 +149,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
+  setPasswordHashThreads(config.passwordHashThreads);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
@@ -182,6 +185,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
     changes: new ChangeApplier(db),
     records: new RecordsReader(db),
+    signIns: new Slots(config.signInMaxConcurrent),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),
     merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
+import { formatted, generateTypes } from '../../scripts/gen-types.ts';
 import { JOB_KINDS } from '../../src/domain/jobs.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -348,5 +349,13 @@ describe('architecture', () => {
   test('the server imports the SDK as its workspace package, never by a path into packages/', () => {
     const wrong = [...graph].flatMap(([file, deps]) => deps.filter((d) => d.startsWith('packages')).map((d) => `${file} -> ${d}`));
     assert.deepEqual(wrong, []);
+  });
+
+  test("the SDK's and the pages' API types cannot drift from the served schemas (npm run gen:types)", async () => {
+    const files = await formatted(generateTypes());
+    const stale = Object.entries(files)
+      .filter(([rel, text]) => fs.readFileSync(path.join(root, rel), 'utf8') !== text)
+      .map(([rel]) => rel);
+    assert.deepEqual(stale, [], 'regenerate with npm run gen:types');
   });
 });
