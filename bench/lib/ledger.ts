@@ -11,7 +11,8 @@
  *   12:00 and 20:30 Shanghai time;
  * - every order final: SUCCEEDED (72%, paid through its last attempt, with its fee projection),
  *   CLOSED by expiry (21%) or by the merchant (5%), FAILED (2%); 8% of them had a first attempt
- *   closed before a second one; 5% of WeChat payments went through a JSAPI provider trade;
+ *   closed before a second one; 5% of WeChat payments had a JSAPI provider trade opened, then closed
+ *   when the attempt's own order was paid (the sandbox pays attempts, not trades);
  * - refunds of 10% of the payments (full or half, SUCCEEDED), 0.1% duplicate payments (refunded);
  * - the events each change reports (PAYMENT_*, REFUND_*), DELIVERED, with their delivery log (8%
  *   answered 500 once before the 200); the sandbox provider's books of every payment and refund;
@@ -29,6 +30,12 @@ export interface LedgerOptions {
   days?: number;
   /** The fill's "now" (the service's clock); default the wall clock. */
   now?: Date;
+  /** The number of the first order (ids and numbers derive from it): another fill into the same database starts past the last. */
+  first?: number;
+  /** The history ends at this instant (default: today's start, Asia/Shanghai). */
+  endBefore?: Date;
+  /** Every order of this one app (a day's payments of an app the benchmark holds the key of), else the skewed merchants. */
+  app?: { appId: string; merchantId: string };
   /** Orders per batch (one temporary table, a statement per table). */
   batch?: number;
   log?: (m: string) => void;
@@ -82,12 +89,15 @@ const TABLES = [
 /** Fills the database at `url` (migrated by the caller) with a year of history. */
 export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerResult> {
   const log = o.log ?? (() => {});
+  if (o.app && !/^[A-Za-z0-9_]+$/.test(o.app.appId + o.app.merchantId)) throw new Error('fillLedger: an app id of letters, digits and _');
   const days = o.days ?? 365;
   const now = (o.now ?? new Date()).getTime();
   const batch = o.batch ?? 250_000;
   const merchants = ledgerMerchants(o.orders);
   // Midnight of today (Asia/Shanghai) as an instant; the history is the `days` days before it.
-  const todayStart = Math.floor((now + SHANGHAI_MS) / DAY_MS) * DAY_MS - SHANGHAI_MS;
+  const todayStart = o.endBefore?.getTime() ?? Math.floor((now + SHANGHAI_MS) / DAY_MS) * DAY_MS - SHANGHAI_MS;
+  const first = o.first ?? 1;
+  const last = first + o.orders - 1;
   const histStart = todayStart - days * DAY_MS;
   const c = new pg.Client({ connectionString: url });
   await c.connect();
@@ -122,10 +132,12 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
        RETURNING id, day::text`,
       [new Date(histStart), new Date(todayStart - DAY_MS)],
     );
-    const firstRun = runs.rows.length ? Math.min(...runs.rows.map((r: { id: string }) => Number(r.id))) : 0;
+    // The runs written here, by day (a run the service made itself meanwhile is left as it is).
+    const runIds = runs.rows.map((r: { id: string }) => r.id);
+    const runDays = runs.rows.map((r: { day: string }) => r.day);
 
-    for (let from = 1; from <= o.orders; from += batch) {
-      const to = Math.min(o.orders, from + batch - 1);
+    for (let from = first; from <= last; from += batch) {
+      const to = Math.min(last, from + batch - 1);
       const tb = performance.now();
       await q('DROP TABLE IF EXISTS ledger_batch');
       // Each order's choices. Day: orders in time order over the history; time of day: two peaks.
@@ -153,21 +165,22 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
                            r.r_out < 0.72 AND r.r_ref < 0.1 AS refund,
                            r.r_out < 0.72 AND r.two AND r.dup AS dup,
                            r.r_out < 0.72 AND r.channel = 'WECHAT_H5' AND r.trade AS trade,
-                           to_timestamp(($4::bigint + floor((g - 1)::float8 * $6 / $5)::bigint * 86400000
+                           to_timestamp(($4::bigint + floor((g - $8)::float8 * $6 / $5)::bigint * 86400000
                              + (CASE WHEN r.r_peak < 0.4 THEN 43200 + r.r_norm * 5400 WHEN r.r_peak < 0.8 THEN 73800 + r.r_norm * 4800
                                      ELSE r.r_uni * 86400 END)::bigint % 86400 * 1000) / 1000.0) AS t) x`,
-        [from, to, merchants, histStart, o.orders, days, now],
+        [from, to, merchants, histStart, o.orders, days, now, first],
       );
       await q('ANALYZE ledger_batch');
       const fee = `json_build_object('companyServiceFeeFen', (b.amount * 60 + 5000) / 10000, 'companyServiceFeeRateBps', 60, 'merchantRateBps', 60,
                        'merchantSettlementFen', b.amount - (b.amount * 60 + 5000) / 10000, 'ruleVersion', 0, 'thresholdFen', 10000000, 'tier', 'STANDARD')`;
-      const app = `'svcop_ledger' || lpad((b.m * 2 + b.app_no)::text, 10, '0')`;
+      const app = o.app ? `'${o.app.appId}'` : `'svcop_ledger' || lpad((b.m * 2 + b.app_no)::text, 10, '0')`;
+      const merchant = o.app ? `'${o.app.merchantId}'` : `'mch_ledger' || lpad(b.m::text, 6, '0')`;
       // paid at +40 s..+10 min; ended (closed, expired, failed) at the window's end or a few minutes in.
       await q(
         `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest, links,
                             status, closed_reason, failure_reason, expire_at, fee_projection, state_version, paid_attempt_id, paid_at,
                             created_at, updated_at, paid_trade_no)
-         SELECT b.oid, ${app}, 'mch_ledger' || lpad(b.m::text, 6, '0'), 'L' || lpad(b.g::text, 12, '0'), b.channel, b.amount, 'CNY',
+         SELECT b.oid, ${app}, ${merchant}, 'L' || lpad(b.g::text, 12, '0'), b.channel, b.amount, 'CNY',
                 'Order ' || b.g, '203.0.113.' || (b.g % 250 + 1), md5('d' || b.g), ARRAY['ALIPAY_AGGREGATION_NATIVE'],
                 CASE b.outcome WHEN 'PAID' THEN 'SUCCEEDED' WHEN 'FAILED' THEN 'FAILED' ELSE 'CLOSED' END,
                 CASE b.outcome WHEN 'EXPIRED' THEN 'EXPIRED' WHEN 'CLOSED' THEN 'MERCHANT_CLOSED' END,
@@ -179,7 +192,7 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
                 b.t,
                 CASE WHEN b.refund THEN b.t + b.rdelay WHEN b.outcome = 'PAID' THEN b.t + interval '40 seconds' + (b.g % 560) * interval '1 second'
                      WHEN b.outcome = 'EXPIRED' THEN b.t + interval '15 minutes' ELSE b.t + interval '3 minutes' END,
-                CASE WHEN b.trade THEN b.tid END
+                NULL
            FROM ledger_batch b`,
       );
       // Attempts: a first one closed before a second (8%), the last one PAID or CLOSED (or FAILED).
@@ -198,7 +211,7 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
       await q(
         `INSERT INTO provider_trades(id, attempt_id, order_id, provider, product, payer, handle, state, provider_ref, created_at, updated_at)
          SELECT b.tid, CASE WHEN b.two THEN b.aid2 ELSE b.aid1 END, b.oid, 'sandbox', 'JSAPI', 'openid-' || substr(md5('u' || b.g), 1, 20),
-                substr(md5('h' || b.g), 1, 22), 'PAID', 'sbx_' || substr(md5('q' || b.g), 1, 24), b.t + interval '10 seconds',
+                substr(md5('h' || b.g), 1, 22), 'CLOSED', 'sbx_' || substr(md5('q' || b.g), 1, 24), b.t + interval '10 seconds',
                 b.t + interval '40 seconds' + (b.g % 560) * interval '1 second'
            FROM ledger_batch b WHERE b.trade`,
       );
@@ -270,14 +283,14 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
                                before, after, merchant_id)
          SELECT b.t + interval '2 hours', 'SESSION', 'op_ledger' || (b.g % 7), 'ops-' || (b.g % 7), 'console', '10.0.0.' || (b.g % 7 + 1),
                 'req-audit-' || b.g, 'order.close', 'order', b.oid, json_build_object('status', 'PAYING')::jsonb,
-                json_build_object('status', 'CLOSED')::jsonb, 'mch_ledger' || lpad(b.m::text, 6, '0')
+                json_build_object('status', 'CLOSED')::jsonb, ${merchant}
            FROM ledger_batch b WHERE b.g % 2000 = 0`,
       );
       // The reconciliation lines of each day's run: a provider line per payment and per refund, matched.
-      if (firstRun > 0) {
+      if (runIds.length > 0 && !o.app) {
         await q(
           `INSERT INTO reconciliation_lines(run_id, line_no, origin, kind, subject_id, provider_ref, amount_fen, state, occurred_at, outcome)
-           SELECT $1::bigint + floor(extract(epoch FROM (l.at - $2::timestamptz)) / 86400)::bigint, l.no, 'PROVIDER', l.kind, l.subject, l.ref,
+           SELECT rr.id, l.no, 'PROVIDER', l.kind, l.subject, l.ref,
                   l.amount, 'SUCCESS', l.at, 'MATCHED'
              FROM (SELECT b.g * 2 AS no, 'PAYMENT' AS kind, coalesce(o.paid_trade_no, o.paid_attempt_id) AS subject,
                           'sbx_' || substr(md5('p' || b.g || '.' || CASE WHEN b.two THEN 2 ELSE 1 END), 1, 24) AS ref, o.amount_fen AS amount, o.paid_at AS at
@@ -285,11 +298,11 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
                    UNION ALL
                    SELECT b.g * 2 + 1, 'REFUND', r.id, r.provider_ref, r.amount_fen, r.updated_at
                      FROM ledger_batch b JOIN refunds r ON r.id = b.rid) l
-            WHERE l.at < $3`,
-          [firstRun, new Date(histStart), new Date(todayStart)],
+             JOIN unnest($1::bigint[], $2::date[]) AS rr(id, day) ON rr.day = (l.at AT TIME ZONE 'Asia/Shanghai')::date`,
+          [runIds, runDays],
         );
       }
-      log(`  ledger: ${to} of ${o.orders} orders written (${((performance.now() - tb) / 1000).toFixed(1)} s for the batch)`);
+      log(`  ledger: ${to - first + 1} of ${o.orders} orders written (${((performance.now() - tb) / 1000).toFixed(1)} s for the batch)`);
     }
     await q('DROP TABLE IF EXISTS ledger_batch');
     // Each run's counts, and the statements' digests of the large merchants' apps (the first tenth) of every day.

@@ -482,3 +482,20 @@ export async function requestRedelivery(
   );
   return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
 }
+
+/**
+ * Retention of the delivery log: drops at most `limit` failed attempts (no 2xx answer) made before
+ * `before` of events that have since been delivered. A delivered event's last attempt is its
+ * successful one, which is kept as long as the event; a pending or dead event keeps all of its log.
+ * Walks the partial index of failed attempts (event_deliveries_failed), oldest first.
+ */
+export async function purgeDeliveryLog(db: Queryable, before: Date, limit: number): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM event_deliveries WHERE id IN (
+       SELECT d.id FROM event_deliveries d JOIN events e ON e.id = d.event_id
+        WHERE (d.status_code IS NULL OR d.status_code NOT BETWEEN 200 AND 299) AND d.attempted_at < $1 AND e.status = 'DELIVERED'
+        ORDER BY d.attempted_at LIMIT $2)`,
+    [before, limit],
+  );
+  return r.rowCount ?? 0;
+}
