@@ -907,7 +907,9 @@ async function main(): Promise<boolean> {
       `benchmark process (load generator, signing pool, receiver) peak RSS ${benchHwm === null ? 'n/a' : benchHwm.toFixed(0)} MB`,
     ledger
       ? `ledger: ${ledger.orders} orders of ${ledger.merchants} merchants (${ledger.apps} apps), ${ledger.firstDay} to ${ledger.lastDay}, ` +
-        `written in ${ledger.seconds.toFixed(0)} s: ${Object.entries(ledger.rows).map(([t, n]) => `${t} ${n}`).join(', ')}`
+        `written in ${ledger.seconds.toFixed(0)} s: ${Object.entries(ledger.rows)
+          .map(([t, n]) => `${t} ${n}`)
+          .join(', ')}`
       : 'ledger: none (a fresh database)',
     `receiver: ${receiverDump.requests} notifications received, ${receiverDump.arrivals.length} distinct events, refused ${JSON.stringify(receiverDump.rejected)}`,
     '',
@@ -953,7 +955,15 @@ async function main(): Promise<boolean> {
       `### A closed day of ${day.orders} orders of one app (${day.day}; written in ${day.seedSeconds.toFixed(0)} s)`,
       '',
       markdown(
-        ['statement rows', 'statement summary', 'statement file', 'reconciliation run (sandbox)', 'provider / ledger lines', 'matched', 'discrepancies'],
+        [
+          'statement rows',
+          'statement summary',
+          'statement file',
+          'reconciliation run (sandbox)',
+          'provider / ledger lines',
+          'matched',
+          'discrepancies',
+        ],
         [
           [
             String(day.statementRows),

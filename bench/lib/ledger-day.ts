@@ -69,7 +69,8 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
   log(`day: statement ${summary.body.rowCount} rows, summary ${((t2 - t1) / 1000).toFixed(2)} s, file ${((t3 - t2) / 1000).toFixed(2)} s`);
   const t4 = performance.now();
   const req = await svc.admin<{ runs: RunView[] }>('POST', '/reconciliation/runs', { day, provider: 'sandbox' });
-  if (req.status !== 202 || !req.body.runs[0]) throw new Error(`day: reconciliation request HTTP ${req.status} ${JSON.stringify(req.body)}`);
+  if (req.status !== 202 || !req.body.runs[0])
+    throw new Error(`day: reconciliation request HTTP ${req.status} ${JSON.stringify(req.body)}`);
   const runId = req.body.runs[0].runId;
   let run: RunView | undefined;
   for (;;) {
@@ -90,6 +91,11 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
     statementSummarySeconds: (t2 - t1) / 1000,
     statementFileSeconds: (t3 - t2) / 1000,
     reconciliationSeconds,
-    reconciliation: { providerLines: run.providerLines, ledgerLines: run.ledgerLines, matched: run.matched, discrepancies: run.discrepancies },
+    reconciliation: {
+      providerLines: run.providerLines,
+      ledgerLines: run.ledgerLines,
+      matched: run.matched,
+      discrepancies: run.discrepancies,
+    },
   };
 }

@@ -47,7 +47,7 @@ export interface LedgerResult {
   apps: number;
   seconds: number;
   /** Rows per table after the fill. */
-  rows: Record<string, number>;
+  rows: Record<(typeof TABLES)[number], number>;
   /** The first and last day of the history (Asia/Shanghai). */
   firstDay: string;
   lastDay: string;
@@ -84,7 +84,7 @@ const TABLES = [
   'statement_files',
   'reconciliation_runs',
   'reconciliation_lines',
-];
+] as const;
 
 /** Fills the database at `url` (migrated by the caller) with a year of history. */
 export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerResult> {
@@ -320,7 +320,7 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
     );
     log('  ledger: analyzing');
     for (const t of TABLES) await q(`VACUUM ANALYZE ${t}`);
-    const rows: Record<string, number> = {};
+    const rows = {} as Record<(typeof TABLES)[number], number>;
     for (const t of TABLES) {
       rows[t] = Number((await q(`SELECT count(*)::bigint AS n FROM ${t}`)).rows[0].n);
     }

@@ -104,7 +104,7 @@ export async function searchOrders(db: Queryable, f: OrderSearch): Promise<Order
             o.created_at AS "createdAt", o.paid_at AS "paidAt"
        FROM (SELECT * FROM orders
       WHERE ($1::text IS NULL OR id = $1)
-        AND ($2::text IS NULL OR (app_id, out_trade_no) IN (SELECT a.id, $2::text FROM apps a WHERE $3::text IS NULL OR a.id = $3))
+        AND ($2::text IS NULL OR (out_trade_no = $2 AND app_id = ANY(ARRAY(SELECT a.id FROM apps a WHERE $3::text IS NULL OR a.id = $3))))
         AND ($3::text IS NULL OR app_id = $3)
         AND ($4::text IS NULL OR status = $4)
         AND ($5::text IS NULL OR channel = $5)

@@ -491,10 +491,10 @@ export async function requestRedelivery(
  */
 export async function purgeDeliveryLog(db: Queryable, before: Date, limit: number): Promise<number> {
   const r = await db.query(
-    `DELETE FROM event_deliveries WHERE id IN (
+    `DELETE FROM event_deliveries WHERE id = ANY(ARRAY(
        SELECT d.id FROM event_deliveries d JOIN events e ON e.id = d.event_id
         WHERE (d.status_code IS NULL OR d.status_code NOT BETWEEN 200 AND 299) AND d.attempted_at < $1 AND e.status = 'DELIVERED'
-        ORDER BY d.attempted_at LIMIT $2)`,
+        ORDER BY d.attempted_at LIMIT $2))`,
     [before, limit],
   );
   return r.rowCount ?? 0;
