@@ -89,7 +89,7 @@ UPDATE events e SET locked_by = $5, locked_until = $6
   FROM locked, apps a
  WHERE e.id = locked.id AND a.id = e.app_id
 RETURNING e.id, e.app_id AS "appId", e.attempts, e.payload::text AS body, a.notify_url AS "notifyUrl",
-          (SELECT count(*) FROM event_deliveries d WHERE d.event_id = e.id)::int AS deliveries`;
+          coalesce((SELECT d.attempt_no FROM event_deliveries d WHERE d.event_id = e.id ORDER BY d.id DESC LIMIT 1), 0) AS deliveries`;
 
 export interface ClaimedEvent {
   id: string;
@@ -362,7 +362,7 @@ type AppEventRaw = Omit<AppEventRow, 'lastAttempt'> & {
 
 const APP_EVENT_SELECT = `SELECT e.id AS "eventId", e.event_type AS "eventType", e.state_version AS "stateVersion", e.status,
     e.next_attempt_at AS "nextAttemptAt", e.created_at AS "createdAt", e.delivered_at AS "deliveredAt", e.payload::text AS payload,
-    (SELECT count(*)::int FROM event_deliveries c WHERE c.event_id = e.id) AS "deliveryAttempts",
+    coalesce(l.attempt_no, 0) AS "deliveryAttempts",
     l.attempt_no AS l_attempt_no, l.attempted_at AS l_attempted_at, l.status_code AS l_status_code, l.error AS l_error,
     l.duration_ms AS l_duration_ms, l.response_excerpt AS l_excerpt
   FROM events e
