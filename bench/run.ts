@@ -969,7 +969,7 @@ async function main(): Promise<boolean> {
             String(day.statementRows),
             `${day.statementSummarySeconds.toFixed(2)} s`,
             `${day.statementFileSeconds.toFixed(2)} s`,
-            `${day.reconciliationSeconds.toFixed(2)} s`,
+            `${day.reconciliationSeconds.toFixed(2)} s / ${day.reconciliationRunSeconds.toFixed(2)} s`,
             `${day.reconciliation.providerLines} / ${day.reconciliation.ledgerLines}`,
             String(day.reconciliation.matched),
             String(day.reconciliation.discrepancies),

@@ -19,7 +19,10 @@ export interface DayResult {
   statementRows: number;
   statementSummarySeconds: number;
   statementFileSeconds: number;
+  /** From the request to the run's completion, as an operator waits for it (a run queued behind another waits for it). */
   reconciliationSeconds: number;
+  /** The run itself: from its (last) start to its end. */
+  reconciliationRunSeconds: number;
   reconciliation: { providerLines: number | null; ledgerLines: number | null; matched: number | null; discrepancies: number | null };
 }
 
@@ -30,6 +33,8 @@ const DAY_FIRST = 500_000_000;
 interface RunView {
   runId: string;
   status: string;
+  startedAt: string | null;
+  finishedAt: string | null;
   providerLines: number | null;
   ledgerLines: number | null;
   matched: number | null;
@@ -91,6 +96,7 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
     statementSummarySeconds: (t2 - t1) / 1000,
     statementFileSeconds: (t3 - t2) / 1000,
     reconciliationSeconds,
+    reconciliationRunSeconds: (Date.parse(run.finishedAt ?? '') - Date.parse(run.startedAt ?? '')) / 1000,
     reconciliation: {
       providerLines: run.providerLines,
       ledgerLines: run.ledgerLines,
