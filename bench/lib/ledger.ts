@@ -15,7 +15,8 @@
  *   when the attempt's own order was paid (the sandbox pays attempts, not trades);
  * - refunds of 10% of the payments (full or half, SUCCEEDED), 0.1% duplicate payments (refunded);
  * - the events each change reports (PAYMENT_*, REFUND_*), DELIVERED, with their delivery log (8%
- *   answered 500 once before the 200); the sandbox provider's books of every payment and refund;
+ *   answered 500 once before the 200; that failed attempt is left out past 30 days, as retention
+ *   leaves the log); the sandbox provider's books of every payment and refund;
  * - request-id records of the last 26 hours, audit entries (one per ~2,000 orders), statements'
  *   digests of the large merchants' days, one completed reconciliation run per day with its lines.
  *
@@ -267,7 +268,10 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
          SELECT e.id, n.no, e.created_at + (n.no - 1) * interval '12 seconds', CASE WHEN n.no < e.attempts THEN 500 ELSE 200 END,
                 CASE WHEN n.no < e.attempts THEN 'HTTP 500' END, 20 + length(e.id) % 80, CASE WHEN n.no < e.attempts THEN 'busy' ELSE 'ok' END
            FROM ledger_batch b JOIN events e ON e.id IN (b.eid, b.fid), LATERAL generate_series(1, e.attempts) n(no)
+          -- as retention leaves them: a failed attempt older than 30 days is gone (PURGE_HISTORY), the 200 stays
+          WHERE n.no = e.attempts OR e.created_at >= $1
           ORDER BY e.created_at, n.no`,
+        [new Date(now - 30 * DAY_MS)],
       );
       // The request-id records the replay window still keeps (the last 26 hours).
       await q(
