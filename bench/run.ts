@@ -53,6 +53,7 @@ import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO
 import { type DayResult, dayScenario } from './lib/ledger-day.ts';
 import { type LedgerResult, fillLedger } from './lib/ledger.ts';
 import { statementScenario } from './lib/statement.ts';
+import { type NoisyOptions, noisyScenario, noisyTable } from './lib/noisy.ts';
 
 const HELP = `Usage: npm run bench -- [options]
 
@@ -62,13 +63,16 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,half (half = half-query,half-create,half-realistic), statement, day;
-                          default: all but statement and day (they write a day of payments first)
+                          flood,half (half = half-query,half-create,half-realistic), statement, day, noisy;
+                          default: all but statement and day (they write a day of payments first) and noisy
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --ledger <n>            first fill the database with a year of history of n orders, bulk-loaded in SQL
                           (bench/lib/ledger.ts: attempts, refunds, events and deliveries, the sandbox's
                           books, request ids, audit, digests, reconciliation runs), then run the scenarios
   --day-orders <n>        day scenario: the orders of the closed day of one app (default 100000; --quick: 5000)
+  --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
+                          rates and the sign-in flood's rate, per second (default 100,50,64)
+  --noisy-neighbours <l>  noisy scenario: only these neighbours (comma list; default all)
   --warmup <s>            warm-up seconds before each peak scenario of the first run (default 3; --quick: 1)
   --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
                           notification (default 2)
@@ -115,6 +119,8 @@ const { values: a } = parseArgs({
     'statement-payments': { type: 'string' },
     ledger: { type: 'string' },
     'day-orders': { type: 'string' },
+    noisy: { type: 'string' },
+    'noisy-neighbours': { type: 'string' },
     warmup: { type: 'string' },
     repeats: { type: 'string' },
     'quiet-wait': { type: 'string' },
@@ -212,8 +218,8 @@ const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + 
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'day') {
-    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, day)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'day' && s !== 'noisy') {
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, day, noisy)\n`);
     process.exit(2);
   }
 }
@@ -227,6 +233,15 @@ const statementPayments = wanted.includes('statement')
 const dayOrders = wanted.includes('day') ? Math.floor(num(a['day-orders'], quick ? 5_000 : 100_000, 'day-orders', 1)) : 0;
 /** --ledger: the history written before the scenarios (0: a fresh database). */
 const ledgerOrders = a.ledger === undefined ? 0 : Math.floor(num(a.ledger, 0, 'ledger', 1));
+const [noisyQ, noisyC, noisyS] = (a.noisy ?? '100,50,64').split(',').map((x) => num(x, NaN, 'noisy', 1));
+const noisyOpts: NoisyOptions = {
+  queryRate: noisyQ!,
+  createRate: noisyC!,
+  signInRate: noisyS!,
+  seconds: opts.duration,
+  fullFlood: !quick,
+  only: a['noisy-neighbours']?.split(',') ?? null,
+};
 
 /** The default app's daily amount ceiling: far above any run's traffic, as a production app has one. */
 const CEILING_FEN = 1_000_000_000_000;
@@ -829,6 +844,23 @@ async function main(): Promise<boolean> {
 
   const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
   const day: DayResult | null = dayOrders > 0 ? await dayScenario(svc, notifyApp, dayOrders, log) : null;
+  if (wanted.includes('noisy')) await ensureOrders(seedCount);
+  const noisy = !wanted.includes('noisy')
+    ? null
+    : await noisyScenario(
+        {
+          baseUrl: svc.baseUrl,
+          pid: svc.pid,
+          orders: () => book.orders,
+          sign: (items) => pool!.sign(items),
+          deadlineOf,
+          onAnswer,
+          log,
+          waitQuiet: (l) => (opts.quietWait > 0 ? waitQuiet(l) : Promise.resolve()),
+        },
+        noisyOpts,
+        opts.runs,
+      );
 
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
   const pgPssMB = svc.postmasterPid !== null && svc.embedded ? clusterPssMB(svc.postmasterPid) : null;
@@ -885,6 +917,7 @@ async function main(): Promise<boolean> {
     statement,
     ledger,
     day,
+    noisy,
     serverPeakRssMB: hwm,
     memory,
     serverMemoryAfterFullGc: liveAfterGc,
@@ -979,6 +1012,7 @@ async function main(): Promise<boolean> {
       '',
     );
   }
+  if (noisy) lines.push(noisyTable(noisy, noisyOpts));
   process.stdout.write(lines.join('\n'));
   return results.every((r) => r.errorFree) && Object.keys(receiverDump.rejected).length === 0;
 }
