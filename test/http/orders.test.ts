@@ -1484,11 +1484,14 @@ describe('background work', () => {
     const body = orderBody();
     const o = (await create(body)).json();
     await pay(o.openOrderId);
-    const r = await t.svc.db.query(
-      `SELECT notice_due_at FROM sandbox_payments WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
-      [o.openOrderId],
-    );
-    assert.equal(r.rows[0].notice_due_at, null);
+    // The acknowledgement is recorded off the buyer's path (batched with concurrent ones): wait for it.
+    await waitFor('the notice acknowledged', async () => {
+      const r = await t.svc.db.query(
+        `SELECT notice_due_at FROM sandbox_payments WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+        [o.openOrderId],
+      );
+      return r.rows[0]?.notice_due_at === null;
+    });
   });
 
   test('state changes bump stateVersion and write one event each', async () => {
