@@ -50,6 +50,8 @@ import {
 import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, detailTables, markdown, summaryTables, targetsTable } from './lib/report.ts';
 import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
+import { type DayResult, dayScenario } from './lib/ledger-day.ts';
+import { type LedgerResult, fillLedger } from './lib/ledger.ts';
 import { statementScenario } from './lib/statement.ts';
 import { type Neighbours, prepareNeighbours, startStalledDownloads } from './lib/stalled-downloads.ts';
 import { crashScenario } from './lib/crash.ts';
@@ -64,9 +66,13 @@ const HELP = `Usage: npm run bench -- [options]
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
                           flood,stalled-downloads,half (half = half-query,half-create,half-realistic),
-                          statement, noisy, crash; default: all but statement (it writes a day of
-                          payments first), noisy and crash (it kills the service; run last)
+                          statement, day, noisy, crash; default: all but statement and day (they write
+                          a day of payments first), noisy and crash (it kills the service; run last)
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
+  --ledger <n>            first fill the database with a year of history of n orders, bulk-loaded in SQL
+                          (bench/lib/ledger.ts: attempts, refunds, events and deliveries, the sandbox's
+                          books, request ids, audit, digests, reconciliation runs), then run the scenarios
+  --day-orders <n>        day scenario: the orders of the closed day of one app (default 100000; --quick: 5000)
   --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
                           rates and the sign-in flood's rate, per second (default 100,50,64)
   --noisy-neighbours <l>  noisy scenario: only these neighbours (comma list; default all)
@@ -114,6 +120,8 @@ const { values: a } = parseArgs({
     'half-connections': { type: 'string' },
     scenarios: { type: 'string' },
     'statement-payments': { type: 'string' },
+    ledger: { type: 'string' },
+    'day-orders': { type: 'string' },
     noisy: { type: 'string' },
     'noisy-neighbours': { type: 'string' },
     warmup: { type: 'string' },
@@ -214,8 +222,8 @@ const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + 
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'noisy' && s !== 'crash') {
-    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, noisy, crash)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'day' && s !== 'noisy' && s !== 'crash') {
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, day, noisy, crash)\n`);
     process.exit(2);
   }
 }
@@ -225,6 +233,10 @@ const statementPayments = wanted.includes('statement')
   ? Math.floor(num(a['statement-payments'], quick ? 10_000 : 1_000_000, 'statement-payments', 1))
   : 0;
 
+/** The day scenario (bench/lib/ledger-day.ts): a day's statement and reconciliation, after the load scenarios. */
+const dayOrders = wanted.includes('day') ? Math.floor(num(a['day-orders'], quick ? 5_000 : 100_000, 'day-orders', 1)) : 0;
+/** --ledger: the history written before the scenarios (0: a fresh database). */
+const ledgerOrders = a.ledger === undefined ? 0 : Math.floor(num(a.ledger, 0, 'ledger', 1));
 const [noisyQ, noisyC, noisyS] = (a.noisy ?? '100,50,64').split(',').map((x) => num(x, NaN, 'noisy', 1));
 const noisyOpts: NoisyOptions = {
   queryRate: noisyQ!,
@@ -376,6 +388,12 @@ async function main(): Promise<boolean> {
       `${freeApp.appId} (no ceiling), ${notifyApp.appId} (notification backlog)`,
   );
   pool = new SignPool([mainApp, freeApp, notifyApp]);
+  let ledger: LedgerResult | null = null;
+  if (ledgerOrders > 0) {
+    log(`ledger: writing a year of history, ${ledgerOrders} orders`);
+    ledger = await fillLedger(svc.dbUrl, { orders: ledgerOrders, log });
+    log(`ledger: written in ${ledger.seconds.toFixed(0)} s: ${JSON.stringify(ledger.rows)}`);
+  }
   const pgVersion = (await svc.sql<{ v: string }>("SELECT current_setting('server_version') AS v").catch(() => [{ v: '?' }]))[0]?.v ?? '?';
   const pgSettings = Object.fromEntries(
     (
@@ -855,6 +873,7 @@ async function main(): Promise<boolean> {
   }
 
   const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
+  const day: DayResult | null = dayOrders > 0 ? await dayScenario(svc, notifyApp, dayOrders, log) : null;
   if (wanted.includes('noisy')) await ensureOrders(seedCount);
   const noisy = !wanted.includes('noisy')
     ? null
@@ -927,6 +946,8 @@ async function main(): Promise<boolean> {
     cryptoCeilingReference: { pairsPerSecThreadpool: refMachine, pairsPerSecPerCore: refCore },
     results,
     statement,
+    ledger,
+    day,
     noisy,
     crash,
     serverPeakRssMB: hwm,
@@ -949,6 +970,12 @@ async function main(): Promise<boolean> {
     `fractions below are of the better of the two: ${refMachine.toFixed(0)} requests/s (2 cores), ${refCore.toFixed(0)} requests/s (1 core)`,
     `memory: service peak RSS ${hwm.toFixed(0)} MB; PostgreSQL ${pgPssMB === null ? 'n/a' : `${pgPssMB.toFixed(0)} MB (PSS of its processes at the end)`}; ` +
       `benchmark process (load generator, signing pool, receiver) peak RSS ${benchHwm === null ? 'n/a' : benchHwm.toFixed(0)} MB`,
+    ledger
+      ? `ledger: ${ledger.orders} orders of ${ledger.merchants} merchants (${ledger.apps} apps), ${ledger.firstDay} to ${ledger.lastDay}, ` +
+        `written in ${ledger.seconds.toFixed(0)} s: ${Object.entries(ledger.rows)
+          .map(([t, n]) => `${t} ${n}`)
+          .join(', ')}`
+      : 'ledger: none (a fresh database)',
     `receiver: ${receiverDump.requests} notifications received, ${receiverDump.arrivals.length} distinct events, refused ${JSON.stringify(receiverDump.rejected)}`,
     '',
     summaryTables(results),
@@ -984,6 +1011,35 @@ async function main(): Promise<boolean> {
           `${p.rssBeforeMB.toFixed(0)} MB`,
           `${p.peakRssMB.toFixed(0)} MB`,
         ]),
+      ),
+      '',
+    );
+  }
+  if (day) {
+    lines.push(
+      `### A closed day of ${day.orders} orders of one app (${day.day}; written in ${day.seedSeconds.toFixed(0)} s)`,
+      '',
+      markdown(
+        [
+          'statement rows',
+          'statement summary',
+          'statement file',
+          'reconciliation run (sandbox)',
+          'provider / ledger lines',
+          'matched',
+          'discrepancies',
+        ],
+        [
+          [
+            String(day.statementRows),
+            `${day.statementSummarySeconds.toFixed(2)} s`,
+            `${day.statementFileSeconds.toFixed(2)} s`,
+            `${day.reconciliationSeconds.toFixed(2)} s / ${day.reconciliationRunSeconds.toFixed(2)} s`,
+            `${day.reconciliation.providerLines} / ${day.reconciliation.ledgerLines}`,
+            String(day.reconciliation.matched),
+            String(day.reconciliation.discrepancies),
+          ],
+        ],
       ),
       '',
     );

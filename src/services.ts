@@ -34,6 +34,7 @@ import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
 import type { BackOfficeDeps } from './usecases/back-office/common.ts';
+import { inBatches, purgeHistory } from './usecases/retention.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 import { StatementDownloads } from './usecases/statement-downloads.ts';
@@ -61,6 +62,8 @@ export interface Services extends BackOfficeDeps {
   backOffice: BackOfficeDeps;
   /** Drops expired nonces and request-id answers. */
   purge(): Promise<number>;
+  /** Drops history past its retention (usecases/retention.ts). */
+  purgeHistory(): Promise<number>;
   /** Asks the workers for a pass now: set by app.ts to the worker runner's wake-up. */
   wakeWorkers: () => void;
 }
@@ -199,14 +202,16 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       return svc;
     },
     // Expired nonces and request-id answers; ended console sessions and failed sign-ins out of the throttle's window.
+    // Each in batches of 5,000 rows, batch after batch while one is full (usecases/retention.ts).
     purge: async () =>
-      (await nonces.purge()) +
-      (await units.purge()) +
+      (await inBatches(() => nonces.purge())) +
+      (await inBatches(() => units.purge())) +
       (await purgeSessionRows(svc)) +
       // Daily amount counters of the days before yesterday (Asia/Shanghai).
       (await purgeDailyAmounts(db, shanghaiDay(new Date(clock.now() - 2 * 86_400_000)))) +
       // The cashier's WeChat authorization states an hour after they ended.
-      (await purgeOAuthStates(db, new Date(clock.now() - 3_600_000), 1000)),
+      (await inBatches(() => purgeOAuthStates(db, new Date(clock.now() - 3_600_000), 1000), 1000)),
+    purgeHistory: () => purgeHistory(svc),
     // Replaced by the worker runner's wake-up once the workers exist (app.ts).
     wakeWorkers: () => {},
   };

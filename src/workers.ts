@@ -17,6 +17,8 @@ export type { WorkerTask } from './usecases/worker-loop.ts';
 export interface WorkerDeps extends UseCaseDeps {
   /** Drops expired nonces, request-id answers, console sessions and the like; answers how many. */
   purge(): Promise<number>;
+  /** Drops history past its retention (the failed delivery attempts of long-delivered events); answers how many. */
+  purgeHistory(): Promise<number>;
 }
 
 /** Each kind's handler. */
@@ -34,6 +36,9 @@ export const HANDLERS: JobHandlers<WorkerDeps> = {
   FIND_DUE_WORK: findDueWork,
   PURGE: async (d) => {
     await d.purge();
+  },
+  PURGE_HISTORY: async (d) => {
+    await d.purgeHistory();
   },
 };
 

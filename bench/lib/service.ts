@@ -54,12 +54,23 @@ export interface Provisioned {
   privateKeyPem: string;
 }
 
-function freePort(): Promise<number> {
+/** A free port: any, or the first free one of BENCH_PORTS (`from-to`) on a machine whose users share out ports. */
+async function freePort(): Promise<number> {
+  const range = /^(\d+)-(\d+)$/.exec(process.env.BENCH_PORTS ?? '');
+  if (!range) return listenOn(0);
+  for (let p = Number(range[1]); p <= Number(range[2]); p++) {
+    const got = await listenOn(p).catch(() => null);
+    if (got !== null) return got;
+  }
+  throw new Error(`no free port in BENCH_PORTS ${process.env.BENCH_PORTS}`);
+}
+
+function listenOn(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.unref();
     s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
+    s.listen(port, '127.0.0.1', () => {
       const port = (s.address() as net.AddressInfo).port;
       s.close(() => resolve(port));
     });

@@ -82,6 +82,11 @@ export const JOB_KINDS = {
     retry: PROVIDER_BACKOFF,
     everyMs: M,
   },
+  PURGE_HISTORY: {
+    what: 'drops history past its retention: the failed delivery attempts of events delivered more than 30 days ago',
+    retry: PROVIDER_BACKOFF,
+    everyMs: 10 * M,
+  },
 } as const satisfies Record<string, JobKindSpec>;
 
 export type JobKind = keyof typeof JOB_KINDS;

@@ -98,7 +98,7 @@ UPDATE events e SET locked_by = $5, locked_until = $6
   FROM locked, apps a
  WHERE e.id = locked.id AND a.id = e.app_id
 RETURNING e.id, e.app_id AS "appId", e.attempts, e.payload::text AS body, a.notify_url AS "notifyUrl",
-          (SELECT count(*) FROM event_deliveries d WHERE d.event_id = e.id)::int AS deliveries`;
+          coalesce((SELECT d.attempt_no FROM event_deliveries d WHERE d.event_id = e.id ORDER BY d.id DESC LIMIT 1), 0) AS deliveries`;
 
 export interface ClaimedEvent {
   id: string;
@@ -371,7 +371,7 @@ type AppEventRaw = Omit<AppEventRow, 'lastAttempt'> & {
 
 const APP_EVENT_SELECT = `SELECT e.id AS "eventId", e.event_type AS "eventType", e.state_version AS "stateVersion", e.status,
     e.next_attempt_at AS "nextAttemptAt", e.created_at AS "createdAt", e.delivered_at AS "deliveredAt", e.payload::text AS payload,
-    (SELECT count(*)::int FROM event_deliveries c WHERE c.event_id = e.id) AS "deliveryAttempts",
+    coalesce(l.attempt_no, 0) AS "deliveryAttempts",
     l.attempt_no AS l_attempt_no, l.attempted_at AS l_attempted_at, l.status_code AS l_status_code, l.error AS l_error,
     l.duration_ms AS l_duration_ms, l.response_excerpt AS l_excerpt
   FROM events e
@@ -490,4 +490,21 @@ export async function requestRedelivery(
     [eventId, now],
   );
   return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
+}
+
+/**
+ * Retention of the delivery log: drops at most `limit` failed attempts (no 2xx answer) made before
+ * `before` of events that have since been delivered. A delivered event's last attempt is its
+ * successful one, which is kept as long as the event; a pending or dead event keeps all of its log.
+ * Walks the partial index of failed attempts (event_deliveries_failed), oldest first.
+ */
+export async function purgeDeliveryLog(db: Queryable, before: Date, limit: number): Promise<number> {
+  const r = await db.query(
+    `DELETE FROM event_deliveries WHERE id = ANY(ARRAY(
+       SELECT d.id FROM event_deliveries d JOIN events e ON e.id = d.event_id
+        WHERE (d.status_code IS NULL OR d.status_code NOT BETWEEN 200 AND 299) AND d.attempted_at < $1 AND e.status = 'DELIVERED'
+        ORDER BY d.attempted_at LIMIT $2))`,
+    [before, limit],
+  );
+  return r.rowCount ?? 0;
 }

@@ -37,7 +37,7 @@ describe('job kinds', () => {
   });
 
   test('the recurring kinds are the ones with a period', () => {
-    assert.deepEqual(RECURRING_KINDS, ['SCHEDULE_RECONCILIATION', 'FIND_DUE_WORK', 'PURGE']);
+    assert.deepEqual(RECURRING_KINDS, ['SCHEDULE_RECONCILIATION', 'FIND_DUE_WORK', 'PURGE', 'PURGE_HISTORY']);
   });
 });
 
