@@ -114,11 +114,11 @@ async function isReadOnly(client: pg.Client): Promise<boolean> {
  */
 export function followingClient(finder: PrimaryFinder): typeof pg.Client {
   return class FollowingClient extends pg.Client {
-    override connect(): Promise<void>;
+    override connect(): Promise<pg.Client>;
     override connect(callback: (err: Error) => void): void;
-    override connect(callback?: (err: Error) => void): Promise<void> | void {
+    override connect(callback?: (err: Error) => void): Promise<pg.Client> | void {
       const done = this.#connect();
-      if (callback === undefined) return done;
+      if (callback === undefined) return done.then(() => this);
       done.then(
         () => callback(undefined as unknown as Error),
         (err: Error) => callback(err),
