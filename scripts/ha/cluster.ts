@@ -234,8 +234,15 @@ export class HaCluster {
   }
 
   /** A planned switchover, as an operator runs it; resolves when pg_autoctl reports it done. */
-  switchover(): void {
-    this.#ctl(['perform', 'switchover', '--pgdata', path.join(this.dir, 'monitor'), '--formation', 'default']);
+  switchover(): Promise<void> {
+    const c = this.#cmd(['perform', 'switchover', '--pgdata', path.join(this.dir, 'monitor'), '--formation', 'default']);
+    return new Promise((resolve, reject) => {
+      const child = spawn(c.cmd, c.args, { env: c.env, cwd: this.dir, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (out += d));
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`pg_autoctl perform switchover failed (${code}):\n${out}`))));
+    });
   }
 
   /** Stops everything (SIGTERM, then SIGKILL) and removes the directory unless kept. */

@@ -38,7 +38,7 @@ export interface DrillOptions {
 export interface OneDrill {
   kind: 'failover' | 'switchover';
   n: number;
-  /** From the kill (or the switchover's start) to the first create answered 2xx that was sent after it. */
+  /** The longest time without a create answered 2xx, from before the kill (or the switchover) to after the promotion. */
   secondsWithoutService: number;
   /** The monitor's promotion, seconds after the kill (switchover: the command's duration). */
   promotedAfterSeconds: number;
@@ -175,10 +175,10 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
         promotedAt = Date.now();
       } else {
         log(`switchover ${i + 1}: from ${before}`);
-        cluster.switchover();
+        await cluster.switchover();
         promotedAt = Date.now();
       }
-      const back = await firstSuccessAfter(samples, start, 60_000);
+      const back = await firstSuccessAfter(samples, promotedAt, 60_000);
       const d = measure(kind, i + 1, samples, start, back, promotedAt);
       drills.push(d);
       log(
@@ -291,13 +291,23 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
   }
 }
 
+/**
+ * The seconds without service: the longest time between two creates answered 2xx around the
+ * drill, from just before it started to the first success after the promotion.
+ */
 function measure(kind: OneDrill['kind'], n: number, samples: Sample[], start: number, back: number, promotedAt: number): OneDrill {
   const during = samples.filter((s) => s.sentAt >= start - 1000 && s.at <= back);
   const failed = during.filter((s) => s.status === 503);
+  const ok = samples
+    .filter((s) => s.status >= 200 && s.status < 300 && s.at >= start - 2000 && s.at <= back)
+    .map((s) => s.at)
+    .sort((a, b) => a - b);
+  let gap = 0;
+  for (let i = 1; i < ok.length; i++) gap = Math.max(gap, ok[i]! - ok[i - 1]!);
   return {
     kind,
     n,
-    secondsWithoutService: round((back - start) / 1000),
+    secondsWithoutService: round(gap / 1000),
     promotedAfterSeconds: round((promotedAt - start) / 1000),
     answered503: failed.length,
     unanswered: during.filter((s) => s.status === 0).length,
