@@ -147,7 +147,7 @@ export class HaCluster {
       ]);
     }
     if (!this.#alive('monitor')) this.#spawn('monitor', ['run', '--pgdata', monitorData]);
-    await this.#waitFor('the monitor', 30_000, async () => this.#psql(this.monitorPort, 'pg_auto_failover', 'SELECT 1') === '1');
+    await this.#waitFor('the monitor', 90_000, async () => this.#psql(this.monitorPort, 'pg_auto_failover', 'SELECT 1') === '1');
     // ALTER SYSTEM runs outside a transaction: one statement per -c.
     const set = Object.entries(MONITOR_SETTINGS).map(([k, v]) => `ALTER SYSTEM SET ${k} = '${v}'`);
     if (this.#psql(this.monitorPort, 'pg_auto_failover', [...set, 'SELECT pg_reload_conf()']) === null) {
@@ -292,7 +292,11 @@ export class HaCluster {
       if (await ok().catch(() => false)) return;
       await sleep(250);
     }
-    throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s; nodes: ${JSON.stringify(this.state())}`);
+    const logs = fs
+      .readdirSync(this.dir)
+      .filter((f) => f.endsWith('.log'))
+      .map((f) => `--- ${f}\n${fs.readFileSync(path.join(this.dir, f), 'utf8').split('\n').slice(-15).join('\n')}`);
+    throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s; nodes: ${JSON.stringify(this.state())}\n${logs.join('\n')}`);
   }
 }
 

@@ -49,6 +49,9 @@ export function parseNodes(connectionString: string): { nodes: Node[]; urlOf: (n
     throw new Error(`DATABASE_URL: target_session_attrs=${attrs} is not supported (the service writes: read-write)`);
   }
   params.delete('target_session_attrs');
+  if (params.has('host') || params.has('hostaddr') || params.has('port')) {
+    throw new Error('DATABASE_URL: with several nodes, hosts and ports go in the address (host1:port,host2:port), not in the query');
+  }
   const query = params.toString();
   const urlOf = (n: Node) => `${head}${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}${path}${query === '' ? '' : `?${query}`}`;
   return { nodes, urlOf };
