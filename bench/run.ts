@@ -51,6 +51,7 @@ import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, detailTables, markdown, summaryTables, targetsTable } from './lib/report.ts';
 import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
 import { statementScenario } from './lib/statement.ts';
+import { type NoisyOptions, noisyScenario, noisyTable } from './lib/noisy.ts';
 
 const HELP = `Usage: npm run bench -- [options]
 
@@ -60,9 +61,12 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,half (half = half-query,half-create,half-realistic), statement;
-                          default: all but statement (it writes a day of payments first)
+                          flood,half (half = half-query,half-create,half-realistic), statement, noisy;
+                          default: all but statement (it writes a day of payments first) and noisy
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
+  --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
+                          rates and the sign-in flood's rate, per second (default 100,50,64)
+  --noisy-neighbours <l>  noisy scenario: only these neighbours (comma list; default all)
   --warmup <s>            warm-up seconds before each peak scenario of the first run (default 3; --quick: 1)
   --receiver-delay-ms <n> how long the notification receiver takes to answer a verified
                           notification (default 2)
@@ -107,6 +111,8 @@ const { values: a } = parseArgs({
     'half-connections': { type: 'string' },
     scenarios: { type: 'string' },
     'statement-payments': { type: 'string' },
+    noisy: { type: 'string' },
+    'noisy-neighbours': { type: 'string' },
     warmup: { type: 'string' },
     repeats: { type: 'string' },
     'quiet-wait': { type: 'string' },
@@ -204,8 +210,8 @@ const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + 
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s) && s !== 'statement') {
-    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'noisy') {
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, noisy)\n`);
     process.exit(2);
   }
 }
@@ -214,6 +220,16 @@ const scenarios = ALL.filter((s) => wanted.includes(s));
 const statementPayments = wanted.includes('statement')
   ? Math.floor(num(a['statement-payments'], quick ? 10_000 : 1_000_000, 'statement-payments', 1))
   : 0;
+
+const [noisyQ, noisyC, noisyS] = (a.noisy ?? '100,50,64').split(',').map((x) => num(x, NaN, 'noisy', 1));
+const noisyOpts: NoisyOptions = {
+  queryRate: noisyQ!,
+  createRate: noisyC!,
+  signInRate: noisyS!,
+  seconds: opts.duration,
+  fullFlood: !quick,
+  only: a['noisy-neighbours']?.split(',') ?? null,
+};
 
 /** The default app's daily amount ceiling: far above any run's traffic, as a production app has one. */
 const CEILING_FEN = 1_000_000_000_000;
@@ -809,6 +825,23 @@ async function main(): Promise<boolean> {
   }
 
   const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
+  if (wanted.includes('noisy')) await ensureOrders(seedCount);
+  const noisy = !wanted.includes('noisy')
+    ? null
+    : await noisyScenario(
+        {
+          baseUrl: svc.baseUrl,
+          pid: svc.pid,
+          orders: () => book.orders,
+          sign: (items) => pool!.sign(items),
+          deadlineOf,
+          onAnswer,
+          log,
+          waitQuiet: (l) => (opts.quietWait > 0 ? waitQuiet(l) : Promise.resolve()),
+        },
+        noisyOpts,
+        opts.runs,
+      );
 
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
   const pgPssMB = svc.postmasterPid !== null && svc.embedded ? clusterPssMB(svc.postmasterPid) : null;
@@ -863,6 +896,7 @@ async function main(): Promise<boolean> {
     cryptoCeilingReference: { pairsPerSecThreadpool: refMachine, pairsPerSecPerCore: refCore },
     results,
     statement,
+    noisy,
     serverPeakRssMB: hwm,
     memory,
     serverMemoryAfterFullGc: liveAfterGc,
@@ -922,6 +956,7 @@ async function main(): Promise<boolean> {
       '',
     );
   }
+  if (noisy) lines.push(noisyTable(noisy, noisyOpts));
   process.stdout.write(lines.join('\n'));
   return results.every((r) => r.errorFree) && Object.keys(receiverDump.rejected).length === 0;
 }

@@ -29,7 +29,7 @@ import { type Db, createPool, migrate } from './store/db.ts';
 import { agreeOnNotifyUrlPolicy } from './usecases/deployment.ts';
 import { handleProviderNotification } from './usecases/notifications.ts';
 import { Workers } from './workers.ts';
-import { createDispatcher } from './events/dispatcher.ts';
+import { type EventDispatcher, createDispatcher } from './events/dispatcher.ts';
 
 export interface BuiltApp {
   server: FastifyInstance;
@@ -128,8 +128,45 @@ function onIdleConnection(socket: Duplex & { _httpMessage?: { headersSent?: bool
 
 const isLogger = (l: AppOverrides['logger']): l is FastifyBaseLogger => typeof l === 'object' && typeof l.child === 'function';
 
-export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
-  if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
+/**
+ * A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a malformed
+ * reference, not a framework 400: on the open API it goes through the gate like any other and gets
+ * the neutral 404; a cashier token gets the neutral 404 page. Its `%` are escaped for routing only;
+ * the gate signs and keys the request by the target as sent (gate.ts, requestTarget).
+ */
+function routableUrl(req: { url?: string }): string {
+  const url = req.url ?? '/';
+  if (!url.includes('%')) return url;
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  try {
+    decodeURIComponent(path);
+    return url;
+  } catch {
+    return path.replaceAll('%', '%25') + (q === -1 ? '' : url.slice(q));
+  }
+}
+
+/**
+ * A framework error (e.g. a malformed URL): answered in the platform envelope, never a 500. It
+ * runs before any plugin, so it carries the strictest headers of any surface (the cashier's).
+ */
+function frameworkErrorAnswer(err: Error, reply: unknown): void {
+  (reply as { headers(h: Record<string, string>): { code(n: number): { send(b: unknown): void } } })
+    .headers({
+      'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+      'x-frame-options': 'DENY',
+      'referrer-policy': 'no-referrer',
+      'x-content-type-options': 'nosniff',
+      'cache-control': 'no-store',
+    })
+    .code(400)
+    .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
+}
+
+/** The Fastify server with its connection limits and the answers given before any route. */
+function createServer(config: Config, o: AppOverrides) {
+  const idleTimeoutMs = o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS;
   const server = Fastify({
     // The logger instance given (main.ts's, in its LOG_FORMAT), or options (tests), or JSON at LOG_LEVEL.
     loggerInstance: isLogger(o.logger) ? o.logger : undefined,
@@ -140,7 +177,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     return503OnClosing: false,
     requestIdHeader: false,
     forceCloseConnections: 'idle',
-    connectionTimeout: o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS,
+    connectionTimeout: idleTimeoutMs,
     // Slow senders are cut (docs/configuration.md): the header section within
     // HTTP_HEADERS_TIMEOUT_MS, the whole request within HTTP_REQUEST_TIMEOUT_MS, an idle kept-alive
     // connection after HTTP_KEEP_ALIVE_TIMEOUT_MS; the deadlines are checked every second.
@@ -157,39 +194,10 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
           },
           handler,
         )
-        .setTimeout(o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS),
+        .setTimeout(idleTimeoutMs),
     clientErrorHandler: clientErrorAnswer,
-    // A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a
-    // malformed reference, not a framework 400: on the open API it goes through the gate like any
-    // other and gets the neutral 404; a cashier token gets the neutral 404 page. Its `%` are
-    // escaped for routing only; the gate signs and keys the request by the target as sent
-    // (gate.ts, requestTarget).
-    rewriteUrl: (req) => {
-      const url = req.url ?? '/';
-      if (!url.includes('%')) return url;
-      const q = url.indexOf('?');
-      const path = q === -1 ? url : url.slice(0, q);
-      try {
-        decodeURIComponent(path);
-        return url;
-      } catch {
-        return path.replaceAll('%', '%25') + (q === -1 ? '' : url.slice(q));
-      }
-    },
-    frameworkErrors: (err, _req, reply) => {
-      // e.g. a malformed URL: answered in the platform envelope, never a 500.
-      // It runs before any plugin, so it carries the strictest headers of any surface (the cashier's).
-      (reply as unknown as { headers(h: Record<string, string>): { code(n: number): { send(b: unknown): void } } })
-        .headers({
-          'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
-          'x-frame-options': 'DENY',
-          'referrer-policy': 'no-referrer',
-          'x-content-type-options': 'nosniff',
-          'cache-control': 'no-store',
-        })
-        .code(400)
-        .send(platformEnvelope(400, 'BAD_REQUEST', err.message));
-    },
+    rewriteUrl: routableUrl,
+    frameworkErrors: (err, _req, reply) => frameworkErrorAnswer(err, reply),
   });
   // With a listener, Node no longer destroys an idle connection by itself: onIdleConnection does.
   server.server.on('timeout', onIdleConnection);
@@ -209,86 +217,113 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
     payload.resume();
     done(null, undefined);
   });
-  const log = server.log;
+  return server;
+}
+
+/** Migrations applied, then the platform keys and the services on the database. */
+async function openServices(config: Config, o: AppOverrides, db: Db, log: FastifyBaseLogger): Promise<Services> {
+  await migrate(db, (m) => log.info(m)).catch((err: unknown) => {
+    const where = config.databaseUrlEmbedded ? 'the embedded PostgreSQL' : 'the PostgreSQL at DATABASE_URL';
+    throw new Error(`cannot use ${where}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  });
+  const keys = await PlatformKeyRing.load({
+    clock: o.clock,
+    keyFile: config.platformKeyFile,
+    dataDir: config.dataDir,
+    log: (m) => log.info(m),
+    error: (m) => log.error(m),
+  });
+  const svc = await createServices({ config, db, keys, log, clock: o.clock, provider: o.provider });
+  const sandbox = svc.sandbox;
+  sandbox?.setNotificationSink(async (raw, headers) => {
+    await handleProviderNotification(svc, sandbox, raw, headers);
+  });
+  await svc.units.start({ alone: o.aloneOnDatabase === true });
+  await agreeOnNotifyUrlPolicy(svc, svc.notifyUrlPolicy, svc.units.instanceId).catch(async (err: unknown) => {
+    await svc.units.stop();
+    throw err;
+  });
+  return svc;
+}
+
+/**
+ * The answers of no surface: while stopping, 503 in the surface's envelope (the open API's is the
+ * contract's); an unknown route, 404; an error no surface handled, its 4xx or 503, in the
+ * platform envelope.
+ */
+function installPlatformAnswers(server: FastifyInstance, isClosing: () => boolean): void {
+  server.addHook('onRequest', async (req, reply) => {
+    if (!isClosing()) return;
+    reply.code(503).header('connection', 'close');
+    return reply.send(
+      req.url.startsWith('/api/open/')
+        ? { code: 'OPEN_API_GUARD_UNAVAILABLE', message: 'The service is temporarily unavailable.', requestId: newId.gateway() }
+        : platformEnvelope(503, 'SERVICE_UNAVAILABLE', 'The service is stopping.'),
+    );
+  });
+  server.setNotFoundHandler((req, reply) => {
+    reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${requestTarget(req).split('?')[0]}.`));
+  });
+  server.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+    const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;
+    if (status === 503) req.log.error({ err }, 'request failed');
+    reply
+      .code(status)
+      .send(
+        platformEnvelope(
+          status,
+          status === 503 ? 'SERVICE_UNAVAILABLE' : 'BAD_REQUEST',
+          status === 503 ? 'Service unavailable.' : err.message,
+        ),
+      );
+  });
+}
+
+/** One scoped plugin per surface, each under its prefix. */
+async function registerSurfaces(server: FastifyInstance, svc: Services, config: Config, adminToken: string): Promise<void> {
+  await server.register(openPlugin, { prefix: '/api/open/v1', svc });
+  await server.register(openMethodNotAllowed, { prefix: '/api/open/v1' });
+  await server.register(adminPlugin, { prefix: '/api/admin/v1', svc, adminToken });
+  if (svc.sandbox) await server.register(sandboxPlugin, { prefix: '/api/sandbox/v1', svc, sandbox: svc.sandbox, adminToken });
+  await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
+  await server.register(cashierPlugin, { prefix: '/cashier', svc });
+  await server.register(consolePlugin, { prefix: '/console', svc });
+  await server.register(portalPlugin, { prefix: '/portal', svc });
+  await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
+  server.get('/healthz', async () => ({ status: 'ok' }));
+  registerFrontPage(server);
+}
+
+/** The instance's worker loop: the job runner, the event dispatcher and the sandbox's own notices. */
+function createWorkers(svc: Services): { workers: Workers; dispatcher: EventDispatcher } {
+  const dispatcher = createDispatcher(svc);
+  const sandbox = svc.sandbox;
+  const workers = new Workers(svc, [
+    dispatcher,
+    // The sandbox provider's own notices (a provider's retries and settlements, simulated).
+    ...(sandbox
+      ? [{ name: 'sandbox notices', run: async () => (await sandbox.redeliverNotices()) + (await sandbox.sendDueRefundNotices()) }]
+      : []),
+  ]);
+  svc.wakeWorkers = () => workers.wake();
+  return { workers, dispatcher };
+}
+
+export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
+  if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
+  const server = createServer(config, o);
   const ownDb = o.db === undefined;
   const db = o.db ?? createPool(config.databaseUrl!);
   try {
-    await migrate(db, (m) => log.info(m)).catch((err: unknown) => {
-      const where = config.databaseUrlEmbedded ? 'the embedded PostgreSQL' : 'the PostgreSQL at DATABASE_URL';
-      throw new Error(`cannot use ${where}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
-    });
-    const keys = await PlatformKeyRing.load({
-      clock: o.clock,
-      keyFile: config.platformKeyFile,
-      dataDir: config.dataDir,
-      log: (m) => log.info(m),
-      error: (m) => log.error(m),
-    });
-    const svc = await createServices({ config, db, keys, log, clock: o.clock, provider: o.provider });
+    const svc = await openServices(config, o, db, server.log);
     const adminTokenGenerated = config.adminToken === null;
     const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
-
-    const sandbox = svc.sandbox;
-    sandbox?.setNotificationSink(async (raw, headers) => {
-      await handleProviderNotification(svc, sandbox, raw, headers);
-    });
-    await svc.units.start({ alone: o.aloneOnDatabase === true });
-    await agreeOnNotifyUrlPolicy(svc, svc.notifyUrlPolicy, svc.units.instanceId).catch(async (err: unknown) => {
-      await svc.units.stop();
-      throw err;
-    });
-
-    // While stopping, new requests get a 503 in their surface's envelope (the open API's is the contract's).
     let closing = false;
-    server.addHook('onRequest', async (req, reply) => {
-      if (!closing) return;
-      reply.code(503).header('connection', 'close');
-      return reply.send(
-        req.url.startsWith('/api/open/')
-          ? { code: 'OPEN_API_GUARD_UNAVAILABLE', message: 'The service is temporarily unavailable.', requestId: newId.gateway() }
-          : platformEnvelope(503, 'SERVICE_UNAVAILABLE', 'The service is stopping.'),
-      );
-    });
+    installPlatformAnswers(server, () => closing);
     installMetrics(server, createMetrics(svc), adminToken);
-    server.setNotFoundHandler((req, reply) => {
-      reply.code(404).send(platformEnvelope(404, 'ROUTE_NOT_FOUND', `No route ${req.method} ${requestTarget(req).split('?')[0]}.`));
-    });
-    server.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 503;
-      if (status === 503) req.log.error({ err }, 'request failed');
-      reply
-        .code(status)
-        .send(
-          platformEnvelope(
-            status,
-            status === 503 ? 'SERVICE_UNAVAILABLE' : 'BAD_REQUEST',
-            status === 503 ? 'Service unavailable.' : err.message,
-          ),
-        );
-    });
-
-    await server.register(openPlugin, { prefix: '/api/open/v1', svc });
-    await server.register(openMethodNotAllowed, { prefix: '/api/open/v1' });
-    await server.register(adminPlugin, { prefix: '/api/admin/v1', svc, adminToken });
-    if (svc.sandbox) await server.register(sandboxPlugin, { prefix: '/api/sandbox/v1', svc, sandbox: svc.sandbox, adminToken });
-    await server.register(providerNotifyPlugin, { prefix: '/api/provider/v1/notifications', svc });
-    await server.register(cashierPlugin, { prefix: '/cashier', svc });
-    await server.register(consolePlugin, { prefix: '/console', svc });
-    await server.register(portalPlugin, { prefix: '/portal', svc });
-    await server.register(docsPlugin, { prefix: '/docs', publicBaseUrl: config.publicBaseUrl });
-    server.get('/healthz', async () => ({ status: 'ok' }));
-    registerFrontPage(server);
+    await registerSurfaces(server, svc, config, adminToken);
     await server.ready();
-
-    const dispatcher = createDispatcher(svc);
-    const workers = new Workers(svc, [
-      dispatcher,
-      // The sandbox provider's own notices (a provider's retries and settlements, simulated).
-      ...(sandbox
-        ? [{ name: 'sandbox notices', run: async () => (await sandbox.redeliverNotices()) + (await sandbox.sendDueRefundNotices()) }]
-        : []),
-    ]);
-    svc.wakeWorkers = () => workers.wake();
+    const { workers, dispatcher } = createWorkers(svc);
     let closed = false;
     return {
       server,

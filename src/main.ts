@@ -1,7 +1,7 @@
 /** Loads config, starts the database if embedded, builds the app, listens, runs workers, stops gracefully. */
 import net from 'node:net';
 import v8 from 'node:v8';
-import { ADMIN_TOKEN_ADVISED_LENGTH, ConfigError, loadConfig, withListenPort } from './config/config.ts';
+import { ADMIN_TOKEN_ADVISED_LENGTH, type Config, ConfigError, loadConfig, withListenPort } from './config/config.ts';
 import type { EmbeddedPostgres } from './store/embedded.ts';
 
 /**
@@ -66,8 +66,9 @@ async function stopIfRequested(): Promise<void> {
   await new Promise(() => {}); // the start goes no further
 }
 
-async function main(): Promise<void> {
-  let config;
+/** The settings, or exit 2 with the error; a short ADMIN_TOKEN is warned about. */
+function configOrExit(): Config {
+  let config: Config;
   try {
     config = loadConfig();
   } catch (err) {
@@ -82,16 +83,15 @@ async function main(): Promise<void> {
       `warning: ADMIN_TOKEN is shorter than ${ADMIN_TOKEN_ADVISED_LENGTH} characters; use a long random token outside development\n`,
     );
   }
-  // The rest of the service is loaded once the settings are known good (about two seconds less
-  // before a wrong setting is reported).
-  const [
-    { buildApp },
-    { batchThreadPool },
-    { cliBanner, createLogger, effectiveLogFormat },
-    { ensureDataDir },
-    { startEmbeddedPostgres },
-    lockModule,
-  ] = await Promise.all([
+  return config;
+}
+
+/**
+ * The rest of the service, loaded once the settings are known good (about two seconds less before
+ * a wrong setting is reported).
+ */
+async function loadService() {
+  const [app, threadPool, logModule, dataDir, embeddedModule, lockModule] = await Promise.all([
     import('./app.ts'),
     import('./platform/thread-pool.ts'),
     import('./platform/log.ts'),
@@ -99,46 +99,72 @@ async function main(): Promise<void> {
     import('./store/embedded.ts'),
     import('./store/instance-lock.ts'),
   ]);
-  const { acquireInstanceLock, InstanceLockedError } = lockModule;
-  const log = createLogger(config.logLevel, effectiveLogFormat(config.logFormat));
+  return {
+    buildApp: app.buildApp,
+    batchThreadPool: threadPool.batchThreadPool,
+    cliBanner: logModule.cliBanner,
+    createLogger: logModule.createLogger,
+    effectiveLogFormat: logModule.effectiveLogFormat,
+    ensureDataDir: dataDir.ensureDataDir,
+    startEmbeddedPostgres: embeddedModule.startEmbeddedPostgres,
+    acquireInstanceLock: lockModule.acquireInstanceLock,
+    InstanceLockedError: lockModule.InstanceLockedError,
+  };
+}
+type Service = Awaited<ReturnType<typeof loadService>>;
+type BuiltApp = Awaited<ReturnType<Service['buildApp']>>;
+
+/** What a start holds, released in this order on a stop: the embedded PostgreSQL, then the DATA_DIR lock. */
+interface Held {
+  lock: { release(): Promise<void> } | null;
+  embedded: EmbeddedPostgres | null;
+}
+
+async function releaseHeld(held: Held): Promise<void> {
+  await held.embedded?.stop();
+  await held.lock?.release();
+}
+
+/** DATA_DIR's lock, then the embedded PostgreSQL in it; the config then names its database (exit 3 when another instance holds the lock). */
+async function startEmbedded(config: Config, service: Service, say: (m: string) => void, held: Held): Promise<Config> {
+  try {
+    held.lock = await service.acquireInstanceLock(config.dataDir, say);
+  } catch (err) {
+    if (err instanceof service.InstanceLockedError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(3);
+    }
+    throw err;
+  }
+  cleanup = () => held.lock!.release();
+  await stopIfRequested();
+  say(`starting embedded PostgreSQL in ${config.dataDir}`);
+  held.embedded = await service.startEmbeddedPostgres({ dataDir: config.dataDir, log: say, schedBatch: config.embeddedPgSchedBatch });
+  cleanup = () => releaseHeld(held);
+  await stopIfRequested();
+  return { ...config, databaseUrl: held.embedded.connectionString, databaseUrlEmbedded: true };
+}
+
+async function main(): Promise<void> {
+  let config = configOrExit();
+  const service = await loadService();
+  const log = service.createLogger(config.logLevel, service.effectiveLogFormat(config.logFormat));
   const say = (m: string) => log.info(m);
   if (config.port === 0) {
     // PORT=0: a free port, chosen before anything is built, so payUrl (PUBLIC_BASE_URL unset) names it.
     const port = await freePort(config.host).catch((err: unknown) => {
-      throw new Error(`cannot listen on ${config!.host} (HOST, PORT): ${err instanceof Error ? err.message : String(err)}`);
+      throw new Error(`cannot listen on ${config.host} (HOST, PORT): ${err instanceof Error ? err.message : String(err)}`);
     });
     config = withListenPort(config, port);
   }
   // DATA_DIR holds the embedded cluster and the generated platform keys: not needed when both
   // are given from outside (DATABASE_URL, PLATFORM_KEY_FILE).
-  if (config.databaseUrl === null || config.platformKeyFile === null) await ensureDataDir(config.dataDir);
-  if (config.threadPoolSchedBatch) say(await batchThreadPool());
-  let lock: { release(): Promise<void> } | null = null;
-  let embedded: EmbeddedPostgres | null = null;
-  if (config.databaseUrl === null) {
-    try {
-      lock = await acquireInstanceLock(config.dataDir, say);
-    } catch (err) {
-      if (err instanceof InstanceLockedError) {
-        process.stderr.write(`${err.message}\n`);
-        process.exit(3);
-      }
-      throw err;
-    }
-    cleanup = () => lock!.release();
-    await stopIfRequested();
-    say(`starting embedded PostgreSQL in ${config.dataDir}`);
-    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: say, schedBatch: config.embeddedPgSchedBatch });
-    cleanup = async () => {
-      await embedded?.stop();
-      await lock?.release();
-    };
-    await stopIfRequested();
-    config = { ...config, databaseUrl: embedded.connectionString, databaseUrlEmbedded: true };
-  }
-  const built = await buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true, logger: log }).catch(async (err) => {
-    await embedded?.stop();
-    await lock?.release();
+  if (config.databaseUrl === null || config.platformKeyFile === null) await service.ensureDataDir(config.dataDir);
+  if (config.threadPoolSchedBatch) say(await service.batchThreadPool());
+  const held: Held = { lock: null, embedded: null };
+  if (config.databaseUrl === null) config = await startEmbedded(config, service, say, held);
+  const built = await service.buildApp(config, { aloneOnDatabase: config.databaseUrlEmbedded === true, logger: log }).catch(async (err) => {
+    await releaseHeld(held);
     if (err instanceof ConfigError) {
       // A provider's configuration (PROVIDER=live) is read where the providers are built.
       process.stderr.write(`configuration error: ${err.message}\n`);
@@ -152,52 +178,52 @@ async function main(): Promise<void> {
     await stopEmbedded?.();
   };
   await stopIfRequested();
-  process.stdout.write(cliBanner(config, built.adminTokenGenerated ? built.adminToken : null));
+  process.stdout.write(service.cliBanner(config, built.adminTokenGenerated ? built.adminToken : null));
   try {
     await built.server.listen({ port: config.port, host: config.host });
   } catch (err) {
     // Nothing may outlive a failed start: the app, the embedded PostgreSQL and the instance lock.
     await built.close().catch(() => {});
-    await embedded?.stop();
-    await lock?.release();
+    await releaseHeld(held);
     throw new Error(`cannot listen on ${config.host}:${config.port} (HOST, PORT): ${err instanceof Error ? err.message : String(err)}`, {
       cause: err,
     });
   }
   if (config.workersEnabled) built.workers.start();
-  if (embedded !== null) watchEmbedded(embedded);
-
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    built.server.log.info(`${signal} received: stopping (finishing in-flight requests)`);
-    // Requests still running after 25 s are cut off: their request ids are freed for a retry at
-    // once (the reconciler settles what they left uncertain); the embedded PostgreSQL is still
-    // stopped and the lock released, within 10 s more.
-    const force = setTimeout(() => {
-      process.stderr.write('graceful stop took over 25 s; exiting\n');
-      setTimeout(() => process.exit(1), 10_000).unref();
-      void (async () => {
-        const ended = await built.svc.units.endLeasesHeldHere().catch(() => 0);
-        if (ended > 0) process.stderr.write(`${ended} request id(s) cut off: free for a retry at once\n`);
-        await embedded?.stop();
-        await lock?.release();
-      })()
-        .catch(() => {})
-        .finally(() => process.exit(1));
-    }, STOP_DEADLINE_MS);
-    force.unref();
-    try {
-      await built.close();
-      await embedded?.stop();
-      await lock?.release();
-    } finally {
-      clearTimeout(force);
-    }
-    process.exit(0);
-  };
-  onStop = (signal) => void stop(signal);
+  if (held.embedded !== null) watchEmbedded(held.embedded);
+  onStop = (signal) => void stopGracefully(built, held, signal);
   if (stopRequested !== null) onStop(stopRequested);
+}
+
+/**
+ * A graceful stop: in-flight requests finish, then the app, the embedded PostgreSQL and the lock
+ * are released, exit 0. Requests still running after 25 s are cut off: their request ids are freed
+ * for a retry at once (the reconciler settles what they left uncertain); the embedded PostgreSQL is
+ * still stopped and the lock released, within 10 s more (exit 1).
+ */
+async function stopGracefully(built: BuiltApp, held: Held, signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  built.server.log.info(`${signal} received: stopping (finishing in-flight requests)`);
+  const force = setTimeout(() => {
+    process.stderr.write('graceful stop took over 25 s; exiting\n');
+    setTimeout(() => process.exit(1), 10_000).unref();
+    void (async () => {
+      const ended = await built.svc.units.endLeasesHeldHere().catch(() => 0);
+      if (ended > 0) process.stderr.write(`${ended} request id(s) cut off: free for a retry at once\n`);
+      await releaseHeld(held);
+    })()
+      .catch(() => {})
+      .finally(() => process.exit(1));
+  }, STOP_DEADLINE_MS);
+  force.unref();
+  try {
+    await built.close();
+    await releaseHeld(held);
+  } finally {
+    clearTimeout(force);
+  }
+  process.exit(0);
 }
 
 /** How often the embedded PostgreSQL is checked for being alive. */

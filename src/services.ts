@@ -17,6 +17,8 @@ import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
+import { setPasswordHashThreads } from './lib/password-hash.ts';
+import { Slots } from './lib/slots.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import type { ProviderRouter } from './providers/router.ts';
@@ -30,7 +32,7 @@ import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
 import { ACCEPT_TRANSITIONS } from './usecases/attempts.ts';
-import type { BackOfficeDeps } from './usecases/back-office.ts';
+import type { BackOfficeDeps } from './usecases/back-office/common.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 
@@ -101,8 +103,8 @@ async function connectRedis(config: Config, log: FastifyBaseLogger): Promise<Red
   return redis;
 }
 
-async function redisNonceStore(redis: Redis, log: FastifyBaseLogger): Promise<RedisNonceStore> {
-  const nonces = new RedisNonceStore(redis);
+async function redisNonceStore(redis: Redis, log: FastifyBaseLogger, clock: Clock): Promise<RedisNonceStore> {
+  const nonces = new RedisNonceStore(redis, clock);
   for (const risk of await redisNonceRisks(redis)) log.warn(`REDIS_URL: ${risk}`);
   const check = () =>
     nonces
@@ -133,7 +135,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     override: d.provider,
   });
   const redis = await connectRedis(config, log);
-  const redisNonces = redis ? await redisNonceStore(redis, log) : null;
+  const redisNonces = redis ? await redisNonceStore(redis, log, clock) : null;
   const ipPolicy = new IpPolicyHolder(db, clock, {
     trustedProxies: config.trustedProxies,
     allowlist: config.platformIpAllowlist,
@@ -146,6 +148,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
+  setPasswordHashThreads(config.passwordHashThreads);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
     allowPrivateTargets: config.webhookAllowPrivateTargets,
@@ -179,6 +182,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    signIns: new Slots(config.signInMaxConcurrent),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),
     merchantConfigChanged: (merchantId) => merchantConfig.invalidate(merchantId),

@@ -7,7 +7,7 @@
 import { closeStrayAttempt, closeTrade, checkDuplicateRefund, refundDuplicate } from './usecases/follow-ups.ts';
 import type { UseCaseDeps } from './usecases/deps.ts';
 import { JobRunner, type JobHandlers } from './usecases/jobs.ts';
-import { checkAttempt, checkRefund, expireOrder, findDueWork, finishClose } from './usecases/reconcile.ts';
+import { checkAttempt, checkRefund, expireOrder, findDueWork, finishClose } from './usecases/provider-checks.ts';
 import { reconcileStatement, scheduleReconciliation } from './usecases/reconciliation.ts';
 import { WorkerLoop, type WorkerTask } from './usecases/worker-loop.ts';
 

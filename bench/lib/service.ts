@@ -103,7 +103,8 @@ export class Service {
   async start(): Promise<void> {
     const { log } = this.opts;
     this.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-bench-'));
-    this.port = await freePort();
+    // --server-env PORT=N: a port of one's own on a shared machine; else any free one
+    this.port = Number(this.opts.env.PORT) || (await freePort());
     this.baseUrl = `http://127.0.0.1:${this.port}`;
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) {

@@ -3,6 +3,7 @@
  * parsed strictly (a refusal names the parameter: 400 ADMIN_VALIDATION_FAILED).
  */
 import type { FastifyRequest } from 'fastify';
+import { parseInstant } from '../domain/clock.ts';
 import { AdminError } from './errors.ts';
 
 type Parser<T> = (v: string, name: string) => T;
@@ -49,12 +50,21 @@ export const int =
     return Number(v);
   };
 
-const TIME_RE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+const TIME_RE = /^(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2})(:\d{2}(?:\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/;
 
-/** An ISO 8601 instant with its offset, or a date alone: that day's start in Asia/Shanghai (the platform's day). */
+/**
+ * An ISO 8601 instant with its offset (seconds optional), or a date alone: that day's start in
+ * Asia/Shanghai (the platform's day). Each field in its range (domain/clock.ts parseInstant): the
+ * hour 24 or a day its month has not is refused, not moved.
+ */
 export const time: Parser<Date> = (v, name) => {
-  const ms = TIME_RE.test(v) ? Date.parse(v.length === 10 ? `${v}T00:00:00+08:00` : v) : NaN;
-  if (Number.isNaN(ms)) throw invalid(`${name} must be a date (2025-01-31) or an ISO 8601 time with its offset`);
+  const m = TIME_RE.exec(v);
+  const ms = !m
+    ? null
+    : m[2] === undefined
+      ? parseInstant(`${m[1]}T00:00:00+08:00`)
+      : parseInstant(`${m[1]}T${m[2]}${m[3] ?? ':00'}${m[4]}`);
+  if (ms === null) throw invalid(`${name} must be a date (2025-01-31) or an ISO 8601 time with its offset`);
   return new Date(ms);
 };
 

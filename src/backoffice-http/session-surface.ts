@@ -138,7 +138,8 @@ export const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * A refused sign-in as a surface answers it, under its codes' prefix: 429 `_RATE_LIMITED` with
- * Retry-After when throttled, else 401 (`PORTAL_TOTP_REQUIRED` when the portal's second factor is
+ * Retry-After when throttled, 503 `_UNAVAILABLE` with Retry-After when as many sign-ins as the
+ * instance admits at once are in progress (SIGN_IN_MAX_CONCURRENT), else 401 (`PORTAL_TOTP_REQUIRED` when the portal's second factor is
  * asked for, `_UNAUTHORIZED` otherwise).
  */
 export function refuseSignIn(reply: FastifyReply, err: SignInRefused, prefix: 'ADMIN' | 'PORTAL'): FastifyReply {
@@ -147,6 +148,12 @@ export function refuseSignIn(reply: FastifyReply, err: SignInRefused, prefix: 'A
       .code(429)
       .header('retry-after', String(err.retryAfterSeconds))
       .send({ code: `${prefix}_RATE_LIMITED` satisfies AdminCode | PortalCode, message: err.message });
+  }
+  if (err.kind === 'BUSY') {
+    return reply
+      .code(503)
+      .header('retry-after', String(err.retryAfterSeconds))
+      .send({ code: `${prefix}_UNAVAILABLE` satisfies AdminCode | PortalCode, message: err.message });
   }
   const code: AdminCode | PortalCode =
     err.kind === 'SECOND_FACTOR_REQUIRED' && prefix === 'PORTAL' ? 'PORTAL_TOTP_REQUIRED' : `${prefix}_UNAUTHORIZED`;

@@ -131,13 +131,8 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     reply.headers(headers);
   });
 
-  const notFoundJson = (reply: FastifyReply) => reply.code(404).send({ error: 'NOT_FOUND', message: 'Not found.' });
-  /** Every HTML answer: in the buyer's language, and marked as depending on Accept-Language. */
-  const sendPage = (req: FastifyRequest, reply: FastifyReply, code: number, render: (lang: Lang) => string) => {
-    const lang = negotiateLang(req.headers['accept-language']);
-    return reply.code(code).type(HTML).header('vary', 'Accept-Language').header('content-language', lang).send(render(lang));
-  };
-  const notFoundPage = (req: FastifyRequest, reply: FastifyReply) => sendPage(req, reply, 404, (lang) => renderNotFoundPage(assets, lang));
+  const p = pages(assets);
+  const { sendPage, notFoundPage } = p;
 
   scope.setNotFoundHandler((req, reply) =>
     req.method === 'GET' || req.method === 'HEAD' ? notFoundPage(req, reply) : notFoundJson(reply),
@@ -161,9 +156,41 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
 
   scope.get('/assets/cashier.js', ROUTE_LOG, async (_req, reply) => reply.type('text/javascript; charset=utf-8').send(script));
 
+  registerPage(scope, svc, p);
+  registerWechatAuthorization(scope, svc, p);
+  scope.get<{ Params: { token: string } }>('/:token/status', STATUS_ROUTE, async (req, reply) => {
+    const c = await load(svc, req.params.token);
+    if (!c) return notFoundJson(reply);
+    return cashierStatus(c.state, c.order, c.attempt, c.nowMs);
+  });
+
+  // With any other provider these routes do not exist (404 from the not-found handler).
+  if (svc.sandbox) registerSandboxActions(scope, svc, svc.sandbox, cashierOrigin);
+}
+
+const notFoundJson = (reply: FastifyReply) => reply.code(404).send({ error: 'NOT_FOUND', message: 'Not found.' });
+
+/** How the page's routes answer in HTML. */
+interface Pages {
+  assets: PageAssets;
+  /** Every HTML answer: in the buyer's language, and marked as depending on Accept-Language. */
+  sendPage(req: FastifyRequest, reply: FastifyReply, code: number, render: (lang: Lang) => string): FastifyReply;
+  notFoundPage(req: FastifyRequest, reply: FastifyReply): FastifyReply;
+}
+
+function pages(assets: PageAssets): Pages {
+  const sendPage: Pages['sendPage'] = (req, reply, code, render) => {
+    const lang = negotiateLang(req.headers['accept-language']);
+    return reply.code(code).type(HTML).header('vary', 'Accept-Language').header('content-language', lang).send(render(lang));
+  };
+  return { assets, sendPage, notFoundPage: (req, reply) => sendPage(req, reply, 404, (lang) => renderNotFoundPage(assets, lang)) };
+}
+
+/** The page: the way to pay chosen for the buyer's browser, and its material while the attempt is payable. */
+function registerPage(scope: FastifyInstance, svc: Services, p: Pages): void {
   scope.get<{ Params: { token: string } }>('/:token', PAGE_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
-    if (!c) return notFoundPage(req, reply);
+    if (!c) return p.notFoundPage(req, reply);
     const { order, attempt, state } = c;
     const merchant = { name: await merchantName(svc, order.merchantId) };
     const payable = state === 'PAYABLE';
@@ -176,7 +203,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     // Material only while payable: an ended, replaced or paid attempt never shows its old code. A
     // trade is made only by a GET (a HEAD, e.g. a link preview, makes none).
     const qrCode = payable && order.channel === 'ALIPAY_H5' ? attempt.qrCode : null;
-    const material = payable && req.method === 'GET' ? await wayMaterial(req, c, way) : NO_MATERIAL;
+    const material = payable && req.method === 'GET' ? await wayMaterial(svc, req, c, way) : NO_MATERIAL;
     const view: CashierView = {
       state,
       merchantName: merchant?.name ?? '',
@@ -195,52 +222,56 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
       otherWays: ways.filter((w) => w !== way),
       ...material,
     };
-    return sendPage(req, reply, 200, (lang) => renderCashierPage(view, assets, lang));
+    return p.sendPage(req, reply, 200, (lang) => renderCashierPage(view, p.assets, lang));
   });
+}
 
-  type Material = Pick<CashierView, 'wechatCode' | 'jsapi' | 'wayProblem'> & { providerPageUrl?: string | null };
-  const NO_MATERIAL: Material = { wechatCode: null, jsapi: null, wayProblem: null };
-  const problemOf = (r: TradeForPage): CashierView['wayProblem'] =>
-    r.problem === null ? null : r.problem === 'UNCERTAIN' || r.problem === 'REJECTED' ? 'RETRY' : 'UNAVAILABLE';
+type Material = Pick<CashierView, 'wechatCode' | 'jsapi' | 'wayProblem'> & { providerPageUrl?: string | null };
+const NO_MATERIAL: Material = { wechatCode: null, jsapi: null, wayProblem: null };
+const problemOf = (r: TradeForPage): CashierView['wayProblem'] =>
+  r.problem === null ? null : r.problem === 'UNCERTAIN' || r.problem === 'REJECTED' ? 'RETRY' : 'UNAVAILABLE';
 
-  /** What the way needs beyond the attempt's own material: a Native trade's code, a JSAPI trade's signed parameters. */
-  async function wayMaterial(req: FastifyRequest<{ Params: { token: string } }>, c: Loaded, way: Way): Promise<Material> {
-    if (way === 'native') {
-      const r = await tradeForPage(svc, c.order, c.attempt, 'NATIVE');
-      const code = r.trade?.state === 'OPEN' ? r.trade.material : null;
-      if (!code) return { ...NO_MATERIAL, wayProblem: problemOf(r) ?? 'RETRY' };
-      return { ...NO_MATERIAL, wechatCode: { codeUrl: code, qrImage: await QRCode.toDataURL(code, QR) } };
-    }
-    if (way === 'jsapi') {
-      const handle = param(req.query, 'payer');
-      const authorize = { authorizeHref: `${req.params.token}/wechat/authorize` };
-      if (handle === null || !HANDLE_RE.test(handle)) {
-        return { ...NO_MATERIAL, jsapi: authorize, wayProblem: param(req.query, 'oauth') === 'failed' ? 'AUTH' : null };
-      }
-      const r = await jsapiTradeForPage(svc, c.order, c.attempt, handle);
-      // A handle of no trade of this attempt: authorized again.
-      if (!r) return { ...NO_MATERIAL, jsapi: authorize };
-      const payment = r.trade ? jsapiPaymentOf(svc, r.trade) : null;
-      return payment ? { ...NO_MATERIAL, jsapi: { payment } } : { ...NO_MATERIAL, jsapi: authorize, wayProblem: problemOf(r) ?? 'RETRY' };
-    }
-    // The attempt's own order: its material came with it; WeChat Pay's page, which lives 5 minutes,
-    // is asked again when older (a live WECHAT_H5 attempt without its page can only be asked again later).
-    if (way === 'h5' && c.attempt.provider !== svc.sandbox?.name) {
-      const page = await freshProviderPage(svc, c.order, c.attempt);
-      return page === null ? { ...NO_MATERIAL, wayProblem: 'RETRY' } : { ...NO_MATERIAL, providerPageUrl: page };
-    }
-    return NO_MATERIAL;
+/** What the way needs beyond the attempt's own material: a Native trade's code, a JSAPI trade's signed parameters. */
+async function wayMaterial(svc: Services, req: FastifyRequest<{ Params: { token: string } }>, c: Loaded, way: Way): Promise<Material> {
+  if (way === 'native') {
+    const r = await tradeForPage(svc, c.order, c.attempt, 'NATIVE');
+    const code = r.trade?.state === 'OPEN' ? r.trade.material : null;
+    if (!code) return { ...NO_MATERIAL, wayProblem: problemOf(r) ?? 'RETRY' };
+    return { ...NO_MATERIAL, wechatCode: { codeUrl: code, qrImage: await QRCode.toDataURL(code, QR) } };
   }
+  if (way === 'jsapi') {
+    const handle = param(req.query, 'payer');
+    const authorize = { authorizeHref: `${req.params.token}/wechat/authorize` };
+    if (handle === null || !HANDLE_RE.test(handle)) {
+      return { ...NO_MATERIAL, jsapi: authorize, wayProblem: param(req.query, 'oauth') === 'failed' ? 'AUTH' : null };
+    }
+    const r = await jsapiTradeForPage(svc, c.order, c.attempt, handle);
+    // A handle of no trade of this attempt: authorized again.
+    if (!r) return { ...NO_MATERIAL, jsapi: authorize };
+    const payment = r.trade ? jsapiPaymentOf(svc, r.trade) : null;
+    return payment ? { ...NO_MATERIAL, jsapi: { payment } } : { ...NO_MATERIAL, jsapi: authorize, wayProblem: problemOf(r) ?? 'RETRY' };
+  }
+  // The attempt's own order: its material came with it; WeChat Pay's page, which lives 5 minutes,
+  // is asked again when older (a live WECHAT_H5 attempt without its page can only be asked again later).
+  if (way === 'h5' && c.attempt.provider !== svc.sandbox?.name) {
+    const page = await freshProviderPage(svc, c.order, c.attempt);
+    return page === null ? { ...NO_MATERIAL, wayProblem: 'RETRY' } : { ...NO_MATERIAL, providerPageUrl: page };
+  }
+  return NO_MATERIAL;
+}
 
-  // WeChat's silent web authorization (snsapi_base): a state bound to this page's attempt, used
-  // once; the code exchanged on the server for the buyer's openid, which never leaves the server.
+/**
+ * WeChat's silent web authorization (snsapi_base): a state bound to this page's attempt, used
+ * once; the code exchanged on the server for the buyer's openid, which never leaves the server.
+ */
+function registerWechatAuthorization(scope: FastifyInstance, svc: Services, p: Pages): void {
   const pageUrl = (token: string, query = '') => `${svc.config.publicBaseUrl}/cashier/${token}${query}`;
   const backToPage = (reply: FastifyReply, token: string, query: string) =>
     reply.code(303).header('location', pageUrl(token, query)).send();
 
   scope.get<{ Params: { token: string } }>('/:token/wechat/authorize', OAUTH_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
-    if (!c) return notFoundPage(req, reply);
+    if (!c) return p.notFoundPage(req, reply);
     if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
     const url = await beginAuthorization(svc, c.attempt, `${pageUrl(req.params.token)}/wechat/callback`);
     if (url === null) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
@@ -249,7 +280,7 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
 
   scope.get<{ Params: { token: string } }>('/:token/wechat/callback', OAUTH_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
-    if (!c) return notFoundPage(req, reply);
+    if (!c) return p.notFoundPage(req, reply);
     if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
     const state = param(req.query, 'state');
     const code = param(req.query, 'code');
@@ -260,16 +291,15 @@ export async function cashierPlugin(scope: FastifyInstance, opts: { svc: Service
     if ('problem' in r) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
     return backToPage(reply, req.params.token, `?via=jsapi&payer=${r.handle}`);
   });
+}
 
-  scope.get<{ Params: { token: string } }>('/:token/status', STATUS_ROUTE, async (req, reply) => {
-    const c = await load(svc, req.params.token);
-    if (!c) return notFoundJson(reply);
-    return cashierStatus(c.state, c.order, c.attempt, c.nowMs);
-  });
-
-  // With any other provider these routes do not exist (404 from the not-found handler).
-  const sandbox = svc.sandbox;
-  if (!sandbox) return;
+/** The sandbox buyer's actions (pay, fail), sent by the page's own script only. */
+function registerSandboxActions(
+  scope: FastifyInstance,
+  svc: Services,
+  sandbox: NonNullable<Services['sandbox']>,
+  cashierOrigin: string,
+): void {
   const notPayable = (reply: FastifyReply, status: CashierStatus) =>
     reply.code(409).send({ error: 'NOT_PAYABLE', message: 'This payment can no longer be acted on.', ...status });
   const buyer = (action: 'PAY' | 'FAIL') => async (req: FastifyRequest<{ Params: { token: string } }>, reply: FastifyReply) => {

@@ -59,6 +59,10 @@ export interface Config {
   threadPoolSchedBatch: boolean;
   /** The embedded PostgreSQL's processes as SCHED_BATCH (Linux; src/store/embedded.ts). */
   embeddedPgSchedBatch: boolean;
+  /** Threads of their own that hash passwords (src/lib/password-hash.ts), never libuv's pool. */
+  passwordHashThreads: number;
+  /** Console and portal sign-ins in progress at once on this instance; one more is refused (503 with Retry-After). */
+  signInMaxConcurrent: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -246,6 +250,8 @@ export function loadConfig(env: Env = process.env): Config {
     ...httpTimeouts(env),
     threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),
     embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
+    passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
+    signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
   };
 }
 

@@ -3,6 +3,7 @@
  * Pure: no I/O.
  */
 import type { EventType } from './events.ts';
+import { parseInstant } from './clock.ts';
 import { invalidQuery } from './errors.ts';
 
 export const EVENT_TYPES: readonly EventType[] = [
@@ -36,11 +37,10 @@ export interface EventQuery {
   limit: number;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?(Z|[+-]\d{2}:\d{2})$/;
-
+/** An RFC 3339 instant, each field within its range (hour 00-23, a day its month has). */
 function instant(name: string, value: string): Date {
-  const t = RFC3339.test(value) ? Date.parse(value) : NaN;
-  if (Number.isNaN(t)) throw invalidQuery(name, `${name} must be an RFC 3339 time, e.g. 2026-11-22T08:30:00.000Z.`);
+  const t = parseInstant(value);
+  if (t === null) throw invalidQuery(name, `${name} must be an RFC 3339 time, e.g. 2026-11-22T08:30:00.000Z.`);
   return new Date(t);
 }
 

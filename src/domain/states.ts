@@ -24,7 +24,7 @@ export const ORDER_TRANSITIONS: Readonly<Record<OrderStatus, readonly OrderStatu
   CREATED: ['PAYING', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
   // PAYING: a live attempt the buyer can pay. Back to CREATED when a replacement attempt is refused.
   PAYING: ['CREATED', 'UNKNOWN', 'SUCCEEDED', 'CLOSED', 'FAILED'],
-  // UNKNOWN: the provider outcome of the latest attempt is uncertain; the reconciler converges it.
+  // UNKNOWN: the provider outcome of the latest attempt is uncertain; a provider check (CHECK_ATTEMPT) converges it.
   UNKNOWN: ['CREATED', 'PAYING', 'SUCCEEDED', 'CLOSED', 'FAILED'],
   SUCCEEDED: [],
   CLOSED: [],
@@ -62,6 +62,60 @@ export const TRADE_TRANSITIONS: Readonly<Record<TradeState, readonly TradeState[
   CLOSED: ['PAID'],
 };
 
+/** The automatic refund of a duplicate payment (duplicate_payments.refund_state). */
+export const DUPLICATE_REFUND_STATES = ['PENDING', 'REFUNDED', 'FAILED', 'UNKNOWN'] as const;
+export type DuplicateRefundState = (typeof DUPLICATE_REFUND_STATES)[number];
+
+export const DUPLICATE_REFUND_TRANSITIONS: Readonly<Record<DuplicateRefundState, readonly DuplicateRefundState[]>> = {
+  // PENDING: recorded, its refund asked for (or about to be), or accepted by the provider and settling.
+  PENDING: ['REFUNDED', 'FAILED', 'UNKNOWN'],
+  // UNKNOWN: the refund's request got no certain answer; asked about, or asked again.
+  UNKNOWN: ['PENDING', 'REFUNDED', 'FAILED'],
+  // The money went back: nothing overwrites it.
+  REFUNDED: [],
+  // The provider refused the refund: left to the operator (listed as open).
+  FAILED: [],
+};
+
+/** An event's delivery to the merchant's notify URL (events.status). */
+export const DELIVERY_STATES = ['PENDING', 'DELIVERED', 'DEAD'] as const;
+export type DeliveryState = (typeof DELIVERY_STATES)[number];
+
+export const DELIVERY_TRANSITIONS: Readonly<Record<DeliveryState, readonly DeliveryState[]>> = {
+  // PENDING: due, being delivered, or waiting for its next attempt (a failed attempt stays PENDING).
+  PENDING: ['DELIVERED', 'DEAD'],
+  // Delivered again when the merchant or an operator asks (redelivery), with a fresh schedule.
+  DELIVERED: ['PENDING'],
+  DEAD: ['PENDING'],
+};
+
+/** A reconciliation run of a provider's statement (reconciliation_runs.status). */
+export const RUN_STATES = ['QUEUED', 'RUNNING', 'COMPLETED', 'FAILED'] as const;
+export type RunState = (typeof RUN_STATES)[number];
+
+export const RUN_TRANSITIONS: Readonly<Record<RunState, readonly RunState[]>> = {
+  QUEUED: ['RUNNING'],
+  // RUNNING again: a run whose holder stopped is started afresh (one try more) by the next claim of its job.
+  RUNNING: ['RUNNING', 'COMPLETED', 'FAILED'],
+  // Tried again at its job's next time.
+  FAILED: ['RUNNING'],
+  COMPLETED: [],
+};
+
+/**
+ * A request unit: the record of an X-SVC-Request-Id (request_replays.state). Claimed IN_PROGRESS;
+ * a holder that gives it up unanswered (a 429 or 503 is not kept) deletes it, so the id is free again.
+ */
+export const REQUEST_UNIT_STATES = ['IN_PROGRESS', 'DONE'] as const;
+export type RequestUnitState = (typeof REQUEST_UNIT_STATES)[number];
+
+export const REQUEST_UNIT_TRANSITIONS: Readonly<Record<RequestUnitState, readonly RequestUnitState[]>> = {
+  // Taking over a unit whose holder is gone changes its holder, not its state.
+  IN_PROGRESS: ['DONE'],
+  // The answer is kept (24 h at least) and replayed; nothing changes it.
+  DONE: [],
+};
+
 /** The failure the platform records when the provider has not known a refund for 5 minutes. */
 export const REFUND_NOT_RECEIVED = 'NOT_RECEIVED_BY_PROVIDER';
 
@@ -74,8 +128,21 @@ type Tables = {
   attempt: [AttemptState, typeof ATTEMPT_TRANSITIONS];
   refund: [RefundState, typeof REFUND_TRANSITIONS];
   trade: [TradeState, typeof TRADE_TRANSITIONS];
+  duplicateRefund: [DuplicateRefundState, typeof DUPLICATE_REFUND_TRANSITIONS];
+  delivery: [DeliveryState, typeof DELIVERY_TRANSITIONS];
+  run: [RunState, typeof RUN_TRANSITIONS];
+  requestUnit: [RequestUnitState, typeof REQUEST_UNIT_TRANSITIONS];
 };
-const TABLES = { order: ORDER_TRANSITIONS, attempt: ATTEMPT_TRANSITIONS, refund: REFUND_TRANSITIONS, trade: TRADE_TRANSITIONS };
+const TABLES = {
+  order: ORDER_TRANSITIONS,
+  attempt: ATTEMPT_TRANSITIONS,
+  refund: REFUND_TRANSITIONS,
+  trade: TRADE_TRANSITIONS,
+  duplicateRefund: DUPLICATE_REFUND_TRANSITIONS,
+  delivery: DELIVERY_TRANSITIONS,
+  run: RUN_TRANSITIONS,
+  requestUnit: REQUEST_UNIT_TRANSITIONS,
+};
 
 export function canTransition<K extends keyof Tables>(entity: K, from: Tables[K][0], to: Tables[K][0]): boolean {
   return (TABLES[entity] as Record<string, readonly string[]>)[from]?.includes(to) ?? false;
@@ -104,6 +171,16 @@ export interface Transition<K extends Entity> {
 export function transition<K extends Entity>(entity: K, flow: string, from: StateOf<K>, to: StateOf<K>): Transition<K> {
   assertTransition(entity, flow, from, to);
   return { entity, from, to };
+}
+
+/**
+ * The states a change into `to` may start from (the table read backwards), for a repository that
+ * applies it to whatever state its row is in: `WHERE state = ANY(sourcesOf(...))`.
+ */
+export function sourcesOf<K extends Entity>(entity: K, to: StateOf<K>): StateOf<K>[] {
+  return Object.entries(TABLES[entity] as Record<string, readonly string[]>)
+    .filter(([, tos]) => tos.includes(to))
+    .map(([from]) => from as StateOf<K>);
 }
 
 /** Refund states that hold refundable amount (decisions.md section 6). */

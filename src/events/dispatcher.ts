@@ -137,93 +137,224 @@ export class AppConcurrency {
   }
 }
 
-export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = {}): EventDispatcher {
-  const timeoutMs = opts.timeoutMs ?? 10_000;
-  const maxResponseBytes = opts.maxResponseBytes ?? 65_536;
-  const perApp = opts.perAppConcurrency ?? 4;
-  const limits = new AppConcurrency(perApp, opts.maxPerAppConcurrency ?? 64);
-  const concurrency = opts.concurrency ?? 128;
-  const leaseMs = opts.leaseMs ?? Math.max(60_000, 3 * timeoutMs);
-  const maxWaitMs = opts.maxWaitMs ?? 2_000;
-  const instance = `dsp_${randomBytes(6).toString('hex')}`;
-  const recorder = new events.DeliveryRecorder(svc.db);
-  let claims = 0;
-  let stopped = false;
-  const inFlight = new Map<string, Promise<void>>();
+/** The settings of a dispatcher: its options with their defaults. */
+interface DispatcherSettings {
+  timeoutMs: number;
+  maxResponseBytes: number;
+  perApp: number;
+  maxPerApp: number;
+  concurrency: number;
+  leaseMs: number;
+  maxWaitMs: number;
+  resolver: Resolver | undefined;
+}
 
-  async function claim(limit: number): Promise<{ token: string; events: ClaimedEvent[] }> {
-    const token = `${instance}.${++claims}`;
-    const now = new Date(svc.clock.now());
-    const claimed = await events.claimDueEvents(svc.db, {
+function settingsOf(opts: DispatcherOptions): DispatcherSettings {
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  return {
+    timeoutMs,
+    maxResponseBytes: opts.maxResponseBytes ?? 65_536,
+    perApp: opts.perAppConcurrency ?? 4,
+    maxPerApp: opts.maxPerAppConcurrency ?? 64,
+    concurrency: opts.concurrency ?? 128,
+    leaseMs: opts.leaseMs ?? Math.max(60_000, 3 * timeoutMs),
+    maxWaitMs: opts.maxWaitMs ?? 2_000,
+    resolver: opts.resolver,
+  };
+}
+
+const acknowledged = (o: PostOutcome) => o.statusCode !== null && o.statusCode >= 200 && o.statusCode < 300;
+
+/** What an attempt's outcome makes of its event (no I/O): delivered, retried after the schedule's next wait, or dead. */
+export function attemptResult(
+  attemptsBefore: number,
+  o: PostOutcome,
+  now: number,
+): { ok: boolean; attempts: number; status: 'DELIVERED' | 'PENDING' | 'DEAD'; nextAttemptAt: Date | null; lastError: string | null } {
+  const ok = acknowledged(o);
+  const attempts = attemptsBefore + 1;
+  const delay = ok ? null : retryDelayMs(attempts);
+  return {
+    ok,
+    attempts,
+    status: ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING',
+    nextAttemptAt: delay === null ? null : new Date(now + delay),
+    lastError: ok ? null : o.statusCode !== null ? `HTTP ${o.statusCode}${o.error ? ` ${o.error}` : ''}` : o.error,
+  };
+}
+
+/** Waits for the promises, at most `ms`. */
+async function waitAtMost(promises: Iterable<Promise<unknown>>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(promises), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
+export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = {}): EventDispatcher {
+  return new OutboxDispatcher(svc, settingsOf(opts));
+}
+
+class OutboxDispatcher implements EventDispatcher {
+  readonly name = 'deliver events';
+  readonly #svc: DispatcherDeps;
+  readonly #s: DispatcherSettings;
+  readonly #limits: AppConcurrency;
+  readonly #instance = `dsp_${randomBytes(6).toString('hex')}`;
+  readonly #recorder: events.DeliveryRecorder;
+  readonly #inFlight = new Map<string, Promise<void>>();
+  #claims = 0;
+  #stopped = false;
+  #pumping: Promise<void> | null = null;
+  #again = false;
+  #dueTimer: NodeJS.Timeout | undefined;
+
+  constructor(svc: DispatcherDeps, settings: DispatcherSettings) {
+    this.#svc = svc;
+    this.#s = settings;
+    this.#limits = new AppConcurrency(settings.perApp, settings.maxPerApp);
+    this.#recorder = new events.DeliveryRecorder(svc.db);
+  }
+
+  async run(): Promise<number> {
+    const n = await this.#fill();
+    const dueIn = await this.#nextDueInMs();
+    this.#wakeWhenDue(dueIn);
+    // Not past the next event's due time: the tick ends, and the wake above starts the next one.
+    const waitMs = dueIn === null ? this.#s.maxWaitMs : Math.min(this.#s.maxWaitMs, dueIn);
+    if (this.#inFlight.size > 0 && waitMs > 0) await waitAtMost(this.#inFlight.values(), waitMs);
+    return n;
+  }
+
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0 || this.#pumping) await Promise.all([...this.#inFlight.values(), this.#pumping]);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#dueTimer);
+    await this.idle();
+  }
+
+  async #claim(limit: number): Promise<{ token: string; events: ClaimedEvent[] }> {
+    const token = `${this.#instance}.${++this.#claims}`;
+    const now = new Date(this.#svc.clock.now());
+    const claimed = await events.claimDueEvents(this.#svc.db, {
       now,
-      perApp,
-      appLimits: limits.overrides(),
+      perApp: this.#s.perApp,
+      appLimits: this.#limits.overrides(),
       limit,
-      inFlight: [...inFlight.keys()],
+      inFlight: [...this.#inFlight.keys()],
       token,
-      leaseUntil: new Date(now.getTime() + leaseMs),
+      leaseUntil: new Date(now.getTime() + this.#s.leaseMs),
     });
     return { token, events: claimed };
   }
 
-  async function deliver(ev: ClaimedEvent, token: string): Promise<void> {
-    const attemptNo = ev.deliveries + 1;
-    const startedAt = svc.clock.now();
-    const t0 = performance.now();
-    let outcome: PostOutcome;
-    if (ev.notifyUrl === null) {
-      outcome = { statusCode: null, error: 'NO_NOTIFY_URL' };
-    } else {
-      // The stored JSON text, once, as bytes: what is signed is exactly what is sent.
-      const body = Buffer.from(ev.body, 'utf8');
-      let headers;
-      try {
-        headers = await signNotification(svc.keys, ev.id, body, startedAt);
-      } catch (err) {
-        // A platform fault, not the receiver's: nothing was sent, no attempt is counted.
-        const reason = err instanceof SigningKeyUnavailableError ? 'SIGNING_KEY_UNAVAILABLE' : 'SIGNING_FAILED';
-        await release(ev, token, startedAt, reason);
-        svc.log.error({ eventId: ev.id, appId: ev.appId, error: reason }, 'event notification not sent: the platform could not sign it');
-        return;
-      }
-      outcome = await postNotification(
-        ev.notifyUrl,
-        body,
-        { ...headers },
-        {
-          timeoutMs,
-          maxResponseBytes,
-          policy: svc.notifyUrlPolicy,
-          resolver: opts.resolver,
-          keepAlive: true,
-        },
-      );
-    }
-    const durationMs = Math.round(performance.now() - t0);
-    if (ev.notifyUrl !== null)
-      limits.outcome(ev.appId, outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300, durationMs);
-    await record(ev, token, attemptNo, startedAt, durationMs, outcome);
+  /** Claims and starts as many due events as there are free slots; answers how many. */
+  async #fill(): Promise<number> {
+    const free = this.#s.concurrency - this.#inFlight.size;
+    if (free <= 0 || this.#stopped) return 0;
+    const { token, events: claimed } = await this.#claim(free);
+    for (const ev of claimed) this.#start(ev, token);
+    return claimed.length;
   }
 
-  async function record(ev: ClaimedEvent, token: string, attemptNo: number, startedAt: number, durationMs: number, o: PostOutcome) {
-    const ok = o.statusCode !== null && o.statusCode >= 200 && o.statusCode < 300;
-    const attempts = ev.attempts + 1;
-    const delay = ok ? null : retryDelayMs(attempts);
-    const status = ok ? 'DELIVERED' : delay === null ? 'DEAD' : 'PENDING';
-    const now = svc.clock.now();
-    const nextAttemptAt = delay === null ? null : new Date(now + delay);
-    const lastError = ok ? null : o.statusCode !== null ? `HTTP ${o.statusCode}${o.error ? ` ${o.error}` : ''}` : o.error;
+  #start(ev: ClaimedEvent, token: string): void {
+    const p = this.#deliver(ev, token)
+      .catch((err: unknown) => {
+        // The lease runs out and the event is attempted again: at least once, never lost.
+        this.#svc.log.warn({ err, eventId: ev.id, appId: ev.appId }, 'event delivery could not be recorded; it will be retried');
+      })
+      .finally(() => {
+        this.#inFlight.delete(ev.id);
+        this.#pump();
+      });
+    this.#inFlight.set(ev.id, p);
+  }
+
+  /**
+   * The pump: deliveries that end in one event-loop turn free their slots, and one claim (after
+   * that turn) fills them again, so a receiver that keeps up is sent the next events at once. A
+   * claim that finds nothing stops the pump until the next delivery ends or the workers' pass.
+   */
+  #pump(): void {
+    if (this.#stopped) return;
+    if (this.#pumping) {
+      this.#again = true;
+      return;
+    }
+    this.#pumping = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.#fill())
+      .then(
+        () => undefined,
+        (err: unknown) => this.#svc.log.warn({ err }, 'event claim failed; the workers try again'),
+      )
+      .finally(() => {
+        this.#pumping = null;
+        if (this.#again) {
+          this.#again = false;
+          this.#pump();
+        }
+      });
+  }
+
+  async #deliver(ev: ClaimedEvent, token: string): Promise<void> {
+    const startedAt = this.#svc.clock.now();
+    const t0 = performance.now();
+    const outcome =
+      ev.notifyUrl === null ? { statusCode: null, error: 'NO_NOTIFY_URL' } : await this.#send(ev, ev.notifyUrl, startedAt, token);
+    if (outcome === null) return;
+    const durationMs = Math.round(performance.now() - t0);
+    if (ev.notifyUrl !== null) this.#limits.outcome(ev.appId, acknowledged(outcome), durationMs);
+    await this.#record(ev, token, startedAt, durationMs, outcome);
+  }
+
+  /** Signs and posts the stored payload; null when the platform could not sign it (nothing sent, the event released). */
+  async #send(ev: ClaimedEvent, notifyUrl: string, startedAt: number, token: string): Promise<PostOutcome | null> {
+    // The stored JSON text, once, as bytes: what is signed is exactly what is sent.
+    const body = Buffer.from(ev.body, 'utf8');
+    let headers;
+    try {
+      headers = await signNotification(this.#svc.keys, ev.id, body, startedAt);
+    } catch (err) {
+      // A platform fault, not the receiver's: nothing was sent, no attempt is counted.
+      const reason = err instanceof SigningKeyUnavailableError ? 'SIGNING_KEY_UNAVAILABLE' : 'SIGNING_FAILED';
+      await events.releaseEvent(this.#svc.db, ev.id, token, new Date(startedAt + RETRY_DELAYS_MS[0]!), reason);
+      this.#svc.log.error(
+        { eventId: ev.id, appId: ev.appId, error: reason },
+        'event notification not sent: the platform could not sign it',
+      );
+      return null;
+    }
+    return postNotification(
+      notifyUrl,
+      body,
+      { ...headers },
+      {
+        timeoutMs: this.#s.timeoutMs,
+        maxResponseBytes: this.#s.maxResponseBytes,
+        policy: this.#svc.notifyUrlPolicy,
+        resolver: this.#s.resolver,
+        keepAlive: true,
+      },
+    );
+  }
+
+  async #record(ev: ClaimedEvent, token: string, startedAt: number, durationMs: number, o: PostOutcome): Promise<void> {
+    const attemptNo = ev.deliveries + 1;
+    const now = this.#svc.clock.now();
+    const r = attemptResult(ev.attempts, o, now);
     // The attempt is logged even when the lease was lost meanwhile: it did happen. A failed
     // attempt whose app got another notify URL while it ran is due at once (docs/events.md: a URL
     // change makes every pending event due immediately, the one in flight included), and so is one
     // the merchant asked to have delivered again while it ran.
-    const fenced = await recorder.record({
+    const fenced = await this.#recorder.record({
       eventId: ev.id,
       token,
-      status,
-      attempts,
-      nextAttemptAt,
-      lastError,
+      status: r.status,
+      attempts: r.attempts,
+      nextAttemptAt: r.nextAttemptAt,
+      lastError: r.lastError,
       now: new Date(now),
       attemptNo,
       startedAt: new Date(startedAt),
@@ -233,80 +364,28 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
       durationMs,
       notifyUrl: ev.notifyUrl,
     });
-    if (!fenced) svc.log.warn({ eventId: ev.id, appId: ev.appId, attempt: attemptNo }, 'event lease lost before the attempt was recorded');
-    if (ok) return;
+    const log = this.#svc.log;
+    if (!fenced) log.warn({ eventId: ev.id, appId: ev.appId, attempt: attemptNo }, 'event lease lost before the attempt was recorded');
+    if (r.ok) return;
     // Never the payload or the signature: identifiers and the outcome only.
-    const line = { eventId: ev.id, appId: ev.appId, attempt: attemptNo, statusCode: o.statusCode, error: o.error, status, nextAttemptAt };
-    if (status === 'DEAD') svc.log.error(line, 'event notification dead: no attempt acknowledged');
-    else if (o.error === 'NO_NOTIFY_URL') svc.log.info(line, 'event notification not sent: the app has no notifyUrl');
-    else svc.log.warn(line, 'event notification attempt failed');
-  }
-
-  async function release(ev: ClaimedEvent, token: string, nowMs: number, lastError: string): Promise<void> {
-    await events.releaseEvent(svc.db, ev.id, token, new Date(nowMs + RETRY_DELAYS_MS[0]!), lastError);
-  }
-
-  function start(ev: ClaimedEvent, token: string): void {
-    const p = deliver(ev, token)
-      .catch((err: unknown) => {
-        // The lease runs out and the event is attempted again: at least once, never lost.
-        svc.log.warn({ err, eventId: ev.id, appId: ev.appId }, 'event delivery could not be recorded; it will be retried');
-      })
-      .finally(() => {
-        inFlight.delete(ev.id);
-        pump();
-      });
-    inFlight.set(ev.id, p);
-  }
-
-  /** Claims and starts as many due events as there are free slots; answers how many. */
-  async function fill(): Promise<number> {
-    const free = concurrency - inFlight.size;
-    if (free <= 0 || stopped) return 0;
-    const { token, events: claimed } = await claim(free);
-    for (const ev of claimed) start(ev, token);
-    return claimed.length;
-  }
-
-  /**
-   * The pump: deliveries that end in one event-loop turn free their slots, and one claim (after
-   * that turn) fills them again, so a receiver that keeps up is sent the next events at once. A
-   * claim that finds nothing stops the pump until the next delivery ends or the workers' pass.
-   */
-  let pumping: Promise<void> | null = null;
-  let again = false;
-  function pump(): void {
-    if (stopped) return;
-    if (pumping) {
-      again = true;
-      return;
-    }
-    pumping = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(fill)
-      .then(
-        () => undefined,
-        (err: unknown) => svc.log.warn({ err }, 'event claim failed; the workers try again'),
-      )
-      .finally(() => {
-        pumping = null;
-        if (again) {
-          again = false;
-          pump();
-        }
-      });
-  }
-
-  async function waitInFlight(ms: number): Promise<void> {
-    if (inFlight.size === 0 || ms <= 0) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(inFlight.values()), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-    clearTimeout(timer);
+    const line = {
+      eventId: ev.id,
+      appId: ev.appId,
+      attempt: attemptNo,
+      statusCode: o.statusCode,
+      error: o.error,
+      status: r.status,
+      nextAttemptAt: r.nextAttemptAt,
+    };
+    if (r.status === 'DEAD') log.error(line, 'event notification dead: no attempt acknowledged');
+    else if (o.error === 'NO_NOTIFY_URL') log.info(line, 'event notification not sent: the app has no notifyUrl');
+    else log.warn(line, 'event notification attempt failed');
   }
 
   /** Milliseconds until the next PENDING event comes due (events_due), or null when none is waiting. */
-  async function nextDueInMs(): Promise<number | null> {
-    const now = svc.clock.now();
-    const at = await events.nextDueEventAt(svc.db, new Date(now));
+  async #nextDueInMs(): Promise<number | null> {
+    const now = this.#svc.clock.now();
+    const at = await events.nextDueEventAt(this.#svc.db, new Date(now));
     return at ? at.getTime() - now : null;
   }
 
@@ -315,31 +394,10 @@ export function createDispatcher(svc: DispatcherDeps, opts: DispatcherOptions = 
    * app's receiver hangs and run() waits for it): the workers are woken when the next event comes
    * due instead, so each retry starts on its step (decisions.md section 7).
    */
-  let dueTimer: NodeJS.Timeout | undefined;
-  function wakeWhenDue(inMs: number | null): void {
-    clearTimeout(dueTimer);
+  #wakeWhenDue(inMs: number | null): void {
+    clearTimeout(this.#dueTimer);
     if (inMs === null || inMs > MAX_DUE_TIMER_MS) return;
-    dueTimer = setTimeout(() => svc.wakeWorkers(), Math.ceil(inMs) + 1);
-    dueTimer.unref();
+    this.#dueTimer = setTimeout(() => this.#svc.wakeWorkers(), Math.ceil(inMs) + 1);
+    this.#dueTimer.unref();
   }
-
-  return {
-    name: 'deliver events',
-    async run() {
-      const n = await fill();
-      const dueIn = await nextDueInMs();
-      wakeWhenDue(dueIn);
-      // Not past the next event's due time: the tick ends, and the wake above starts the next one.
-      await waitInFlight(dueIn === null ? maxWaitMs : Math.min(maxWaitMs, dueIn));
-      return n;
-    },
-    async idle() {
-      while (inFlight.size > 0 || pumping) await Promise.all([...inFlight.values(), pumping]);
-    },
-    async stop() {
-      stopped = true;
-      clearTimeout(dueTimer);
-      while (inFlight.size > 0 || pumping) await Promise.all([...inFlight.values(), pumping]);
-    },
-  };
 }

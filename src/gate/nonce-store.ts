@@ -3,7 +3,9 @@
  * behind one interface, both atomic under concurrency: PostgreSQL (the default, src/store/nonces.ts)
  * and Redis.
  */
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { type Clock, systemClock } from '../domain/clock.ts';
 
 /**
  * How long a nonce is remembered from its first use. A request is valid while the server's clock is
@@ -25,9 +27,11 @@ export const REDIS_MARKER_KEY = 'mps:nonce-store:since';
 
 export class RedisNonceStore implements NonceStore {
   readonly #redis: Redis;
+  readonly #clock: Clock;
   #marker: string | null = null;
-  constructor(redis: Redis) {
+  constructor(redis: Redis, clock: Clock = systemClock) {
     this.#redis = redis;
+    this.#clock = clock;
   }
 
   async claim(appId: string, nonce: string): Promise<boolean> {
@@ -44,12 +48,14 @@ export class RedisNonceStore implements NonceStore {
    * to an empty replica, eviction): it then no longer remembers the nonces of the last 600 s, and a
    * request captured before the loss could be replayed within its 300 s window (docs/authentication.md,
    * "Nonces on Redis"). A marker key without expiry is written once (`SET NX`, with the time it was
-   * first written) and read back at every (re)connection; if it is missing or another, the data was
-   * lost meanwhile and `lost` is called with the new marker's time. Nothing is refused because of
+   * first written, on the service's clock, and a random tag that makes each marker its own) and
+   * read back at every (re)connection; if it is missing or another, the data was lost meanwhile
+   * and `lost` is called with the new marker. Nothing is refused because of
    * it: the request-id record in PostgreSQL still keeps a replayed POST from running twice.
    */
   async checkMarker(lost: (since: string) => void): Promise<void> {
-    await this.#redis.set(REDIS_MARKER_KEY, new Date().toISOString(), 'NX');
+    const marker = `${new Date(this.#clock.now()).toISOString()} ${randomBytes(4).toString('hex')}`;
+    await this.#redis.set(REDIS_MARKER_KEY, marker, 'NX');
     const now = await this.#redis.get(REDIS_MARKER_KEY);
     if (now === null) return;
     if (this.#marker !== null && now !== this.#marker) lost(now);

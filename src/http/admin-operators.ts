@@ -103,7 +103,7 @@ const CSV_COLUMNS = [
 ] as const;
 
 export function registerAdminOperators(scope: FastifyInstance, svc: Services): void {
-  // --- the caller ---
+  // The caller.
   scope.get('/me', need('read'), async (req) => {
     const a = actorOf(req);
     return {
@@ -116,7 +116,17 @@ export function registerAdminOperators(scope: FastifyInstance, svc: Services): v
     };
   });
 
-  // --- operators ---
+  // The role table as the server applies it (the console shows it on the operators page).
+  scope.get('/roles', need('read'), async () => ({
+    roles: ROLES.map((role) => ({ role, permissions: PERMISSIONS.filter((p) => can(role, p)) })),
+  }));
+
+  registerOperators(scope, svc);
+  registerTokens(scope, svc);
+  registerAudit(scope, svc);
+}
+
+function registerOperators(scope: FastifyInstance, svc: Services): void {
   scope.get('/operators', need('operators.manage'), async () => ({ operators: (await ops.listOperators(svc)).map(operatorView) }));
 
   scope.post('/operators', need('operators.manage'), async (req, reply) => {
@@ -138,8 +148,10 @@ export function registerAdminOperators(scope: FastifyInstance, svc: Services): v
     optionalBodyOf(req, noFieldsSchema);
     return { sessionsEnded: await ops.revokeSessions(svc, actorOf(req), req.params.operatorId) };
   });
+}
 
-  // --- an operator's API tokens ---
+/** An operator's API tokens. */
+function registerTokens(scope: FastifyInstance, svc: Services): void {
   scope.get<Op>('/operators/:operatorId/tokens', ownTokens, async (req) => ({
     tokens: (await ops.listTokens(svc, req.params.operatorId)).map(tokenView),
   }));
@@ -154,8 +166,10 @@ export function registerAdminOperators(scope: FastifyInstance, svc: Services): v
   scope.delete<Tok>('/operators/:operatorId/tokens/:tokenId', ownTokens, async (req) =>
     tokenView(await ops.revokeToken(svc, actorOf(req), req.params.operatorId, req.params.tokenId)),
   );
+}
 
-  // --- the audit log (read only) ---
+/** The audit log (read only): a page at a time, or all of it as CSV. */
+function registerAudit(scope: FastifyInstance, svc: Services): void {
   scope.get('/audit', need('audit.read'), async (req) => {
     const q = queryOf(req, { ...AUDIT_FILTERS, before: int(1, 999_999_999_999), limit: int(1, AUDIT_PAGE_MAX) });
     const limit = q.limit ?? 100;
@@ -178,9 +192,4 @@ export function registerAdminOperators(scope: FastifyInstance, svc: Services): v
       .header('content-disposition', `attachment; filename="audit-${new Date(svc.clock.now()).toISOString().slice(0, 10)}.csv"`)
       .send(Readable.from(lines()));
   });
-
-  // The role table as the server applies it (the console shows it on the operators page).
-  scope.get('/roles', need('read'), async () => ({
-    roles: ROLES.map((role) => ({ role, permissions: PERMISSIONS.filter((p) => can(role, p)) })),
-  }));
 }

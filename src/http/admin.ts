@@ -8,7 +8,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { EntityType, FeeRule } from '../domain/money.ts';
 import type { Services } from '../services.ts';
-import * as bo from '../usecases/back-office.ts';
+import type { BackOfficeDeps } from '../usecases/back-office/common.ts';
+import * as apps from '../usecases/back-office/apps.ts';
+import * as merchants from '../usecases/back-office/merchants.ts';
+import * as platform from '../usecases/back-office/platform.ts';
 import * as mu from '../usecases/merchant-users.ts';
 import type { MerchantRole } from '../domain/merchant-users.ts';
 import { invitationView, userView } from '../backoffice-http/merchant-user-views.ts';
@@ -42,7 +45,6 @@ type A = { Params: { appId: string } };
 
 export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services; adminToken: string }): Promise<void> {
   const { svc, adminToken } = opts;
-  const d = svc.backOffice;
   installBackOffice(scope, (req, reply) => authenticate(req, reply, svc, adminToken), 'admin request failed');
   // After authentication and the path and query checks: the route's own rule.
   scope.addHook('onRequest', async (req) => authorize(req));
@@ -50,55 +52,75 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   scope.addHook('onSend', async (_req, reply) => {
     reply.header('cache-control', 'no-store');
   });
+  registerMerchants(scope, svc.backOffice);
+  registerApps(scope, svc.backOffice);
+  registerSettlement(scope, svc.backOffice);
+  registerPlatform(scope, svc);
+  registerMerchantUsers(scope, svc);
+  registerAdminOperations(scope, svc);
+  registerAdminOperators(scope, svc);
+  registerReconciliation(scope, svc);
+}
 
-  // --- merchants ---
+function registerMerchants(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.post('/merchants', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, createMerchantSchema);
-    const m = await bo.createMerchant(d, actorOf(req), { name: b.name as string, entityType: b.entityType as EntityType });
+    const m = await merchants.createMerchant(d, actorOf(req), { name: b.name as string, entityType: b.entityType as EntityType });
     return reply.code(201).send({ merchantId: m.id, name: m.name, entityType: m.entityType, createdAt: m.createdAt.toISOString() });
   });
 
   scope.get('/merchants', need('read'), async () => {
-    const rows = await bo.listMerchants(d);
+    const rows = await merchants.listMerchants(d);
     return { merchants: rows.map((m) => ({ merchantId: m.id, name: m.name, entityType: m.entityType, createdAt: m.createdAt })) };
   });
 
-  scope.get<M>('/merchants/:merchantId', need('read'), async (req) => {
-    const { merchant: m, apps, accounts, allocation, feeRule } = await bo.merchantDetail(d, req.params.merchantId);
-    return {
-      merchantId: m.id,
-      name: m.name,
-      entityType: m.entityType,
-      createdAt: m.createdAt.toISOString(),
-      apps: apps.map(appView),
-      settlementAccounts: accounts.map(accountView),
-      allocation,
-      feeRule,
-    };
-  });
+  scope.get<M>('/merchants/:merchantId', need('read'), async (req) =>
+    merchantDetailView(await merchants.merchantDetail(d, req.params.merchantId)),
+  );
+}
 
-  // --- apps ---
+/** A merchant with its apps, settlement accounts, allocation and fee rule. */
+export function merchantDetailView({
+  merchant: m,
+  apps,
+  accounts,
+  allocation,
+  feeRule,
+}: Awaited<ReturnType<typeof merchants.merchantDetail>>) {
+  return {
+    merchantId: m.id,
+    name: m.name,
+    entityType: m.entityType,
+    createdAt: m.createdAt.toISOString(),
+    apps: apps.map(appView),
+    settlementAccounts: accounts.map(accountView),
+    allocation,
+    feeRule,
+  };
+}
+
+/** Apps and their public keys. */
+function registerApps(scope: FastifyInstance, d: BackOfficeDeps): void {
   scope.post<M>('/merchants/:merchantId/apps', need('merchants.write'), async (req, reply) => {
-    const b = optionalBodyOf(req, createAppSchema) as bo.AppInput;
-    return reply.code(201).send(appView(await bo.createApp(d, actorOf(req), req.params.merchantId, b)));
+    const b = optionalBodyOf(req, createAppSchema) as apps.AppInput;
+    return reply.code(201).send(appView(await apps.createApp(d, actorOf(req), req.params.merchantId, b)));
   });
 
-  scope.get<A>('/apps/:appId', need('read'), async (req) => appView(await bo.getApp(d, req.params.appId)));
+  scope.get<A>('/apps/:appId', need('read'), async (req) => appView(await apps.getApp(d, req.params.appId)));
 
   scope.patch<A>('/apps/:appId', need('merchants.write'), async (req) => {
-    const b = bodyOf(req, patchAppSchema) as bo.AppInput & { status?: 'ACTIVE' | 'DISABLED' };
-    return appView(await bo.updateApp(d, actorOf(req), req.params.appId, b));
+    const b = bodyOf(req, patchAppSchema) as apps.AppInput & { status?: 'ACTIVE' | 'DISABLED' };
+    return appView(await apps.updateApp(d, actorOf(req), req.params.appId, b));
   });
 
-  // --- merchant public keys ---
   scope.post<A>('/apps/:appId/keys', need('merchants.write'), async (req, reply) => {
     const b = bodyOf(req, addKeySchema);
-    const k = await bo.addAppKey(d, actorOf(req), req.params.appId, b.keyId as string, b.publicKeyPem as string);
+    const k = await apps.addAppKey(d, actorOf(req), req.params.appId, b.keyId as string, b.publicKeyPem as string);
     return reply.code(201).send({ appId: k.appId, keyId: k.keyId, status: 'ACTIVE', publicKeyPem: k.publicKeyPem });
   });
 
   scope.get<A>('/apps/:appId/keys', need('read'), async (req) => {
-    const keys = await bo.listAppKeys(d, req.params.appId);
+    const keys = await apps.listAppKeys(d, req.params.appId);
     return {
       keys: keys.map((k) => ({
         keyId: k.keyId,
@@ -112,11 +134,49 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
 
   scope.patch<{ Params: { appId: string; keyId: string } }>('/apps/:appId/keys/:keyId', need('merchants.write'), async (req) => {
     const b = bodyOf(req, patchKeySchema);
-    const k = await bo.setAppKeyStatus(d, actorOf(req), req.params.appId, req.params.keyId, b.status as 'ACTIVE' | 'DISABLED');
+    const k = await apps.setAppKeyStatus(d, actorOf(req), req.params.appId, req.params.keyId, b.status as 'ACTIVE' | 'DISABLED');
     return { appId: k.appId, keyId: k.keyId, status: k.status };
   });
+}
 
-  // --- platform keys (public parts only) ---
+/** Settlement accounts, allocation, fee rule. */
+function registerSettlement(scope: FastifyInstance, d: BackOfficeDeps): void {
+  scope.post<M>('/merchants/:merchantId/settlement-accounts', need('settlement.write'), async (req, reply) => {
+    const b = bodyOf(req, createAccountSchema) as Parameters<typeof merchants.addSettlementAccount>[3];
+    return reply.code(201).send(accountView(await merchants.addSettlementAccount(d, actorOf(req), req.params.merchantId, b)));
+  });
+
+  scope.get<M>('/merchants/:merchantId/settlement-accounts', need('read'), async (req) => ({
+    accounts: (await merchants.listSettlementAccounts(d, req.params.merchantId)).map(accountView),
+  }));
+
+  scope.put<M>('/merchants/:merchantId/allocation', need('settlement.write'), async (req) => {
+    const b = bodyOf(req, allocationSchema) as Parameters<typeof merchants.setAllocation>[3];
+    return allocationView(await merchants.setAllocation(d, actorOf(req), req.params.merchantId, b));
+  });
+
+  scope.get<M>('/merchants/:merchantId/allocation', need('read'), async (req) =>
+    allocationView(await merchants.getAllocation(d, req.params.merchantId)),
+  );
+
+  scope.put<M>('/merchants/:merchantId/fee-rule', need('feeRules.write'), async (req) => {
+    const b = bodyOf(req, feeRuleSchema) as unknown as FeeRule;
+    const { ruleVersion, standardRateBps, largeRateBps, thresholdFen, merchantRateBps } = b;
+    return merchants.setFeeRule(d, actorOf(req), req.params.merchantId, {
+      ruleVersion,
+      standardRateBps,
+      largeRateBps,
+      thresholdFen,
+      merchantRateBps,
+    });
+  });
+
+  scope.get<M>('/merchants/:merchantId/fee-rule', need('read'), async (req) => merchants.getFeeRule(d, req.params.merchantId));
+}
+
+/** The platform's keys (public parts only) and its source-IP policy (overrides the environment's defaults at run time). */
+function registerPlatform(scope: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
   scope.get('/platform-keys', need('read'), async () => {
     const next = svc.keys.next;
     return {
@@ -131,54 +191,23 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
   scope.post('/platform-keys/rotate', need('platformKeys.rotate'), async (req, reply) => {
     const b = optionalBodyOf(req, rotateKeySchema);
     const seconds = (b.activateAfterSeconds as number | undefined) ?? DEFAULT_KEY_ACTIVATION_SECONDS;
-    const k = await bo.rotatePlatformKey(d, actorOf(req), seconds * 1000);
+    const k = await platform.rotatePlatformKey(d, actorOf(req), seconds * 1000);
     return reply.code(201).send({ keyId: k.keyId, publicKeyPem: k.publicKeyPem, activatesAt: k.activatesAt.toISOString() });
   });
 
-  // --- settlement accounts, allocation, fee rule ---
-  scope.post<M>('/merchants/:merchantId/settlement-accounts', need('settlement.write'), async (req, reply) => {
-    const b = bodyOf(req, createAccountSchema) as Parameters<typeof bo.addSettlementAccount>[3];
-    return reply.code(201).send(accountView(await bo.addSettlementAccount(d, actorOf(req), req.params.merchantId, b)));
-  });
-
-  scope.get<M>('/merchants/:merchantId/settlement-accounts', need('read'), async (req) => ({
-    accounts: (await bo.listSettlementAccounts(d, req.params.merchantId)).map(accountView),
-  }));
-
-  scope.put<M>('/merchants/:merchantId/allocation', need('settlement.write'), async (req) => {
-    const b = bodyOf(req, allocationSchema) as Parameters<typeof bo.setAllocation>[3];
-    return allocationView(await bo.setAllocation(d, actorOf(req), req.params.merchantId, b));
-  });
-
-  scope.get<M>('/merchants/:merchantId/allocation', need('read'), async (req) =>
-    allocationView(await bo.getAllocation(d, req.params.merchantId)),
-  );
-
-  scope.put<M>('/merchants/:merchantId/fee-rule', need('feeRules.write'), async (req) => {
-    const b = bodyOf(req, feeRuleSchema) as unknown as FeeRule;
-    const { ruleVersion, standardRateBps, largeRateBps, thresholdFen, merchantRateBps } = b;
-    return bo.setFeeRule(d, actorOf(req), req.params.merchantId, {
-      ruleVersion,
-      standardRateBps,
-      largeRateBps,
-      thresholdFen,
-      merchantRateBps,
-    });
-  });
-
-  scope.get<M>('/merchants/:merchantId/fee-rule', need('read'), async (req) => bo.getFeeRule(d, req.params.merchantId));
-
-  // --- platform source-IP policy (overrides the environment's defaults at run time) ---
   scope.get('/platform/ip-policy', need('read'), async () => svc.ipPolicy.view());
   scope.put('/platform/ip-policy', need('ipPolicy.write'), async (req) => {
-    const b = bodyOf(req, ipPolicySchema) as Parameters<typeof bo.setIpPolicy>[2];
-    return bo.setIpPolicy(d, actorOf(req), b);
+    const b = bodyOf(req, ipPolicySchema) as Parameters<typeof platform.setIpPolicy>[2];
+    return platform.setIpPolicy(d, actorOf(req), b);
   });
+}
 
-  // --- the merchant's portal users (docs/portal.md): invited from the console ---
+/** The merchant's portal users (docs/portal.md): invited from the console. */
+function registerMerchantUsers(scope: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
   type U = { Params: { merchantId: string; userId: string } };
   scope.get<M>('/merchants/:merchantId/users', need('read'), async (req) => {
-    await bo.merchantDetail(d, req.params.merchantId);
+    await merchants.merchantDetail(d, req.params.merchantId);
     return { users: (await mu.listUsers(svc, req.params.merchantId)).map(userView) };
   });
 
@@ -196,8 +225,4 @@ export async function adminPlugin(scope: FastifyInstance, opts: { svc: Services;
     optionalBodyOf(req, noFieldsSchema);
     return invitationView(svc, await mu.reissueInvitation(svc, actorOf(req), req.params.merchantId, req.params.userId));
   });
-
-  registerAdminOperations(scope, svc);
-  registerAdminOperators(scope, svc);
-  registerReconciliation(scope, svc);
 }

@@ -33,8 +33,6 @@ function shared<T>(read: () => Promise<T>): () => Promise<T> {
 }
 
 export function createMetrics(svc: { db: Db }): Metrics {
-  const discrepancies = shared(() => countDiscrepancies(svc.db));
-  const latestRuns = shared(() => latestCompletedRuns(svc.db));
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'mps_' });
   const m: Metrics = {
@@ -59,13 +57,25 @@ export function createMetrics(svc: { db: Db }): Metrics {
       registers: [registry],
     }),
   };
+  registerStateGauges(registry, svc.db);
+  return m;
+}
+
+/**
+ * Gauges of the service's state, read from the database when scraped: the outbox by delivery
+ * status, provider discrepancies, and each provider's latest reconciliation run (the two gauges of
+ * discrepancies, and the two of runs, share one read per scrape).
+ */
+function registerStateGauges(registry: Registry, db: Db): void {
+  const discrepancies = shared(() => countDiscrepancies(db));
+  const latestRuns = shared(() => latestCompletedRuns(db));
   new Gauge({
     name: 'mps_outbox_events',
     help: 'Event notifications by delivery status',
     labelNames: ['status'],
     registers: [registry],
     async collect() {
-      const rows = await countEventsByStatus(svc.db);
+      const rows = await countEventsByStatus(db);
       this.reset();
       for (const row of rows) this.set({ status: row.status }, row.n);
     },
@@ -115,7 +125,6 @@ export function createMetrics(svc: { db: Db }): Metrics {
       for (const row of rows) this.set({ provider: row.provider }, row.discrepancies);
     },
   });
-  return m;
 }
 
 function surfaceOf(url: string): string {

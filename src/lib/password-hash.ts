@@ -1,10 +1,19 @@
 /**
  * Password hashes with node:crypto's scrypt, a memory-hard function. Parameters are OWASP's
- * Password Storage Cheat Sheet's (N=2^15, r=8, p=3: 32 MiB and ~0.3 s here per hash) and are
- * written into each hash, `scrypt$N$r$p$salt$key` (base64url), so they can be raised later
- * without invalidating the hashes already stored.
+ * Password Storage Cheat Sheet's (N=2^15, r=8, p=3: 32 MiB per hash) and are written into each
+ * hash, `scrypt$N$r$p$salt$key` (base64url), so they can be raised later without invalidating the
+ * hashes already stored.
+ *
+ * Hashing runs on threads of its own (src/lib/scrypt-worker.ts, `PASSWORD_HASH_THREADS`, one by
+ * default), at the lowest priority, never on libuv's thread pool: that pool signs and verifies the
+ * open API's requests, and a flood of sign-ins on it would make every signed request wait behind
+ * 32 MiB hashes (docs/performance.md, "Sign-ins beside the open API"). Jobs beyond the threads wait
+ * in this module's queue, in order; the sign-ins that may wait there at once are capped by the
+ * caller (usecases/sessions.ts).
  */
-import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
+import type { ScryptJob } from './scrypt-worker.ts';
 
 const N = 2 ** 15;
 const R = 8;
@@ -12,12 +21,96 @@ const P = 3;
 const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 
+type Pending = { job: ScryptJob; resolve: (key: Buffer) => void; reject: (err: Error) => void };
+
+/** A fixed number of hashing threads and a queue in front of them. Idle threads do not keep the process alive. */
+class ScryptPool {
+  size: number;
+  readonly #idle: Worker[] = [];
+  readonly #busy = new Map<Worker, Pending>();
+  readonly #queue: Pending[] = [];
+  readonly #live = new Set<Worker>();
+  #nextId = 1;
+
+  constructor(size: number) {
+    this.size = size;
+  }
+
+  derive(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({
+        job: { id: this.#nextId++, password: password.normalize('NFC'), salt, keyBytes: KEY_BYTES, n, r, p },
+        resolve,
+        reject,
+      });
+      this.#pump();
+    });
+  }
+
+  /** Hashes waiting for a thread. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  #pump(): void {
+    while (this.#queue.length > 0) {
+      let w = this.#idle.pop();
+      if (!w && this.#live.size < this.size) w = this.#spawn();
+      if (!w) return;
+      const next = this.#queue.shift()!;
+      this.#busy.set(w, next);
+      w.ref();
+      w.postMessage(next.job);
+    }
+  }
+
+  #spawn(): Worker {
+    const w = new Worker(new URL('./scrypt-worker.ts', import.meta.url));
+    this.#live.add(w);
+    w.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
+      const pending = this.#busy.get(w);
+      this.#busy.delete(w);
+      w.unref();
+      this.#idle.push(w);
+      if (pending) {
+        if (m.key) pending.resolve(Buffer.from(m.key));
+        else pending.reject(new Error(`scrypt failed: ${m.error}`));
+      }
+      this.#pump();
+    });
+    w.on('error', (err) => this.#lost(w, err));
+    w.on('exit', (code) => this.#lost(w, new Error(`the hashing thread ended (${code})`)));
+    return w;
+  }
+
+  /** A thread that failed or ended: its job is refused, and another thread is started when work waits. */
+  #lost(w: Worker, err: Error): void {
+    if (!this.#live.delete(w)) return; // 'exit' after 'error'
+    const i = this.#idle.indexOf(w);
+    if (i >= 0) this.#idle.splice(i, 1);
+    const pending = this.#busy.get(w);
+    this.#busy.delete(w);
+    pending?.reject(err);
+    this.#pump();
+  }
+}
+
+let pool: ScryptPool | null = null;
+let poolSize = 1;
+
+/**
+ * The number of hashing threads of this process (`PASSWORD_HASH_THREADS`), set at start. Threads
+ * are started as work needs them, up to this number; one already running stays.
+ */
+export function setPasswordHashThreads(threads: number): void {
+  if (!Number.isInteger(threads) || threads < 1) throw new Error('password hash threads must be a positive integer');
+  poolSize = threads;
+  if (pool) pool.size = threads;
+}
+
 function derive(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFC'), salt, KEY_BYTES, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
-  );
+  pool ??= new ScryptPool(poolSize);
+  return pool.derive(password, salt, n, r, p);
 }
 
 export async function hashPassword(password: string): Promise<string> {

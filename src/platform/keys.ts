@@ -93,8 +93,9 @@ export class PlatformKeyRing {
     if (opts.keyFile !== null) {
       const ring = new PlatformKeyRing([], null, clock);
       const log = { info: opts.log, error: opts.error ?? opts.log };
-      await ring.#readKeyFile(opts.keyFile, log);
-      ring.#watch = setInterval(() => void ring.#readKeyFile(opts.keyFile!, log), KEY_FILE_CHECK_MS);
+      ring.#check = () => ring.#readKeyFile(opts.keyFile!, log);
+      await ring.#check();
+      ring.#watch = setInterval(() => void ring.recheck(), KEY_FILE_CHECK_MS);
       ring.#watch.unref();
       return ring;
     }
@@ -110,9 +111,9 @@ export class PlatformKeyRing {
     // DATABASE_URL): a rotation made through any of them, or a key another one generated, is
     // published and signs here too within KEY_FILE_CHECK_MS.
     const error = opts.error ?? opts.log;
-    ring.#watch = setInterval(() => {
+    ring.#check = () => {
       const before = ring.current?.keyId ?? null;
-      ring
+      return ring
         .#exclusive(() => ring.#scanDir())
         .then(
           () => {
@@ -121,9 +122,21 @@ export class PlatformKeyRing {
           },
           (err: unknown) => error(`platform keys in ${dir} cannot be read: ${(err as Error).message}`),
         );
-    }, KEY_FILE_CHECK_MS);
+    };
+    ring.#watch = setInterval(() => void ring.recheck(), KEY_FILE_CHECK_MS);
     ring.#watch.unref();
     return ring;
+  }
+
+  /** What the watch does every KEY_FILE_CHECK_MS: PLATFORM_KEY_FILE, or the key directory, read again if it changed. */
+  #check: (() => Promise<void>) | null = null;
+
+  /**
+   * Looks at the key file or directory now, as the watch does every KEY_FILE_CHECK_MS (tests call
+   * it instead of waiting for the watch). Never throws: a problem is logged and leaves the ring as it was.
+   */
+  async recheck(): Promise<void> {
+    await this.#check?.();
   }
 
   /** Key files by name, as last read from the key directory. */

@@ -6,7 +6,16 @@
  */
 import type { EventType, WebhookEventPayload } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
+import type { DeliveryState } from '../domain/states.ts';
 import { type Db, type Queryable, type Tx } from './db.ts';
+import { atOrFromStates, fromStates } from './states-sql.ts';
+
+/** An outcome of a delivery attempt is recorded only over a PENDING event (a failed attempt leaves it PENDING). */
+const DELIVERY_ENDS_FROM = fromStates('delivery', 'DELIVERED', 'DEAD');
+/** A delivered or dead event goes back to the queue. */
+const REQUEUE_FROM = fromStates('delivery', 'PENDING');
+/** The merchant's redelivery: a PENDING event stays PENDING (made due now), the others go back to the queue. */
+const REDELIVER_FROM = atOrFromStates('delivery', 'PENDING');
 
 /** Writes the event (its payload is the exact text that will be delivered and signed). */
 export async function insertEvent(
@@ -135,7 +144,7 @@ export async function claimDueEvents(
 export interface DeliveryRecord {
   eventId: string;
   token: string;
-  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  status: DeliveryState;
   attempts: number;
   nextAttemptAt: Date | null;
   lastError: string | null;
@@ -173,7 +182,7 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
                last_error = i.last_error,
                delivered_at = CASE WHEN i.status = 'DELIVERED' THEN i.now ELSE events.delivered_at END,
                locked_by = NULL, locked_until = NULL
-          FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status = 'PENDING'
+          FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status IN ${DELIVERY_ENDS_FROM}
         RETURNING events.id
       ), ins AS (
         INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms, response_excerpt)
@@ -260,7 +269,7 @@ export async function rescheduleAppEvents(db: Queryable, appId: string, now: Dat
 export async function requeueEvent(db: Queryable, eventId: string, now: Date): Promise<'REQUEUED' | 'ALREADY_QUEUED' | 'NOT_FOUND'> {
   const r = await db.query(
     `UPDATE events SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_by = NULL, locked_until = NULL
-      WHERE id = $1 AND status IN ('DEAD', 'DELIVERED') RETURNING id`,
+      WHERE id = $1 AND status IN ${REQUEUE_FROM} RETURNING id`,
     [eventId, now],
   );
   if (r.rowCount === 1) return 'REQUEUED';
@@ -279,7 +288,7 @@ export interface EventSummary {
   openOrderId: string;
   eventType: EventType;
   stateVersion: number;
-  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  status: DeliveryState;
   attempts: number;
   nextAttemptAt: Date;
   lastError: string | null;
@@ -341,7 +350,7 @@ export interface AppEventRow {
   eventId: string;
   eventType: EventType;
   stateVersion: number;
-  status: 'PENDING' | 'DELIVERED' | 'DEAD';
+  status: DeliveryState;
   nextAttemptAt: Date;
   createdAt: Date;
   deliveredAt: Date | null;
@@ -389,7 +398,7 @@ function appEvent(r: AppEventRaw): AppEventRow {
 export interface AppEventFilter {
   appId: string;
   type: EventType | null;
-  status: 'PENDING' | 'DELIVERED' | 'DEAD' | null;
+  status: DeliveryState | null;
   /** created_at >= from */
   from: Date | null;
   /** created_at < to */
@@ -477,7 +486,7 @@ export async function requestRedelivery(
     `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
             next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
             redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
-      WHERE id = $1 RETURNING next_attempt_at AS "nextAttemptAt"`,
+      WHERE id = $1 AND status IN ${REDELIVER_FROM} RETURNING next_attempt_at AS "nextAttemptAt"`,
     [eventId, now],
   );
   return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };

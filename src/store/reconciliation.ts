@@ -4,11 +4,16 @@
  * of provider_discrepancies (source STATEMENT), the one place an operator looks.
  */
 import { FLAGGED_OUTCOMES, type LineOutcome, type StatementLine } from '../domain/reconciliation.ts';
+import type { RunState } from '../domain/states.ts';
 import type { Db, Queryable, Tx } from './db.ts';
 import { withTx } from './db.ts';
+import { fromStates } from './states-sql.ts';
 
 export type RunTrigger = 'SCHEDULED' | 'ON_DEMAND';
-export type RunStatus = 'QUEUED' | 'RUNNING' | 'COMPLETED' | 'FAILED';
+export type RunStatus = RunState;
+const START_FROM = fromStates('run', 'RUNNING');
+const COMPLETE_FROM = fromStates('run', 'COMPLETED');
+const FAIL_FROM = fromStates('run', 'FAILED');
 
 export interface RunRow {
   id: string;
@@ -61,7 +66,7 @@ export async function ensureScheduledRun(db: Queryable, provider: string, day: s
 export async function startRun(db: Queryable, runId: string, now: Date): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
     `UPDATE reconciliation_runs SET status = 'RUNNING', tries = tries + 1, started_at = $2, error = NULL
-      WHERE id = $1 AND status IN ('QUEUED', 'RUNNING', 'FAILED') RETURNING ${RUN_COLS}`,
+      WHERE id = $1 AND status IN ${START_FROM} RETURNING ${RUN_COLS}`,
     [runId, now],
   );
   if (r.rows[0]) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
@@ -283,25 +288,30 @@ export interface RunCounts {
   discrepancies: number;
 }
 
-export async function completeRun(db: Queryable, runId: string, c: RunCounts, now: Date): Promise<RunRow> {
+/** A running run completes with its counts; null when it is not RUNNING (only a run being executed completes). */
+/** A running run completed by the holder of its try `tries` (a holder whose run was started again by another completes nothing). */
+export async function completeRun(db: Queryable, runId: string, tries: number, c: RunCounts, now: Date): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
     `UPDATE reconciliation_runs SET status = 'COMPLETED', finished_at = $2, provider_lines = $3, ledger_lines = $4,
             matched = $5, converged = $6, discrepancies = $7, error = NULL
-      WHERE id = $1 RETURNING ${RUN_COLS}`,
-    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies],
+      WHERE id = $1 AND status IN ${COMPLETE_FROM} AND tries = $8 RETURNING ${RUN_COLS}`,
+    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies, tries],
   );
-  return r.rows[0]!;
+  return r.rows[0] ?? null;
 }
 
-/** A failed run: tried again from `retryAt` (its lines so far dropped). */
-export async function failRun(db: Queryable, runId: string, error: string, now: Date, retryAt: Date): Promise<void> {
-  await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
-  await db.query(`UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4 WHERE id = $1`, [
-    runId,
-    now,
-    retryAt,
-    error.slice(0, 1000),
-  ]);
+/**
+ * A running run failed under the holder of its try `tries`: tried again from `retryAt` (its lines so far
+ * dropped); answers whether it was that try's RUNNING run.
+ */
+export async function failRun(db: Queryable, runId: string, tries: number, error: string, now: Date, retryAt: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4
+      WHERE id = $1 AND status IN ${FAIL_FROM} AND tries = $5`,
+    [runId, now, retryAt, error.slice(0, 1000), tries],
+  );
+  if (r.rowCount === 1) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
+  return r.rowCount === 1;
 }
 
 export async function getRun(db: Queryable, runId: string): Promise<RunRow | null> {

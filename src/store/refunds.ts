@@ -3,9 +3,10 @@
  * (the row that owns the cumulative limit); state changes take a Transition checked against the
  * tables of src/domain/states.ts.
  */
-import type { RefundState, Transition } from '../domain/states.ts';
+import type { DuplicateRefundState, RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
+import { fromStates } from './states-sql.ts';
 
 export interface RefundRow {
   id: string;
@@ -131,8 +132,6 @@ export async function refundToCheck(
 
 // --- duplicate payments ------------------------------------------------------------------------
 
-export type DuplicateRefundState = 'PENDING' | 'REFUNDED' | 'FAILED' | 'UNKNOWN';
-
 export interface DuplicateRow {
   id: string;
   orderId: string;
@@ -168,17 +167,53 @@ export async function getDuplicate(db: Queryable, id: string): Promise<Duplicate
   return r.rows[0] ?? null;
 }
 
+/**
+ * A duplicate's refund changes state, only from the transition's source state (a REFUNDED
+ * duplicate is never overwritten by an answer that was in flight); answers whether it did.
+ */
 export async function setDuplicateRefundState(
+  db: Queryable,
+  id: string,
+  t: Transition<'duplicateRefund'>,
+  providerRef: string | null,
+  now: Date,
+): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE duplicate_payments SET refund_state = $3, provider_ref = COALESCE($4, provider_ref), updated_at = $5
+      WHERE id = $1 AND refund_state = $2`,
+    [id, t.from, t.to, providerRef, now],
+  );
+  return r.rowCount === 1;
+}
+
+const REFUNDED_FROM = fromStates('duplicateRefund', 'REFUNDED');
+
+/**
+ * The provider reports a duplicate's refund settled: REFUNDED from whichever state the table lets
+ * reach it (the money is back, whatever was recorded meanwhile); answers whether it changed.
+ */
+export async function markDuplicateRefunded(db: Queryable, id: string, providerRef: string | null, now: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE duplicate_payments SET refund_state = 'REFUNDED', provider_ref = COALESCE($3, provider_ref), updated_at = $2
+      WHERE id = $1 AND refund_state IN ${REFUNDED_FROM}`,
+    [id, now, providerRef],
+  );
+  return r.rowCount === 1;
+}
+
+/** The provider's reference of a duplicate's refund whose state stays `state` (accepted again, still settling); answers whether it did. */
+export async function noteDuplicateProviderRef(
   db: Queryable,
   id: string,
   state: DuplicateRefundState,
   providerRef: string | null,
   now: Date,
-): Promise<void> {
-  await db.query(
-    'UPDATE duplicate_payments SET refund_state = $2, provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1',
+): Promise<boolean> {
+  const r = await db.query(
+    'UPDATE duplicate_payments SET provider_ref = COALESCE($3, provider_ref), updated_at = $4 WHERE id = $1 AND refund_state = $2',
     [id, state, providerRef, now],
   );
+  return r.rowCount === 1;
 }
 
 export async function duplicatesOfOrder(db: Queryable, orderId: string): Promise<DuplicateRow[]> {

@@ -42,6 +42,7 @@ export const ERROR_MESSAGES_ZH: Record<string, string> = {
   // signing in, sessions, the browser's requests
   'the name or the password is not right': '用户名或密码不正确。',
   'too many failed sign-ins: try again later': '登录失败次数过多，请稍后再试。',
+  'too many sign-ins at once: try again in a moment': '同时登录的请求过多，请稍后再试。',
   'enter the code of your authenticator app': '请输入身份验证器应用中的验证码。',
   'the code is not right': '验证码不正确。',
   'the code is not right: check the time of the device': '验证码不正确：请检查设备的时间。',

@@ -2,19 +2,12 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { post } from './api.ts';
+import type { Account } from './rows.ts';
+
+export type { Account };
 import { ActionNote, Field, Table, formValues, useAction } from './components.tsx';
 import { money, time } from './format.ts';
 import { t } from './i18n.ts';
-
-export interface Account {
-  accountId: string;
-  entityType: string;
-  entityName: string;
-  merchantNo: string;
-  cardLast4: string;
-  agreedCeilingFen: number | null;
-  createdAt: string;
-}
 
 /** Settlement accounts: the card's last four digits only. */
 export function AccountsTable({ accounts }: { accounts: Account[] }) {

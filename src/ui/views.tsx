@@ -7,14 +7,9 @@ import type { ComponentChildren } from 'preact';
 import { Pre, Section, Status, Table } from './components.tsx';
 import { money, time } from './format.ts';
 import { t } from './i18n.ts';
+import type { Attempt, Delivery, Trade } from './rows.ts';
 
-export interface Delivery {
-  attemptNo: number;
-  attemptedAt: string;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-}
+export type { Attempt, Delivery, Trade };
 
 export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
   return (
@@ -94,22 +89,6 @@ export function AuditTable({ entries }: { entries: AuditEntry[] }) {
  * A provider trade of an attempt beyond its own provider order (docs/cashier.md): a JSAPI order
  * inside WeChat, a Native code on a computer. The APIs never give its payer or material.
  */
-export interface Trade {
-  tradeNo: string;
-  product: string;
-  state: string;
-  createdAt: string;
-  paidAt: string | null;
-}
-
-export interface Attempt {
-  attemptId: string;
-  seq: number;
-  state: string;
-  createdAt: string;
-  expireAt: string;
-  trades: Trade[];
-}
 
 function productLabel(p: string): string {
   return p === 'JSAPI' ? t('JSAPI (inside WeChat)') : p === 'NATIVE' ? t('Native (a code scanned)') : p;

@@ -1,7 +1,7 @@
 /**
  * Close order (seed "Close order"): the provider confirms the order unpaid before it is closed; a
  * paid order is never closed blindly. Shared by the open API (CLOSE_REQUESTED), the back office
- * (MERCHANT_CLOSED), expiry (EXPIRED) and FINISH_CLOSE (src/usecases/reconcile.ts).
+ * (MERCHANT_CLOSED), expiry (EXPIRED) and FINISH_CLOSE (src/usecases/provider-checks.ts).
  */
 import { DomainError } from '../domain/errors.ts';
 import { MERCHANT_NO_RE } from '../domain/order-input.ts';

@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../domain/clock.ts';
 import type { Log } from '../lib/log.ts';
+import type { Slots } from '../lib/slots.ts';
 import type { ProviderRouter } from '../providers/router.ts';
 import type { Db } from '../store/db.ts';
 import type { MerchantConfigCache } from '../store/merchant-config.ts';
@@ -28,6 +29,8 @@ export interface UseCaseDeps {
   orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
   acceptor: AttemptAcceptor;
+  /** Console and portal sign-ins in progress on this instance (SIGN_IN_MAX_CONCURRENT): one more is refused at once. */
+  signIns: Slots;
   /** Asks the background workers to look for due work now (follow-ups written, events queued). */
   wakeWorkers(): void;
 }

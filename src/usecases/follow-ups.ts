@@ -18,6 +18,7 @@
  *   reconciliation applies). A provider that reports it paid: the payment is applied (a duplicate,
  *   refunded).
  */
+import { type DuplicateRefundState, transition } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
 import * as jobs from '../store/jobs.ts';
@@ -115,11 +116,15 @@ export async function closeTrade(d: UseCaseDeps, job: Job): Promise<JobOutcome> 
   return 'done';
 }
 
-/** REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome. */
+/**
+ * REFUND_DUPLICATE: asks the provider to refund the duplicate payment, and records the outcome:
+ * REFUNDED from whichever state leads there, any other answer only over the state read before the
+ * call (a check that found it refunded meanwhile wins).
+ */
 export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
   const dup = await refunds.getDuplicate(d.db, job.subjectId);
-  if (!dup || dup.refundState === 'REFUNDED') return 'done';
-  let state: refunds.DuplicateRefundState;
+  if (!dup || (dup.refundState !== 'PENDING' && dup.refundState !== 'UNKNOWN')) return 'done';
+  let state: DuplicateRefundState;
   let ref: string | null = null;
   try {
     const out = await d.providers.byName(dup.provider).refund(
@@ -137,14 +142,27 @@ export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutc
   } catch (err) {
     state = err instanceof ProviderRejectedError ? 'FAILED' : 'UNKNOWN';
   }
-  await withTx(d.db, async (tx) => {
+  const applied = await withTx(d.db, async (tx) => {
     const now = nowOf(d);
-    await refunds.setDuplicateRefundState(tx, dup.id, state, ref, now);
-    if (state === 'PENDING' || state === 'UNKNOWN') {
+    // Refunded is the truth whatever was recorded meanwhile; any other answer only over what was read.
+    const ok =
+      state === 'REFUNDED'
+        ? await refunds.markDuplicateRefunded(tx, dup.id, ref, now)
+        : state === dup.refundState
+          ? await refunds.noteDuplicateProviderRef(tx, dup.id, state, ref, now)
+          : await refunds.setDuplicateRefundState(
+              tx,
+              dup.id,
+              transition('duplicateRefund', 'refund duplicate', dup.refundState, state),
+              ref,
+              now,
+            );
+    if (ok && (state === 'PENDING' || state === 'UNKNOWN')) {
       await jobs.schedule(tx, 'CHECK_DUPLICATE_REFUND', dup.id, new Date(now.getTime() + DUPLICATE_CHECK_MS));
     }
+    return ok;
   });
-  d.log.warn({ duplicateId: dup.id, state }, 'duplicate payment recorded and refunded automatically');
+  if (applied) d.log.warn({ duplicateId: dup.id, state }, 'duplicate payment recorded and refunded automatically');
   return 'done';
 }
 
@@ -164,7 +182,7 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
     return 'retry';
   }
   if (state === 'SUCCEEDED') {
-    await refunds.setDuplicateRefundState(d.db, dup.id, 'REFUNDED', null, nowOf(d));
+    await refunds.markDuplicateRefunded(d.db, dup.id, null, nowOf(d));
     return 'done';
   }
   if (state === 'NOT_FOUND' || state === 'FAILED') {

@@ -37,6 +37,7 @@ import {
   sha256,
   startSession,
   underThrottle,
+  type SignInDeps,
 } from './sessions.ts';
 
 type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
@@ -282,7 +283,7 @@ export interface PortalSession extends NewSession {
  * right; the page asks for the code and signs in again); a wrong code is a failed sign-in.
  */
 export async function signInMerchantUser(
-  d: Deps,
+  d: SignInDeps,
   c: { login: string; password: string; totpCode: string | null; sourceIp: string; userAgent: string | null; requestId: string },
 ): Promise<PortalSession> {
   const login = c.login.trim().toLowerCase();

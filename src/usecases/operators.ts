@@ -23,6 +23,7 @@ import {
   sha256,
   startSession,
   underThrottle,
+  type SignInDeps,
 } from './sessions.ts';
 
 type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
@@ -229,7 +230,7 @@ export interface OperatorSession extends NewSession {
  * hash like a wrong password, and both get the same answer.
  */
 export async function signIn(
-  d: Deps,
+  d: SignInDeps,
   c: { name: string; password: string; sourceIp: string; userAgent: string | null; requestId: string },
 ): Promise<OperatorSession> {
   const name = c.name.toLowerCase();

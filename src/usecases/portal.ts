@@ -8,7 +8,7 @@
  * merchant: an id of another merchant's order, event, app or key is the neutral NOT_FOUND, the
  * same as an id that does not exist (test/http/portal-isolation.test.ts tries every endpoint).
  * Who may call which function is the surface's check, from the role table of
- * src/domain/merchant-users.ts. Changes are the back office's (usecases/back-office.ts) with the
+ * src/domain/merchant-users.ts. Changes are the back office's (usecases/back-office/apps.ts) with the
  * merchant user as actor, audited with the merchant.
  */
 import { createHash, createPublicKey } from 'node:crypto';
@@ -29,7 +29,8 @@ import * as trades from '../store/trades.ts';
 import * as audit from '../store/audit.ts';
 import type { AuditRow } from '../store/audit.ts';
 import { audited } from './audit.ts';
-import { type BackOfficeDeps, addAppKey, updateApp } from './back-office.ts';
+import { addAppKey, updateApp } from './back-office/apps.ts';
+import type { BackOfficeDeps } from './back-office/common.ts';
 import { type Caller, nowOf } from './deps.ts';
 import { REDELIVERY_LIMITS } from './event-log.ts';
 import { statementFile, statementSummary } from './statements.ts';

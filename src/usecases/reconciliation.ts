@@ -188,6 +188,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
     const done = await recon.completeRun(
       d.db,
       run.id,
+      run.tries,
       {
         providerLines,
         ledgerLines,
@@ -197,6 +198,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       },
       nowOf(d),
     );
+    if (done === null) return (await recon.getRun(d.db, run.id))!;
     const line = { runId: run.id, provider: run.provider, day: run.day, counts };
     if ((done.discrepancies ?? 0) > 0) d.log.warn(line, 'reconciliation found discrepancies: kept for the operator');
     else d.log.info(line, 'reconciliation completed');
@@ -212,7 +214,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
       'reconciliation run failed; tried again later',
     );
-    await recon.failRun(d.db, run.id, why, nowOf(d), retryAt ?? nowOf(d));
+    await recon.failRun(d.db, run.id, run.tries, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
 }

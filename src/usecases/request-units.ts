@@ -266,7 +266,7 @@ export class RequestUnit {
       if (row.method !== k.method || row.target !== k.target || row.bodySha256 !== k.bodySha256) {
         throw new RequestDecided({ kind: 'conflict' });
       }
-      if (row.state === 'DONE') throw new RequestDecided({ kind: 'replay', status: row.statusCode!, body: row.body! });
+      if (row.state === 'DONE') throw new RequestDecided({ kind: 'replay', status: row.answerStatus!, body: row.body! });
       if (row.takeable && (await replays.takeOverRequestId(u.db, k, h, now, u.aliveSince(now)))) return this.#take(h);
       const waited = Date.now() - started;
       if (waited > WAIT_LIMIT_MS) throw new RequestDecided({ kind: 'busy' });

@@ -24,25 +24,37 @@ import { audited } from './audit.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
 type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
+/** What a sign-in needs: the database, the clock and this instance's sign-in slots. */
+export type SignInDeps = Pick<UseCaseDeps, 'db' | 'clock' | 'signIns'>;
 
 export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+/**
+ * Why a sign-in was refused: INVALID (wrong credentials), THROTTLED (too many failures of the name
+ * or from the address), SECOND_FACTOR_REQUIRED, or BUSY (as many sign-ins as this instance admits at
+ * once are in progress: SIGN_IN_MAX_CONCURRENT; judged before anything is read or counted).
+ */
+export type SignInRefusal = 'INVALID' | 'THROTTLED' | 'SECOND_FACTOR_REQUIRED' | 'BUSY';
+
+const REFUSAL_MESSAGES: Record<SignInRefusal, string> = {
+  INVALID: 'the name or the password is not right',
+  THROTTLED: 'too many failed sign-ins: try again later',
+  SECOND_FACTOR_REQUIRED: 'enter the code of your authenticator app',
+  BUSY: 'too many sign-ins at once: try again in a moment',
+};
+
+/** When a sign-in refused as BUSY may try again: a sign-in takes about 0.2-0.5 s of a hashing thread. */
+export const SIGN_IN_BUSY_RETRY_SECONDS = 1;
 
 /**
  * A refused sign-in: wrong credentials (one answer whatever was wrong), too many failures, or a
  * right password whose account asks for its second factor (the portal's TOTP) that was not given.
  */
 export class SignInRefused extends Error {
-  readonly kind: 'INVALID' | 'THROTTLED' | 'SECOND_FACTOR_REQUIRED';
+  readonly kind: SignInRefusal;
   readonly retryAfterSeconds: number;
-  constructor(kind: 'INVALID' | 'THROTTLED' | 'SECOND_FACTOR_REQUIRED', retryAfterSeconds = 0, message?: string) {
-    super(
-      message ??
-        (kind === 'INVALID'
-          ? 'the name or the password is not right'
-          : kind === 'THROTTLED'
-            ? 'too many failed sign-ins: try again later'
-            : 'enter the code of your authenticator app'),
-    );
+  constructor(kind: SignInRefusal, retryAfterSeconds = 0, message?: string) {
+    super(message ?? REFUSAL_MESSAGES[kind]);
     this.kind = kind;
     this.retryAfterSeconds = retryAfterSeconds;
   }
@@ -65,7 +77,11 @@ export async function passwordMatches(password: string, stored: string | null): 
 }
 
 /**
- * Runs a sign-in's checks under the throttle. The attempt is written first and the counts read
+ * Runs a sign-in's checks under the throttle, holding one of this instance's sign-in slots
+ * (SIGN_IN_MAX_CONCURRENT) throughout: with all taken the sign-in is refused at once as BUSY, before
+ * any row is written or password hashed, so a flood from any number of addresses costs the
+ * instance no more than that many hashes at a time (the hashes run on threads of their own:
+ * lib/password-hash.ts). The attempt is written first and the counts read
  * after it, in a statement of their own: of attempts racing on any number of instances, the k-th
  * written sees at least k, so no more than the limits (SIGN_IN_MAX_FAILURES_PER_NAME of a login,
  * SIGN_IN_MAX_FAILURES_PER_ADDRESS from an address, within SIGN_IN_WINDOW_SECONDS) have their
@@ -73,7 +89,17 @@ export async function passwordMatches(password: string, stored: string | null): 
  * SECOND_FACTOR_REQUIRED drops it (neither a failure nor a success). A success leaves the attempt
  * for `startSession`, which clears the login's failures with the session it writes.
  */
-export async function underThrottle<T>(d: Deps, key: string, sourceIp: string, check: () => Promise<T>): Promise<T> {
+export async function underThrottle<T>(d: SignInDeps, key: string, sourceIp: string, check: () => Promise<T>): Promise<T> {
+  const release = d.signIns.tryTake();
+  if (!release) throw new SignInRefused('BUSY', SIGN_IN_BUSY_RETRY_SECONDS);
+  try {
+    return await throttled(d, key, sourceIp, check);
+  } finally {
+    release();
+  }
+}
+
+async function throttled<T>(d: Deps, key: string, sourceIp: string, check: () => Promise<T>): Promise<T> {
   const now = nowOf(d);
   const since = new Date(now.getTime() - SIGN_IN_WINDOW_SECONDS * 1000);
   const attemptId = await sessions.recordSignInAttempt(d.db, key, sourceIp, now);

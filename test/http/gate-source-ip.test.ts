@@ -302,30 +302,38 @@ describe('the policy holder', () => {
   test('concurrent requests share one refresh of the stored policy', async () => {
     const { IpPolicyHolder } = await import('../../src/gate/ip-policy.ts');
     let queries = 0;
+    let answer!: () => void;
     const fakeDb = {
       query: async () => {
         queries++;
-        await new Promise((res) => setTimeout(res, 20));
+        // The stored policy's read is slow: every request arrives while it is in flight.
+        await new Promise<void>((res) => (answer = res));
         return { rows: [{ value: { denylist: ['192.0.2.0/24'] } }] };
       },
     };
-    const holder = new IpPolicyHolder(
-      fakeDb as never,
-      { now: () => Date.now() },
-      {
-        trustedProxies: [],
-        allowlist: null,
-        denylist: [],
-        allowIpv4: true,
-        allowIpv6: true,
-      },
-    );
-    const policies = await Promise.all(Array.from({ length: 25 }, () => holder.current()));
+    const clock = new FakeClock();
+    const holder = new IpPolicyHolder(fakeDb as never, clock, {
+      trustedProxies: [],
+      allowlist: null,
+      denylist: [],
+      allowIpv4: true,
+      allowIpv6: true,
+    });
+    const waiting = Promise.all(Array.from({ length: 25 }, () => holder.current()));
+    await new Promise((res) => setImmediate(res));
+    answer();
+    const policies = await waiting;
     assert.equal(queries, 1);
     for (const p of policies) assert.equal(p, policies[0]);
     assert.deepEqual(holder.view().denylist, ['192.0.2.0/24']);
     await holder.current();
     assert.equal(queries, 1, 'fresh for a few seconds');
+    clock.advance(60_000);
+    const again = holder.current();
+    await new Promise((res) => setImmediate(res));
+    answer();
+    await again;
+    assert.equal(queries, 2, 'read again once its lifetime passed on the service clock');
   });
 
   test('a failed refresh fails the requests waiting on it, and the next request tries again', async () => {
@@ -337,17 +345,13 @@ describe('the policy holder', () => {
         return { rows: [] };
       },
     };
-    const holder = new IpPolicyHolder(
-      fakeDb as never,
-      { now: () => Date.now() },
-      {
-        trustedProxies: [],
-        allowlist: null,
-        denylist: [],
-        allowIpv4: true,
-        allowIpv6: true,
-      },
-    );
+    const holder = new IpPolicyHolder(fakeDb as never, new FakeClock(), {
+      trustedProxies: [],
+      allowlist: null,
+      denylist: [],
+      allowIpv4: true,
+      allowIpv6: true,
+    });
     const rs = await Promise.allSettled([holder.current(), holder.current()]);
     assert.deepEqual(
       rs.map((r) => r.status),

@@ -421,6 +421,10 @@ describe('the audit log', () => {
     assert.ok(byOperator.length > 0 && byOperator.every((e) => e.operatorName === 'finance-1'));
     assert.equal((await t.admin('GET', '/audit?nope=1')).statusCode, 400);
     assert.equal((await t.admin('GET', '/audit?from=yesterday')).statusCode, 400);
+    for (const q of ['from=2026-11-22T24:00:00Z', 'to=2026-02-30', 'from=2026-11-22T23:60%2B08:00']) {
+      assert.equal((await t.admin('GET', `/audit?${q}`)).statusCode, 400, q);
+    }
+    assert.equal((await t.admin('GET', '/audit?from=2026-11-22T23:59%2B08:00&to=2026-11-23')).statusCode, 200);
 
     const csv = await t.admin('GET', '/audit/export.csv?action=merchant.create');
     assert.equal(csv.statusCode, 200);

@@ -15,7 +15,9 @@ let a: TestApp;
 let b: BuiltApp;
 let m: Merchant;
 before(async () => {
-  a = await startTestApp();
+  // Sign-ins raced below are the throttle's case: the instance's cap on sign-ins in progress
+  // (test/http/sign-in-capacity.test.ts) set above the burst, so that every attempt reaches it.
+  a = await startTestApp({ SIGN_IN_MAX_CONCURRENT: '64' });
   b = await buildApp(a.config);
   m = await provision(a);
 });

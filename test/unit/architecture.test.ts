@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
+import { formatted, generateTypes } from '../../scripts/gen-types.ts';
+import { JOB_KINDS } from '../../src/domain/jobs.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const src = path.join(root, 'src');
@@ -151,15 +153,58 @@ const LAYERS: [string, string[]][] = [
 const ALLOWED = new Map(LAYERS);
 const RANK = new Map(LAYERS.map(([l], i) => [l, i]));
 
-/** Layers below the surfaces that must not know HTTP statuses (providers and events are HTTP clients of the outside). */
+/**
+ * Layers below the surfaces that must not know HTTP statuses. Providers and events are HTTP clients
+ * of the outside (a provider's answer, a notify URL's answer, a provider notification's
+ * acknowledgement by the provider's protocol): they read statuses, but never the service's own.
+ */
 const NO_HTTP_STATUS = ['usecases', 'store', 'domain', 'platform', 'config', 'net', 'lib', 'services'];
+/** Layers where not even the name of an HTTP status appears: a use case's answer is a result or a DomainError. */
+const NO_STATUS_CODE = ['usecases', 'domain'];
+/** An answer's HTTP status by name. */
+const STATUS_CODE_RE = /\bstatusCode\b|\breply\.code\(/;
 /** A status compared with, or written as, an HTTP status number. */
 const HTTP_STATUS_RE = [
   /\bstatus(?:Code)?\s*(?:===|!==|==|!=|<=|>=|<|>|:)\s*[1-5]\d\d\b/,
   /\b[1-5]\d\d\s*(?:===|!==|==|!=|<=|>=|<|>)\s*[\w.]*status/i,
 ];
 /** A PostgreSQL error recognised by its SQLSTATE (code === '23505'): only src/store/ may (src/store/errors.ts names them). */
-const SQLSTATE_RE = /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b/;
+const SQLSTATE_RE =
+  /\bcode\s*(?:===|!==|==|!=)\s*['"]\d{2}[0-9A-Z]{3}['"]|\bSQLSTATE\b|['"](?:08|22|23|25|40|42|53|55|57)[0-9A-Z]{3}['"][^;\n]{0,60}\.code\b/;
+
+/** The tables of the state machines (src/domain/states.ts), each with its state column. */
+const MACHINE_COLUMNS: Record<string, string> = {
+  orders: 'status',
+  attempts: 'state',
+  refunds: 'state',
+  provider_trades: 'state',
+  duplicate_payments: 'refund_state',
+  events: 'status',
+  reconciliation_runs: 'status',
+  request_replays: 'state',
+};
+
+/**
+ * The UPDATE statements of a store module that set a machine's state column without a WHERE
+ * condition on that column (`state = $n`, `state = 'X'`, `state IN (...)`): a change applied
+ * whatever the row's state, as `setDuplicateRefundState` once overwrote a REFUNDED duplicate.
+ */
+function unguardedStateWrites(text: string): string[] {
+  const out: string[] = [];
+  for (const m of text.matchAll(/\bUPDATE\s+(\w+)\b/g)) {
+    const col = MACHINE_COLUMNS[m[1]!];
+    if (!col) continue;
+    const rest = text.slice(m.index + m[0].length);
+    const ends = ['`', '.query', 'UPDATE '].map((e) => rest.indexOf(e)).filter((i) => i >= 0);
+    const stmt = rest.slice(0, Math.min(rest.length, ...ends));
+    const where = stmt.search(/\bWHERE\b/);
+    const set = where < 0 ? stmt : stmt.slice(0, where);
+    if (!new RegExp(`(?:\\bSET|,)\\s*${col}\\s*=`).test(set)) continue;
+    const guard = new RegExp(`\\b(?:\\w+\\.)?${col}\\s*(?:=\\s*(?:\\$\\d+|'[A-Z_]+')|IN\\b)`);
+    if (where < 0 || !guard.test(stmt.slice(where))) out.push(`${m[0]} ${stmt.trim().split('\n')[0]!.slice(0, 80)}`);
+  }
+  return out;
+}
 
 /** A file's text with its comments removed (a comment may name a status or a code). */
 function codeOf(file: string): string {
@@ -216,6 +261,50 @@ describe('architecture', () => {
     assert.deepEqual(wrong, []);
   });
 
+  test('no answer status by name in use cases and the domain', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => NO_STATUS_CODE.includes(layerOf(f)))
+      .flatMap((f) => {
+        const m = STATUS_CODE_RE.exec(codeOf(f));
+        return m ? [`${f}: ${m[0]}`] : [];
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test("the service's answer statuses are the surfaces': none is written below them, providers and events included", () => {
+    const writes = /\b(?:reply|res)\.(?:code|status)\(\s*[1-5]\d\d\b|\bstatusCode\s*=\s*[1-5]\d\d\b/;
+    const wrong = [...graph.keys()]
+      .filter((f) => [...NO_HTTP_STATUS, 'providers', 'events'].includes(layerOf(f)))
+      .flatMap((f) => {
+        const m = writes.exec(codeOf(f));
+        return m ? [`${f}: ${m[0]}`] : [];
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test('the job kinds are listed in one place (src/domain/jobs.ts; src/workers.ts maps each to its handler)', () => {
+    const kinds = Object.keys(JOB_KINDS);
+    assert.ok(kinds.length > 5, 'the kinds were read');
+    const alt = kinds.join('|');
+    const wrong = [...graph.keys()]
+      .filter((f) => f !== path.join('src', 'domain', 'jobs.ts') && f !== path.join('src', 'workers.ts'))
+      .filter((f) => {
+        const text = codeOf(f);
+        // An array of three kinds or more, or an object keyed by three kinds or more.
+        const inArray = [...text.matchAll(/\[[^[\]]*\]/g)].some((m) => (m[0].match(new RegExp(`'(?:${alt})'`, 'g')) ?? []).length >= 3);
+        const keys = (text.match(new RegExp(`^\\s*(?:${alt}):`, 'gm')) ?? []).length;
+        return inArray || keys >= 3;
+      });
+    assert.deepEqual(wrong, []);
+  });
+
+  test('every state change the store writes is guarded by its source states (the transition tables)', () => {
+    const wrong = [...graph.keys()]
+      .filter((f) => layerOf(f) === 'store')
+      .flatMap((f) => unguardedStateWrites(fs.readFileSync(path.join(root, f), 'utf8')).map((w) => `${f}: ${w}`));
+    assert.deepEqual(wrong, []);
+  });
+
   test('no SQLSTATE above the store', () => {
     const wrong = [...graph.keys()]
       .filter((f) => layerOf(f) !== 'store')
@@ -233,6 +322,18 @@ describe('architecture', () => {
     assert.ok(SQLSTATE_RE.test("return e?.code === '23505' && e.table === 'refunds'"));
     assert.ok(SQLSTATE_RE.test("if (err.code === '22P05')"));
     assert.ok(!SQLSTATE_RE.test("if (code === 'ECONNRESET')"));
+    assert.ok(SQLSTATE_RE.test("if (['40001', '40P01'].includes(err.code)) retry();"), 'a list of SQLSTATEs');
+    assert.ok(!SQLSTATE_RE.test("['40001', 'a required argument is missing (isv.missing-*)'],"), "a provider's own code");
+    assert.ok(STATUS_CODE_RE.test('return { statusCode: 409 }'));
+    assert.deepEqual(
+      unguardedStateWrites("db.query('UPDATE duplicate_payments SET refund_state = $2, provider_ref = $3 WHERE id = $1', [id]);").length,
+      1,
+      'the unguarded duplicate refund write is found',
+    );
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE refunds SET state = $3 WHERE id = $1 AND state = $2`)'), []);
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE events SET status = i.status FROM i WHERE events.status IN ${X}`)'), []);
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE orders SET close_pending = NULL WHERE id = $1`)'), [], 'not a state change');
+    assert.ok(!STATUS_CODE_RE.test('const status = order.status;'));
   });
 
   test('nothing below the surfaces knows HTTP or the database driver', () => {
@@ -248,5 +349,13 @@ describe('architecture', () => {
   test('the server imports the SDK as its workspace package, never by a path into packages/', () => {
     const wrong = [...graph].flatMap(([file, deps]) => deps.filter((d) => d.startsWith('packages')).map((d) => `${file} -> ${d}`));
     assert.deepEqual(wrong, []);
+  });
+
+  test("the SDK's and the pages' API types cannot drift from the served schemas (npm run gen:types)", async () => {
+    const files = await formatted(generateTypes());
+    const stale = Object.entries(files)
+      .filter(([rel, text]) => fs.readFileSync(path.join(root, rel), 'utf8') !== text)
+      .map(([rel]) => rel);
+    assert.deepEqual(stale, [], 'regenerate with npm run gen:types');
   });
 });

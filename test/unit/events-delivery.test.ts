@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { notificationSigningString } from '@mps/sdk/signing';
-import { MAX_ATTEMPTS, RETRY_DELAYS_MS, retryDelayMs } from '../../src/events/dispatcher.ts';
+import { MAX_ATTEMPTS, RETRY_DELAYS_MS, attemptResult, retryDelayMs } from '../../src/events/dispatcher.ts';
 import {
   EXCERPT_CHARS,
   type Resolver,
@@ -296,6 +296,40 @@ describe('schedule and signature', () => {
       Array.from({ length: 13 }, (_, i) => retryDelayMs(i + 1)),
       [...RETRY_DELAYS_MS, null],
     );
+  });
+
+  test("an attempt's outcome: any 2xx delivers; anything else waits the schedule's next step, and the last makes it dead", () => {
+    const now = 1_700_000_000_000;
+    for (const statusCode of [200, 204, 299]) {
+      assert.deepEqual(attemptResult(3, { statusCode, error: null }, now), {
+        ok: true,
+        attempts: 4,
+        status: 'DELIVERED',
+        nextAttemptAt: null,
+        lastError: null,
+      });
+    }
+    assert.deepEqual(attemptResult(0, { statusCode: 500, error: null }, now), {
+      ok: false,
+      attempts: 1,
+      status: 'PENDING',
+      nextAttemptAt: new Date(now + 15_000),
+      lastError: 'HTTP 500',
+    });
+    assert.deepEqual(
+      attemptResult(1, { statusCode: 302, error: 'REDIRECT_NOT_FOLLOWED' }, now).lastError,
+      'HTTP 302 REDIRECT_NOT_FOLLOWED',
+    );
+    assert.deepEqual(attemptResult(2, { statusCode: null, error: 'TIMEOUT' }, now), {
+      ok: false,
+      attempts: 3,
+      status: 'PENDING',
+      nextAttemptAt: new Date(now + 60_000),
+      lastError: 'TIMEOUT',
+    });
+    const last = attemptResult(MAX_ATTEMPTS - 1, { statusCode: 503, error: null }, now);
+    assert.equal(last.status, 'DEAD');
+    assert.equal(last.nextAttemptAt, null);
   });
 
   test('signed headers verify over the exact body bytes', async () => {

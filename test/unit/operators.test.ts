@@ -1,5 +1,6 @@
 /** The role -> permissions table, the audit entry's before/after, and password hashing (src/domain/operators.ts, src/lib/password-hash.ts). */
 import assert from 'node:assert/strict';
+import { pbkdf2 } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { PERMISSIONS, ROLES, ROLE_PERMISSIONS, auditDiff, can, mayManageTokensOf, passwordProblem } from '../../src/domain/operators.ts';
 import type { Actor, Permission, Role } from '../../src/domain/operators.ts';
@@ -93,5 +94,17 @@ describe('passwords', () => {
     assert.ok(!(await verifyPassword('correct horse batterY', h1)));
     assert.ok(!(await verifyPassword('correct horse battery', 'plain')));
     assert.ok(!(await verifyPassword('x', h1.replace('$32768$', '$1073741824$'))), 'an absurd cost is refused, not computed');
+  });
+
+  test("hashes run on threads of their own: libuv's pool (the open API's signatures) stays free while they wait", async () => {
+    const done: string[] = [];
+    // More hashes than libuv's pool has threads (4): on the pool they would hold all of it.
+    const hashes = Array.from({ length: 6 }, (_, i) => hashPassword(`password number ${i}`).then(() => done.push(`hash ${i}`)));
+    // A job of libuv's pool (what a signature is) sent after them is served before the first hash is done.
+    await new Promise((resolve, reject) =>
+      pbkdf2('x', 'salt', 1, 32, 'sha256', (err) => (err ? reject(err) : resolve(done.push('pool job')))),
+    );
+    await Promise.all(hashes);
+    assert.equal(done[0], 'pool job', done.join(', '));
   });
 });

@@ -21,7 +21,7 @@ import { checkNotifyUrl } from '../../src/events/notify-url.ts';
 import { PORTAL_ZH } from '../../src/portal/ui/zh.ts';
 import { ENTITIES_ZH, ERROR_CODES_ZH, ERROR_MESSAGES_ZH, FIELDS_ZH, codeTextZh, refusalZh, templateOf } from '../../src/ui/errors.ts';
 import { SHARED_ZH } from '../../src/ui/zh.ts';
-import { checkCidrs } from '../../src/usecases/back-office.ts';
+import { checkCidrs } from '../../src/usecases/back-office/common.ts';
 import { SignInRefused } from '../../src/usecases/sessions.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
@@ -220,7 +220,7 @@ test("the shared checks' refusals are translated by their message, not only by t
     messages.push(validate(schema, v)!.message);
   }
   for (const p of ['short', 'x'.repeat(300), ' a padded password ']) messages.push(passwordProblem(p)!);
-  for (const kind of ['INVALID', 'THROTTLED', 'SECOND_FACTOR_REQUIRED'] as const) messages.push(new SignInRefused(kind).message);
+  for (const kind of ['INVALID', 'THROTTLED', 'SECOND_FACTOR_REQUIRED', 'BUSY'] as const) messages.push(new SignInRefused(kind).message);
   const policy = { allowLoopback: false, allowPrivateTargets: false };
   for (const url of [
     'not a url',
@@ -246,7 +246,7 @@ test("the shared checks' refusals are translated by their message, not only by t
   } catch (err) {
     messages.push((err as Error).message);
   }
-  assert.equal(messages.length, 23 + 3 + 3 + 7 + 2 + 1);
+  assert.equal(messages.length, 23 + 3 + 4 + 7 + 2 + 1);
   for (const m of messages) {
     assert.ok(templateOf(m) !== null, `"${m}" has no template in ERROR_MESSAGES_ZH`);
     const zh = refusalZh('ADMIN_VALIDATION_FAILED', m);

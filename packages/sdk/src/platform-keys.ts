@@ -13,29 +13,16 @@
  * under a trusted id is ignored for that id.
  */
 import type { KeyObject } from 'node:crypto';
+import type { PlatformKeysResponse } from './api-types.ts';
 import { verifyBase64 } from './internal.ts';
 import { loadPublicKey } from './keys.ts';
 import { keyEndorsementSigningString } from './signing.ts';
 
-/** One key of the platform-keys read. */
-export interface PlatformKeyEntry {
-  keyId: string;
-  publicKeyPem: string;
-  state: 'CURRENT' | 'NEXT' | 'PREVIOUS';
-  /** RFC 3339, or null (a key that signs from when the platform read it). */
-  signsFrom: string | null;
-  signsUntil: string | null;
-  /** The previous key's signature over this key, or null for the first key. */
-  endorsement: { keyId: string; signature: string } | null;
-}
+/** The body of GET /api/open/v1/platform-keys (generated from the served schema, ./api-types.ts). */
+export type { PlatformKeysResponse };
 
-/** The body of GET /api/open/v1/platform-keys. */
-export interface PlatformKeysResponse {
-  requestId: string;
-  currentKeyId: string | null;
-  nextKeyId: string | null;
-  keys: PlatformKeyEntry[];
-}
+/** One key of the platform-keys read. */
+export type PlatformKeyEntry = PlatformKeysResponse['keys'][number];
 
 /** Whether a value has the shape of the platform-keys read (checked before anything in it is used). */
 export function isPlatformKeysResponse(v: unknown): v is PlatformKeysResponse {

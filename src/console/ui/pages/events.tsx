@@ -5,28 +5,12 @@ import { useState } from 'preact/hooks';
 import { get, post, query } from '../../../ui/api.ts';
 import { ActionNote, Loading, Section, Status, Table, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
-import { Deliveries, type Delivery, EventSections } from '../../../ui/views.tsx';
+import type { EventDetail, EventSummary } from '../../../ui/rows.ts';
+import { Deliveries, EventSections } from '../../../ui/views.tsx';
 
-interface EventSummary {
-  eventId: string;
-  appId: string;
-  openOrderId: string;
-  eventType: string;
-  stateVersion: number;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string;
-  lastError: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-}
+export type { EventDetail };
 
 export { Deliveries };
-
-export interface EventDetail extends EventSummary {
-  payload: unknown;
-  deliveries: Delivery[];
-}
 
 const redeliverable = (status: string) => status === 'DEAD' || status === 'DELIVERED';
 

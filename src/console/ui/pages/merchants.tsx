@@ -2,10 +2,11 @@
 import { t } from '../../../ui/i18n.ts';
 import { useState } from 'preact/hooks';
 import { get, patch, post, put } from '../../../ui/api.ts';
+import type { App, FeeRule, MerchantDetail } from '../../../ui/rows.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
 import { MerchantUsers } from '../../../ui/merchant-users.tsx';
-import { type Account, AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
+import { AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
 
 interface MerchantSummary {
   merchantId: string;
@@ -70,45 +71,6 @@ export function MerchantsPage() {
       </Section>
     </>
   );
-}
-
-interface App {
-  appId: string;
-  status: string;
-  notifyUrl: string | null;
-  channels: string[];
-  tradeScopes: string[];
-  ipAllowlist: string[];
-  paymentWindowSeconds: number;
-  dailyAmountCeilingFen: number | null;
-  rateLimitPerSecond: number;
-  createdAt: string;
-}
-
-interface FeeRule {
-  ruleVersion: number;
-  standardRateBps: number;
-  largeRateBps: number;
-  thresholdFen: number;
-  merchantRateBps: number;
-}
-
-interface Allocation {
-  mode: string;
-  participants: string[];
-  ratios?: { accountId: string; shareBps: number }[] | null;
-  unavailablePolicy: string;
-}
-
-interface MerchantDetail {
-  merchantId: string;
-  name: string;
-  entityType: string;
-  createdAt: string;
-  apps: App[];
-  settlementAccounts: Account[];
-  allocation: Allocation | null;
-  feeRule: FeeRule | null;
 }
 
 export function MerchantPage({ merchantId }: { merchantId: string }) {
@@ -368,7 +330,7 @@ function AllocationSection({ merchant, reload }: { merchant: MerchantDetail; rel
   const can = useCan();
   const save = useAction();
   const a = merchant.allocation;
-  const [mode, setMode] = useState(a?.mode ?? 'SINGLE');
+  const [mode, setMode] = useState<string>(a?.mode ?? 'SINGLE');
   return (
     <Section title={t('Allocation')}>
       {a ? (

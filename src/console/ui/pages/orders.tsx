@@ -3,9 +3,22 @@ import { t } from '../../../ui/i18n.ts';
 import { OrderSearch } from '../../../ui/lists.tsx';
 
 import { get, post, query } from '../../../ui/api.ts';
-import { ActionNote, Confirm, Loading, Section, Status, Table, useAction, useCan, useLoad, usePages } from '../../../ui/components.tsx';
+import {
+  type Action,
+  ActionNote,
+  Confirm,
+  Loading,
+  Section,
+  Status,
+  Table,
+  useAction,
+  useCan,
+  useLoad,
+  usePages,
+} from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
-import { type Attempt, AttemptsSection, type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
+import type { OrderDetail } from '../../../ui/rows.ts';
+import { AttemptsSection, type AuditEntry, AuditTable, Timeline } from '../../../ui/views.tsx';
 import { type EventDetail, Deliveries, RedeliverButton } from './events.tsx';
 
 interface OrderRow {
@@ -62,38 +75,6 @@ function OrderTable({ rows }: { rows: OrderRow[] }) {
   );
 }
 
-interface OrderDetail {
-  openOrderId: string;
-  appId: string;
-  outTradeNo: string;
-  status: string;
-  closedReason: string | null;
-  amountFen: number;
-  stateVersion: number;
-  expireAt: string;
-  attempts: Attempt[];
-  refunds: {
-    refundAttemptId: string;
-    outRefundNo: string;
-    amountFen: number;
-    state: string;
-    reason: string | null;
-    failureReason: string | null;
-    createdAt: string;
-    updatedAt: string;
-  }[];
-  events: {
-    eventId: string;
-    eventType: string;
-    stateVersion: number;
-    status: string;
-    attempts: number;
-    lastError: string | null;
-    deliveredAt: string | null;
-  }[];
-  duplicatePayments: { id: string; attemptId: string; amountFen: number; refundState: string; createdAt: string }[];
-}
-
 interface OrderPageData {
   order: OrderDetail;
   row: OrderRow | null;
@@ -133,123 +114,145 @@ export function OrderPage({ orderId }: { orderId: string }) {
         {t('Order')} <span class="mono">{orderId}</span>
       </h1>
       <Loading loaded={loaded}>
-        {(d) => {
-          const o = d.order;
-          const closable = ['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status);
-          return (
-            <>
-              <Section
-                title={t('Summary')}
-                actions={
-                  can('orders.close') && closable ? (
-                    <Confirm
-                      label={t('Close order')}
-                      danger
-                      question={t('Close order {id}? The provider confirms it unpaid first.', { id: o.openOrderId })}
-                      disabled={close.busy}
-                      onConfirm={() =>
-                        void close.run(async () => {
-                          const r = await post<{ closeState: string }>(`/orders/${encodeURIComponent(o.openOrderId)}/close`);
-                          loaded.reload();
-                          return r;
-                        }, t('Close requested.'))
-                      }
-                    />
-                  ) : null
-                }
-              >
-                <ActionNote action={close} />
-                <dl class="facts">
-                  <dt>{t('Status')}</dt>
-                  <dd>
-                    <Status value={o.status} /> {o.closedReason ? `(${o.closedReason})` : ''}
-                  </dd>
-                  <dt>{t('Amount')}</dt>
-                  <dd>{money(o.amountFen)}</dd>
-                  <dt>{t('Order number')}</dt>
-                  <dd class="mono">{o.outTradeNo}</dd>
-                  <dt>{t('App')}</dt>
-                  <dd class="mono">{o.appId}</dd>
-                  <dt>{t('Channel')}</dt>
-                  <dd>{d.row?.channel ?? '—'}</dd>
-                  <dt>{t('Created')}</dt>
-                  <dd>{time(d.row?.createdAt)}</dd>
-                  <dt>{t('Expires')}</dt>
-                  <dd>{time(o.expireAt)}</dd>
-                  <dt>{t('State version')}</dt>
-                  <dd>{o.stateVersion}</dd>
-                </dl>
+        {(d) => (
+          <>
+            <OrderSummary d={d} close={close} reload={loaded.reload} />
+            <AttemptsSection attempts={d.order.attempts} />
+            <RefundsSection refunds={d.order.refunds} />
+            {d.order.duplicatePayments.length > 0 ? <DuplicatesSection duplicates={d.order.duplicatePayments} /> : null}
+            <EventsSection events={d.events} reload={loaded.reload} />
+            <Section title={t('Timeline')}>
+              <Timeline
+                source={{
+                  createdAt: d.row?.createdAt ?? null,
+                  amountFen: d.order.amountFen,
+                  channel: d.row?.channel ?? '',
+                  paidAt: d.row?.paidAt ?? null,
+                  attempts: d.order.attempts,
+                  refunds: d.order.refunds,
+                  events: d.events,
+                  audit: d.audit,
+                }}
+              />
+            </Section>
+            {can('audit.read') ? (
+              <Section title={t("Operators' changes to this order and its events")}>
+                <AuditTable entries={d.audit} />
               </Section>
-              <AttemptsSection attempts={o.attempts} />
-              <Section title={t('Refunds')}>
-                <Table head={[t('Refund no.'), t('Amount'), t('State'), t('Reason'), t('Created')]} empty={o.refunds.length === 0}>
-                  {o.refunds.map((r) => (
-                    <tr key={r.refundAttemptId}>
-                      <td class="mono">{r.outRefundNo}</td>
-                      <td class="num">{money(r.amountFen)}</td>
-                      <td>
-                        <Status value={r.state} /> {r.failureReason ?? ''}
-                      </td>
-                      <td>{r.reason ?? '—'}</td>
-                      <td class="when">{time(r.createdAt)}</td>
-                    </tr>
-                  ))}
-                </Table>
-              </Section>
-              {o.duplicatePayments.length > 0 ? (
-                <Section title={t('Duplicate payments')}>
-                  <Table head={[t('Attempt'), t('Amount'), t('Refund'), t('Found')]}>
-                    {o.duplicatePayments.map((x) => (
-                      <tr key={x.id}>
-                        <td class="mono">{x.attemptId}</td>
-                        <td class="num">{money(x.amountFen)}</td>
-                        <td>
-                          <Status value={x.refundState} />
-                        </td>
-                        <td class="when">{time(x.createdAt)}</td>
-                      </tr>
-                    ))}
-                  </Table>
-                </Section>
-              ) : null}
-              <Section title={t('Events and their deliveries')}>
-                {d.events.length === 0 ? <p class="muted">{t('No event yet.')}</p> : null}
-                {d.events.map((e) => (
-                  <article class="event" key={e.eventId} data-event={e.eventId}>
-                    <h3>
-                      <a class="mono" href={`#/events/${e.eventId}`}>
-                        {e.eventId}
-                      </a>{' '}
-                      {e.eventType} <Status value={e.status} />
-                    </h3>
-                    <RedeliverButton event={e} onDone={loaded.reload} />
-                    <Deliveries deliveries={e.deliveries} />
-                  </article>
-                ))}
-              </Section>
-              <Section title={t('Timeline')}>
-                <Timeline
-                  source={{
-                    createdAt: d.row?.createdAt ?? null,
-                    amountFen: d.order.amountFen,
-                    channel: d.row?.channel ?? '',
-                    paidAt: d.row?.paidAt ?? null,
-                    attempts: d.order.attempts,
-                    refunds: d.order.refunds,
-                    events: d.events,
-                    audit: d.audit,
-                  }}
-                />
-              </Section>
-              {can('audit.read') ? (
-                <Section title={t("Operators' changes to this order and its events")}>
-                  <AuditTable entries={d.audit} />
-                </Section>
-              ) : null}
-            </>
-          );
-        }}
+            ) : null}
+          </>
+        )}
       </Loading>
     </>
+  );
+}
+
+/** The order's facts, and the close (its action kept by the page, so its note outlives the reload it causes). */
+function OrderSummary({ d, close, reload }: { d: OrderPageData; close: Action; reload: () => void }) {
+  const can = useCan();
+  const o = d.order;
+  const closable = ['CREATED', 'PAYING', 'UNKNOWN'].includes(o.status);
+  return (
+    <Section
+      title={t('Summary')}
+      actions={
+        can('orders.close') && closable ? (
+          <Confirm
+            label={t('Close order')}
+            danger
+            question={t('Close order {id}? The provider confirms it unpaid first.', { id: o.openOrderId })}
+            disabled={close.busy}
+            onConfirm={() =>
+              void close.run(async () => {
+                const r = await post<{ closeState: string }>(`/orders/${encodeURIComponent(o.openOrderId)}/close`);
+                reload();
+                return r;
+              }, t('Close requested.'))
+            }
+          />
+        ) : null
+      }
+    >
+      <ActionNote action={close} />
+      <dl class="facts">
+        <dt>{t('Status')}</dt>
+        <dd>
+          <Status value={o.status} /> {o.closedReason ? `(${o.closedReason})` : ''}
+        </dd>
+        <dt>{t('Amount')}</dt>
+        <dd>{money(o.amountFen)}</dd>
+        <dt>{t('Order number')}</dt>
+        <dd class="mono">{o.outTradeNo}</dd>
+        <dt>{t('App')}</dt>
+        <dd class="mono">{o.appId}</dd>
+        <dt>{t('Channel')}</dt>
+        <dd>{d.row?.channel ?? '—'}</dd>
+        <dt>{t('Created')}</dt>
+        <dd>{time(d.row?.createdAt)}</dd>
+        <dt>{t('Expires')}</dt>
+        <dd>{time(o.expireAt)}</dd>
+        <dt>{t('State version')}</dt>
+        <dd>{o.stateVersion}</dd>
+      </dl>
+    </Section>
+  );
+}
+
+function RefundsSection({ refunds }: { refunds: OrderDetail['refunds'] }) {
+  return (
+    <Section title={t('Refunds')}>
+      <Table head={[t('Refund no.'), t('Amount'), t('State'), t('Reason'), t('Created')]} empty={refunds.length === 0}>
+        {refunds.map((r) => (
+          <tr key={r.refundAttemptId}>
+            <td class="mono">{r.outRefundNo}</td>
+            <td class="num">{money(r.amountFen)}</td>
+            <td>
+              <Status value={r.state} /> {r.failureReason ?? ''}
+            </td>
+            <td>{r.reason ?? '—'}</td>
+            <td class="when">{time(r.createdAt)}</td>
+          </tr>
+        ))}
+      </Table>
+    </Section>
+  );
+}
+
+function DuplicatesSection({ duplicates }: { duplicates: OrderDetail['duplicatePayments'] }) {
+  return (
+    <Section title={t('Duplicate payments')}>
+      <Table head={[t('Attempt'), t('Amount'), t('Refund'), t('Found')]}>
+        {duplicates.map((x) => (
+          <tr key={x.id}>
+            <td class="mono">{x.attemptId}</td>
+            <td class="num">{money(x.amountFen)}</td>
+            <td>
+              <Status value={x.refundState} />
+            </td>
+            <td class="when">{time(x.createdAt)}</td>
+          </tr>
+        ))}
+      </Table>
+    </Section>
+  );
+}
+
+function EventsSection({ events, reload }: { events: EventDetail[]; reload: () => void }) {
+  return (
+    <Section title={t('Events and their deliveries')}>
+      {events.length === 0 ? <p class="muted">{t('No event yet.')}</p> : null}
+      {events.map((e) => (
+        <article class="event" key={e.eventId} data-event={e.eventId}>
+          <h3>
+            <a class="mono" href={`#/events/${e.eventId}`}>
+              {e.eventId}
+            </a>{' '}
+            {e.eventType} <Status value={e.status} />
+          </h3>
+          <RedeliverButton event={e} onDone={reload} />
+          <Deliveries deliveries={e.deliveries} />
+        </article>
+      ))}
+    </Section>
   );
 }

@@ -1,21 +1,12 @@
 /** The platform's public keys (they sign answers and notifications): pin the first one; the SDK learns the next ones itself. */
 import { get } from '../../../ui/api.ts';
+import type { PlatformKeysResponse } from '../../../ui/api-types.ts';
 import { Loading, Pre, Section, Status, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
 
-interface Listing {
-  currentKeyId: string | null;
-  nextKeyId: string | null;
-  keys: {
-    keyId: string;
-    publicKeyPem: string;
-    state: string;
-    signsFrom: string | null;
-    signsUntil: string | null;
-    endorsement: { keyId: string } | null;
-  }[];
-}
+/** The listing the portal answers: the open API's platform-keys read (generated from its schema), without requestId. */
+type Listing = Omit<PlatformKeysResponse, 'requestId'>;
 
 /** The SHA-256 fingerprint of a PEM's SPKI DER, as `SHA256:` + base64. */
 async function fingerprint(pem: string): Promise<string> {

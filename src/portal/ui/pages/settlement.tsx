@@ -1,5 +1,6 @@
 /** The merchant's settlement accounts and collection allocation (read-only: the platform sets them). */
 import { get } from '../../../ui/api.ts';
+import type { AllocationBody } from '../../../ui/api-types.ts';
 import { Loading, Section, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
@@ -7,13 +8,8 @@ import { type Account, AccountsTable } from '../../../ui/merchant-views.tsx';
 
 interface Settlement {
   accounts: Account[];
-  allocation: {
-    mode: string;
-    participants: string[];
-    ratios?: { accountId: string; shareBps: number }[];
-    unavailablePolicy: string;
-    updatedAt: string;
-  } | null;
+  /** As the platform set it (the back office's allocation body, generated from its schema), and when. */
+  allocation: (AllocationBody & { updatedAt: string }) | null;
 }
 
 export function SettlementPage() {

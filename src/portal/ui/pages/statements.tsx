@@ -1,32 +1,14 @@
 /** Statements: a day of an app (Asia/Shanghai), its totals, and its file to download (CSV or gzip). */
 import { useState } from 'preact/hooks';
 import { get, query } from '../../../ui/api.ts';
+import type { StatementResponse, StatementTotals } from '../../../ui/api-types.ts';
 import { ErrorNote, Field, Loading, Section, formValues, useAction, useLoad } from '../../../ui/components.tsx';
 import { money, today } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
 
-interface Summary {
-  settlementDate: string;
-  rowCount: number;
-  sizeBytes: number;
-  sha256: string;
-  fileName: string;
-  totals: {
-    paymentsSucceeded: CountAndAmount;
-    paymentsClosed: CountAndAmount;
-    paymentsFailed: CountAndAmount;
-    refundsSucceeded: CountAndAmount;
-    refundsFailed: CountAndAmount;
-    companyServiceFeeFen: number;
-    merchantSettlementFen: number;
-    netAmountFen: number;
-  };
-}
-
-interface CountAndAmount {
-  count: number;
-  amountFen: number;
-}
+/** The summary the portal answers: the open API's statement summary (generated from its schema), without requestId. */
+type Summary = Omit<StatementResponse, 'requestId'>;
+type CountAndAmount = StatementTotals['paymentsSucceeded'];
 
 const both = (x: CountAndAmount) => `${x.count} · ${money(x.amountFen)}`;
 

@@ -1,0 +1,11 @@
+/** Worker thread of the sign-in flood (bench/lib/sign-in-flood.ts): floods until the parent says 'stop', then posts the counts. */
+import { parentPort, workerData } from 'node:worker_threads';
+import { signInFloodLoop } from './sign-in-flood.ts';
+
+const { hostname, port, rate, maxInFlight } = workerData as { hostname: string; port: number; rate: number; maxInFlight: number };
+const flood = signInFloodLoop(hostname, port, rate, maxInFlight);
+parentPort!.on('message', (m: string) => {
+  if (m === 'stop') flood.stop();
+});
+parentPort!.postMessage(await flood.done);
+process.exit(0);

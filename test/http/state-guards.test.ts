@@ -1,0 +1,182 @@
+/**
+ * The machines whose changes the repositories apply only from their source states
+ * (src/domain/states.ts, docs/state-machines.md): duplicate-payment refunds, reconciliation runs,
+ * request units and event deliveries, on a real database. A REFUNDED duplicate is never
+ * overwritten, neither by the store nor by a refund's answer that was in flight while a check
+ * found the money back.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { transition } from '../../src/domain/states.ts';
+import { ProviderRejectedError, type PaymentProvider } from '../../src/providers/provider.ts';
+import type { ProviderRouter } from '../../src/providers/router.ts';
+import * as events from '../../src/store/events.ts';
+import * as recon from '../../src/store/reconciliation.ts';
+import * as refunds from '../../src/store/refunds.ts';
+import * as replays from '../../src/store/replays.ts';
+import type { UseCaseDeps } from '../../src/usecases/deps.ts';
+import { checkDuplicateRefund, refundDuplicate } from '../../src/usecases/follow-ups.ts';
+import type { Job } from '../../src/usecases/jobs.ts';
+import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
+import { FakeClock } from '../helpers/events.ts';
+
+let t: TestApp;
+let m: Merchant;
+const clock = new FakeClock();
+before(async () => {
+  t = await startTestApp({}, { clock });
+  m = await provision(t);
+});
+after(() => t.stop());
+
+const now = () => new Date(clock.now());
+
+/** A second payment of a closed order, recorded PENDING with its REFUND_DUPLICATE job (not run). */
+async function duplicate(): Promise<string> {
+  const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
+  const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();
+  const attemptId = adm.attempts[0].attemptId;
+  // A close that crossed the payment at the provider: the attempt and the order ended locally only.
+  await t.svc.db.query(`UPDATE attempts SET state = 'CLOSED' WHERE id = $1`, [attemptId]);
+  await t.svc.db.query(`UPDATE orders SET status = 'CLOSED', closed_reason = 'CLOSE_REQUESTED' WHERE id = $1`, [created.openOrderId]);
+  const paid = await t.sandbox('POST', `/payments/${created.openOrderId}/pay`, { attemptId });
+  assert.equal(paid.statusCode, 200, paid.body);
+  const dups = await refunds.duplicatesOfOrder(t.svc.db, created.openOrderId);
+  assert.equal(dups.length, 1);
+  assert.equal(dups[0]!.refundState, 'PENDING');
+  return dups[0]!.id;
+}
+
+const job = (kind: Job['kind'], subjectId: string): Job => ({ id: '0', kind, subjectId, runs: 1, renew: async () => true });
+
+/** The service's dependencies with one provider standing for every name. */
+function withProvider(p: Partial<PaymentProvider>): UseCaseDeps {
+  const real = t.svc.providers.byName('sandbox');
+  const provider = Object.assign(Object.create(real) as PaymentProvider, p);
+  return { ...t.svc, providers: { byName: () => provider } as unknown as ProviderRouter };
+}
+
+async function listed(id: string): Promise<string> {
+  const r = await t.admin('GET', '/duplicate-payments');
+  assert.equal(r.statusCode, 200, r.body);
+  return r.json().duplicatePayments.find((d: { duplicateId?: string; id?: string }) => (d.duplicateId ?? d.id) === id)?.refundState;
+}
+
+describe('duplicate-payment refunds', () => {
+  test('the store changes a duplicate only from the transition source: a REFUNDED one stays REFUNDED', async () => {
+    const other = await duplicate();
+    const unknown = transition('duplicateRefund', 'test', 'PENDING', 'UNKNOWN');
+    assert.equal(await refunds.setDuplicateRefundState(t.svc.db, other, unknown, null, now()), true);
+    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, other, null, now()), true, 'a settled refund is REFUNDED from UNKNOWN');
+
+    const id = await duplicate();
+    const refunded = transition('duplicateRefund', 'test', 'PENDING', 'REFUNDED');
+    assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, refunded, 'R1', now()), true);
+    for (const to of ['FAILED', 'UNKNOWN'] as const) {
+      const late = transition('duplicateRefund', 'an answer in flight', 'PENDING', to);
+      assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, late, null, now()), false, to);
+    }
+    const fromUnknown = transition('duplicateRefund', 'test', 'UNKNOWN', 'PENDING');
+    assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, fromUnknown, null, now()), false);
+    assert.equal(await refunds.noteDuplicateProviderRef(t.svc.db, id, 'PENDING', 'R2', now()), false);
+    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, id, null, now()), false, 'already REFUNDED: nothing changes');
+    const row = await refunds.getDuplicate(t.svc.db, id);
+    assert.equal(row?.refundState, 'REFUNDED');
+    assert.equal(await listed(id), 'REFUNDED');
+  });
+
+  test('a refund answer in flight while a check found the money back does not overwrite REFUNDED', async () => {
+    const id = await duplicate();
+    let release!: () => void;
+    const held = new Promise<void>((res) => (release = res));
+    let asked!: () => void;
+    const calling = new Promise<void>((res) => (asked = res));
+    // The refund's request is slow, and the provider finally refuses it (it was refunded already).
+    const slow = withProvider({
+      refund: async () => {
+        asked();
+        await held;
+        throw new ProviderRejectedError('sandbox: already refunded');
+      },
+    });
+    const running = refundDuplicate(slow, job('REFUND_DUPLICATE', id));
+    await calling;
+    // Meanwhile a check (another instance's) learns that the refund settled.
+    await t.svc.db.query(`UPDATE duplicate_payments SET refund_state = 'UNKNOWN' WHERE id = $1`, [id]);
+    const settled = withProvider({ queryRefund: async () => ({ state: 'SUCCEEDED' }) as never });
+    assert.equal(await checkDuplicateRefund(settled, job('CHECK_DUPLICATE_REFUND', id)), 'done');
+    assert.equal((await refunds.getDuplicate(t.svc.db, id))?.refundState, 'REFUNDED');
+
+    release();
+    assert.equal(await running, 'done');
+    assert.equal((await refunds.getDuplicate(t.svc.db, id))?.refundState, 'REFUNDED', 'the late refusal changed nothing');
+    assert.equal(await listed(id), 'REFUNDED');
+    const checks = await t.svc.db.query(`SELECT 1 FROM jobs WHERE kind = 'CHECK_DUPLICATE_REFUND' AND subject_id = $1`, [id]);
+    assert.equal(checks.rowCount, 0, 'and scheduled no check');
+  });
+
+  test('a refused or refunded duplicate is not asked again', async () => {
+    const id = await duplicate();
+    let calls = 0;
+    const counting = withProvider({
+      refund: async () => {
+        calls++;
+        throw new ProviderRejectedError('sandbox: refused');
+      },
+    });
+    assert.equal(await refundDuplicate(counting, job('REFUND_DUPLICATE', id)), 'done');
+    assert.equal((await refunds.getDuplicate(t.svc.db, id))?.refundState, 'FAILED');
+    assert.equal(await refundDuplicate(counting, job('REFUND_DUPLICATE', id)), 'done');
+    assert.equal(calls, 1, 'FAILED is final: left to the operator');
+  });
+});
+
+describe('reconciliation runs', () => {
+  test('only a running run completes or fails; a completed run never starts again', async () => {
+    const day = '2026-01-02';
+    const counts = { providerLines: 0, ledgerLines: 0, matched: 0, converged: 0, discrepancies: 0 };
+    const run = await recon.queueRun(t.svc.db, 'sandbox', day, now());
+    assert.equal(run.status, 'QUEUED');
+    assert.equal(await recon.completeRun(t.svc.db, run.id, 0, counts, now()), null, 'QUEUED does not complete');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 0, 'x', now(), now()), false, 'QUEUED does not fail');
+    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.status, 'RUNNING');
+    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.tries, 2, 'RUNNING starts again (a holder that stopped)');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 1, 'stale holder', now(), now()), false, 'the first try no longer fails it');
+    assert.equal(await recon.completeRun(t.svc.db, run.id, 1, counts, now()), null, 'nor completes it');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 2, 'provider down', now(), now()), true);
+    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.status, 'RUNNING', 'FAILED is tried again');
+    assert.equal((await recon.completeRun(t.svc.db, run.id, 3, counts, now()))?.status, 'COMPLETED');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 3, 'late', now(), now()), false, 'COMPLETED is final');
+    assert.equal(await recon.startRun(t.svc.db, run.id, now()), null);
+    assert.equal((await recon.getRun(t.svc.db, run.id))?.status, 'COMPLETED');
+  });
+});
+
+describe('request units', () => {
+  test('only a unit in progress is answered, taken over or given up; a DONE answer is kept', async () => {
+    const key = { appId: m.appId, requestId: `guard-${Date.now()}`, method: 'POST', target: '/x', bodySha256: 'a'.repeat(64) };
+    const h = { holder: 'h1', instance: t.svc.instanceId, leaseUntil: new Date(clock.now() + 60_000) };
+    assert.equal(await replays.claimRequestId(t.svc.db, key, h, now()), true);
+    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', 201, '{"a":1}'), true);
+    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', 503, '{}'), false);
+    await replays.abandonRequestId(t.svc.db, key.appId, key.requestId, 'h1');
+    const later = new Date(clock.now() + 3_600_000);
+    assert.equal(await replays.takeOverRequestId(t.svc.db, key, { ...h, holder: 'h2' }, later, later), false);
+    const rec = await replays.readRequestId(t.svc.db, key.appId, key.requestId, later, later);
+    assert.deepEqual([rec?.state, rec?.answerStatus, rec?.body, rec?.takeable], ['DONE', 201, '{"a":1}', false]);
+  });
+});
+
+describe('event deliveries', () => {
+  test('a PENDING event is not requeued, and a delivered one is requeued once', async () => {
+    const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
+    const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();
+    const paid = await t.sandbox('POST', `/payments/${created.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(paid.statusCode, 200, paid.body);
+    const ev = (await t.svc.db.query<{ id: string }>(`SELECT id FROM events WHERE order_id = $1`, [created.openOrderId])).rows[0]!;
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'ALREADY_QUEUED', 'PENDING stays as it is');
+    await t.svc.db.query(`UPDATE events SET status = 'DELIVERED', delivered_at = $2 WHERE id = $1`, [ev.id, now()]);
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'REQUEUED');
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'ALREADY_QUEUED');
+  });
+});
