@@ -28,6 +28,7 @@ import type { Db } from './store/db.ts';
 import { MerchantConfigCache } from './store/merchant-config.ts';
 import { PgNonceStore } from './store/nonces.ts';
 import { AttemptAcceptor } from './store/attempt-acceptance.ts';
+import { ChangeApplier, RecordsReader } from './store/changes.ts';
 import { OrderInserter, purgeDailyAmounts } from './store/order-inserts.ts';
 import { OrderReader } from './store/order-reads.ts';
 import { purgeOAuthStates } from './store/trades.ts';
@@ -182,6 +183,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    changes: new ChangeApplier(db),
+    records: new RecordsReader(db),
     signIns: new Slots(config.signInMaxConcurrent),
     notifyUrlPolicy,
     appChanged: (appId) => authCache.invalidateApp(appId),

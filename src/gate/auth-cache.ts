@@ -38,14 +38,42 @@ export class AuthCache {
     this.#clock = clock;
   }
 
+  /**
+   * Concurrent misses of one entry share one load (an entry's expiry under load would otherwise
+   * send every request in flight to the database at once). A load started before an
+   * invalidation is not kept.
+   */
+  readonly #loads = new Map<string, Promise<unknown>>();
+  #generation = 0;
+
+  #shared<T>(k: string, load: () => Promise<T>, keep: (value: T) => void): Promise<T> {
+    const inFlight = this.#loads.get(k) as Promise<T> | undefined;
+    if (inFlight) return inFlight;
+    const generation = this.#generation;
+    const p = load().then((value) => {
+      if (generation === this.#generation) keep(value);
+      return value;
+    });
+    const done = () => {
+      if (this.#loads.get(k) === p) this.#loads.delete(k);
+    };
+    p.then(done, done);
+    this.#loads.set(k, p);
+    return p;
+  }
+
   async app(appId: string): Promise<AuthApp | null> {
     const hit = this.#apps.get(appId);
     if (hit && hit.expires > this.#clock.now()) return hit.value;
-    const app = await getApp(this.#db, appId);
-    const merchant = app ? await getMerchant(this.#db, app.merchantId) : null;
-    const value = app && merchant ? { app, merchantEntityType: merchant.entityType } : null;
-    this.#put(this.#apps, appId, value);
-    return value;
+    return this.#shared(
+      `a\u0000${appId}`,
+      async () => {
+        const app = await getApp(this.#db, appId);
+        const merchant = app ? await getMerchant(this.#db, app.merchantId) : null;
+        return app && merchant ? { app, merchantEntityType: merchant.entityType } : null;
+      },
+      (value) => this.#put(this.#apps, appId, value),
+    );
   }
 
   /**
@@ -57,19 +85,26 @@ export class AuthCache {
     const k = `${appId}\u0000${keyId}`;
     const hit = this.#keys.get(k);
     if (hit && hit.expires > this.#clock.now()) return hit.value;
-    const row = await getAppKey(this.#db, appId, keyId);
-    if (!row || row.status !== 'ACTIVE') return null;
-    let value: AuthKey;
-    try {
-      value = { key: createPublicKey(row.publicKeyPem), validUntilMs: row.validUntil?.getTime() ?? null };
-    } catch {
-      return null;
-    }
-    this.#put(this.#keys, k, value);
-    return value;
+    return this.#shared(
+      `k\u0000${k}`,
+      async () => {
+        const row = await getAppKey(this.#db, appId, keyId);
+        if (!row || row.status !== 'ACTIVE') return null;
+        try {
+          return { key: createPublicKey(row.publicKeyPem), validUntilMs: row.validUntil?.getTime() ?? null };
+        } catch {
+          return null;
+        }
+      },
+      (value) => {
+        if (value) this.#put(this.#keys, k, value);
+      },
+    );
   }
 
   invalidateApp(appId: string): void {
+    this.#generation++;
+    this.#loads.clear();
     this.#apps.delete(appId);
     for (const k of this.#keys.keys()) if (k.startsWith(`${appId}\u0000`)) this.#keys.delete(k);
   }

@@ -162,13 +162,18 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   );
   scope.get<P>('/payments/:outTradeNo', (req, reply) => runRead(req, reply, () => queryOrder(svc, caller(req), req.params.outTradeNo!)));
   scope.post<P>('/payments/:outTradeNo/close', (req, reply) =>
-    runPost(req, reply, () => closeOrder(svc, caller(req), req.params.outTradeNo!)),
+    runPost(req, reply, (unit) => closeOrder(svc, caller(req), req.params.outTradeNo!, unit), { joined: true }),
   );
   scope.post('/refunds', readsBody, (req, reply) =>
-    runPost(req, reply, async () => {
-      const b = body(req);
-      return createRefund(svc, caller(req), parseCreateRefund(b.value, b.decimals));
-    }),
+    runPost(
+      req,
+      reply,
+      async (unit) => {
+        const b = body(req);
+        return createRefund(svc, caller(req), parseCreateRefund(b.value, b.decimals), unit);
+      },
+      { joined: true },
+    ),
   );
   scope.get<P>('/refunds/:outRefundNo', (req, reply) => runRead(req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)));
   scope.get('/settlement/accounts', (req, reply) => runRead(req, reply, () => readSettlement(svc, caller(req))));

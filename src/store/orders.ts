@@ -125,6 +125,18 @@ export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Prom
   return r.rows[0]!;
 }
 
+/** A request id's claim made inside a write (as InlineClaim of order-inserts.ts). */
+export interface JoinedClaim {
+  appId: string;
+  requestId: string;
+  method: string;
+  target: string;
+  bodySha256: string;
+  holder: string;
+  holderInstance: string;
+  leaseUntil: Date;
+}
+
 /** How long a close holds the order while it asks the provider (FINISH_CLOSE runs only after it). */
 export const CLOSE_HOLD_MS = 30_000;
 /** How soon a close kept pending (UNKNOWN_KEPT) is finished by FINISH_CLOSE. */
@@ -134,22 +146,47 @@ export const KEPT_CLOSE_RETRY_MS = 2_000;
  * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: a hold
  * that lapses while the close is still pending is found by FIND_DUE_WORK) while the order is open.
  * Answers the close that was pending before (if any) and the hold written (the mark by which this
- * close withdraws only its own), or null when the order is not open.
+ * close withdraws only its own), or null when the order is not open; and whether `claim` claimed
+ * the request id.
  */
 export async function markClosePending(
   db: Queryable,
   orderId: string,
   reason: ClosedReason,
   now: Date,
-): Promise<{ before: ClosedReason | null; heldUntil: Date } | null> {
-  const r = await db.query<{ before: ClosedReason | null; heldUntil: Date }>(
-    `UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
-       FROM (SELECT id, close_pending AS before FROM orders WHERE id = $1 FOR UPDATE) b
-      WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
-      RETURNING b.before, o.close_held_until AS "heldUntil"`,
-    [orderId, reason, new Date(now.getTime() + CLOSE_HOLD_MS)],
-  );
-  return r.rows[0] ?? null;
+  claim: JoinedClaim | null = null,
+): Promise<{ mark: { before: ClosedReason | null; heldUntil: Date } | null; claimed: boolean }> {
+  // With `claim`: the request id is claimed first, in the same statement, and the close marked
+  // only if it was (else nothing is written: the caller's unit decides).
+  const r = await db.query<{ before: ClosedReason | null; heldUntil: Date | null; marked: boolean; claimed: boolean }>({
+    name: 'order_mark_close',
+    text: `WITH c AS (
+        INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
+        SELECT $4, $5, $6, $7, $8, 'IN_PROGRESS', $9, $10, $11, $12 WHERE $5::text IS NOT NULL
+        ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
+      b AS (SELECT id, close_pending AS before FROM orders WHERE id = $1 AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM c)) FOR UPDATE),
+      u AS (UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
+              FROM b WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
+            RETURNING b.before, o.close_held_until)
+      SELECT (SELECT before FROM u) AS before, (SELECT close_held_until FROM u) AS "heldUntil",
+             EXISTS (SELECT 1 FROM u) AS marked, EXISTS (SELECT 1 FROM c) AS claimed`,
+    values: [
+      orderId,
+      reason,
+      new Date(now.getTime() + CLOSE_HOLD_MS),
+      claim?.appId ?? null,
+      claim?.requestId ?? null,
+      claim?.method ?? null,
+      claim?.target ?? null,
+      claim?.bodySha256 ?? null,
+      claim?.leaseUntil ?? null,
+      claim?.holder ?? null,
+      claim?.holderInstance ?? null,
+      now,
+    ],
+  });
+  const row = r.rows[0]!;
+  return { mark: row.marked ? { before: row.before, heldUntil: row.heldUntil! } : null, claimed: row.claimed };
 }
 
 /** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */

@@ -5,6 +5,7 @@
  */
 import type { DuplicateRefundState, RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
+import { type JoinedClaim, ORDER_COLS, type OrderRow } from './orders.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
 import { fromStates } from './states-sql.ts';
 
@@ -25,7 +26,7 @@ export interface RefundRow {
   updatedAt: Date;
 }
 
-const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
+export const REFUND_COLS = `id, order_id AS "orderId", app_id AS "appId", out_refund_no AS "outRefundNo", amount_fen AS "amountFen",
   reason, digest, state, failure_reason AS "failureReason", provider_ref AS "providerRef", provider, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** A refund still REQUESTED (its provider call not answered) this long after it was created is asked about at the provider (FIND_DUE_WORK). */
@@ -78,6 +79,111 @@ export async function insertRefund(tx: Tx, r: NewRefund, now: Date): Promise<Ref
       throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
     });
   return res.rows[0]!;
+}
+
+/** What a refund request reads, in one statement (src/domain/payment-decisions.ts, decideRefundRequest). */
+export interface RefundRequestRecords {
+  existing: RefundRow | null;
+  order: OrderRow | null;
+  countedFen: number;
+  /** The provider that holds the order's payment. */
+  provider: string | null;
+}
+
+/** The refund under this number, the order under this number, its counted refunds and the provider of its payment. */
+export async function refundRequestRecords(
+  db: Queryable,
+  appId: string,
+  outRefundNo: string,
+  outTradeNo: string,
+  counting: readonly RefundState[],
+): Promise<RefundRequestRecords> {
+  const r = await db.query<{
+    e_json: RefundRow | null;
+    e_created: Date | null;
+    e_updated: Date | null;
+    o_json: OrderRow | null;
+    expireAt: Date;
+    createdAt: Date;
+    updatedAt: Date;
+    paidAt: Date | null;
+    counted: number;
+    provider: string | null;
+  }>({
+    name: 'refund_request_records',
+    // The order: the refund's when the number is used (a replay answers it), else the request's.
+    text: `WITH e AS (SELECT ${REFUND_COLS} FROM refunds WHERE app_id = $1 AND out_refund_no = $2),
+      o AS (SELECT ${ORDER_COLS} FROM orders
+             WHERE id = COALESCE((SELECT "orderId" FROM e), (SELECT id FROM orders WHERE app_id = $1 AND out_trade_no = $3)))
+      SELECT (SELECT row_to_json(e) FROM e) AS e_json, (SELECT "createdAt" FROM e) AS e_created, (SELECT "updatedAt" FROM e) AS e_updated,
+             (SELECT row_to_json(o) FROM o) AS o_json, (SELECT "expireAt" FROM o) AS "expireAt", (SELECT "createdAt" FROM o) AS "createdAt",
+             (SELECT "updatedAt" FROM o) AS "updatedAt", (SELECT "paidAt" FROM o) AS "paidAt",
+             (SELECT COALESCE(SUM(amount_fen), 0)::bigint FROM refunds WHERE order_id = (SELECT id FROM o) AND state = ANY($4)) AS counted,
+             (SELECT provider FROM attempts WHERE id = (SELECT "paidAttemptId" FROM o)) AS provider`,
+    values: [appId, outRefundNo, outTradeNo, counting],
+  });
+  const row = r.rows[0]!;
+  const existing = row.e_json ? { ...row.e_json, createdAt: row.e_created!, updatedAt: row.e_updated! } : null;
+  const order = row.o_json
+    ? { ...row.o_json, expireAt: row.expireAt, createdAt: row.createdAt, updatedAt: row.updatedAt, paidAt: row.paidAt }
+    : null;
+  return { existing, order, countedFen: row.counted, provider: row.provider };
+}
+
+/**
+ * A REQUESTED refund with its order's stateVersion moved, in one statement, only if the order's
+ * stateVersion is still `version` (the decision's records are current): `refund` null when it is
+ * not; `claimed`: `claim` claimed the request id.
+ * RefundNumberTaken when the app's refund number was taken meanwhile by a refund of another order.
+ */
+export async function reserveRefund(
+  db: Queryable,
+  r: NewRefund,
+  version: number,
+  now: Date,
+  claim: JoinedClaim | null = null,
+): Promise<{ refund: RefundRow | null; claimed: boolean }> {
+  // With `claim`: the request id is claimed first, in the same statement, and the refund written
+  // only if it was (else nothing is written: the caller's unit decides).
+  const res = await db
+    .query<RefundRow & { claimed: boolean }>({
+      name: 'refund_reserve',
+      text: `WITH c AS (
+          INSERT INTO request_replays(app_id, request_id, method, target, body_sha256, state, lease_until, holder, holder_instance, created_at)
+          SELECT $3, $12, $13, $14, $15, 'IN_PROGRESS', $16, $17, $18, $10 WHERE $12::text IS NOT NULL
+          ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
+        lk AS (SELECT id FROM orders WHERE id = $2 AND state_version = $11 AND ($12::text IS NULL OR EXISTS (SELECT 1 FROM c)) FOR UPDATE),
+        b AS (UPDATE orders SET state_version = state_version + 1, updated_at = $10 FROM lk WHERE orders.id = lk.id RETURNING orders.id),
+        ins AS (
+          INSERT INTO refunds(id, order_id, app_id, out_refund_no, amount_fen, reason, digest, state, provider, created_by, created_at, updated_at)
+          SELECT $1, $2, $3, $4, $5, $6, $7, 'REQUESTED', $8, $9, $10, $10 FROM b RETURNING ${REFUND_COLS})
+        SELECT ins.*, EXISTS (SELECT 1 FROM c) AS claimed FROM (SELECT 1) one LEFT JOIN ins ON true`,
+      values: [
+        r.id,
+        r.orderId,
+        r.appId,
+        r.outRefundNo,
+        r.amountFen,
+        r.reason,
+        r.digest,
+        r.provider,
+        r.createdBy,
+        now,
+        version,
+        claim?.requestId ?? null,
+        claim?.method ?? null,
+        claim?.target ?? null,
+        claim?.bodySha256 ?? null,
+        claim?.leaseUntil ?? null,
+        claim?.holder ?? null,
+        claim?.holderInstance ?? null,
+      ],
+    })
+    .catch((err: unknown) => {
+      throw isUniqueViolation(err, 'refunds', 'refunds_pkey') ? new RefundNumberTaken({ cause: err }) : err;
+    });
+  const { claimed, ...row } = res.rows[0]!;
+  return { refund: row.id ? row : null, claimed };
 }
 
 export interface RefundChange {

@@ -3,7 +3,7 @@
  * sandbox_faults). The sandbox is a separate party: only src/providers/sandbox reads and writes
  * these, as a real provider keeps its own records. Time is the sandbox's clock, passed in.
  */
-import { ASYNC_COMMIT, type Db, type Queryable, withTx } from './db.ts';
+import { ASYNC_COMMIT, type Queryable } from './db.ts';
 
 export type FaultOperation = 'CREATE_ATTEMPT' | 'CLOSE' | 'REFUND' | 'PAY';
 export type FaultOutcome = 'REJECT' | 'TIMEOUT' | 'PAID' | 'DELAY_MS' | 'AMOUNT_DIFFERS' | 'NOTICE_LOST' | 'LOST';
@@ -127,21 +127,6 @@ export async function listFaults(
   return r.rows;
 }
 
-/** Takes one programmed fault of the operation, if any. */
-export async function takeFault(
-  db: Queryable,
-  operation: FaultOperation,
-): Promise<{ outcome: FaultOutcome; delayMs: number | null } | null> {
-  const r = await db.query<{ outcome: FaultOutcome; delay_ms: number | null }>(
-    `UPDATE sandbox_faults SET remaining = remaining - 1
-      WHERE id = (SELECT id FROM sandbox_faults WHERE operation = $1 AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
-      RETURNING outcome, delay_ms`,
-    [operation],
-  );
-  const f = r.rows[0];
-  return f ? { outcome: f.outcome, delayMs: f.delay_ms } : null;
-}
-
 export async function getPayment(
   db: Queryable,
   attemptId: string,
@@ -169,51 +154,6 @@ export async function expirePayments(db: Queryable, attemptIds: string[], expire
 }
 
 export type RefundBookResult = { row: { state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }; fresh: boolean } | { refused: string };
-
-/**
- * A refund of a paid payment, in one transaction with the payment row locked: concurrent refunds
- * of one payment cannot together exceed it, as at a real provider. Idempotent per refund key.
- */
-export async function bookRefund(
-  db: Db,
-  r: { key: string; ref: string; attemptId: string; amountFen: number; immediate: boolean; settleAt: Date; lost: boolean },
-  now: Date,
-): Promise<RefundBookResult> {
-  return withTx(db, async (tx) => {
-    const pay = await tx.query<{ provider_ref: string; state: string; amount_fen: number }>(
-      'SELECT provider_ref, state, amount_fen FROM sandbox_payments WHERE attempt_id = $1 FOR UPDATE',
-      [r.attemptId],
-    );
-    const p = pay.rows[0];
-    if (!p || p.state !== 'PAID') return { refused: 'PAYMENT_NOT_PAID' };
-    const existing = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
-      'SELECT state, provider_ref FROM sandbox_refunds WHERE refund_key = $1',
-      [r.key],
-    );
-    if (existing.rows[0]) return { row: existing.rows[0], fresh: false };
-    const done = await tx.query<{ total: number }>(
-      `SELECT COALESCE(SUM(amount_fen), 0)::bigint AS total FROM sandbox_refunds WHERE payment_ref = $1 AND state <> 'FAILED'`,
-      [p.provider_ref],
-    );
-    if (done.rows[0]!.total + r.amountFen > p.amount_fen) return { refused: 'REFUND_EXCEEDS_PAYMENT' };
-    const ins = await tx.query<{ state: 'PENDING' | 'SUCCEEDED'; provider_ref: string }>(
-      `INSERT INTO sandbox_refunds(provider_ref, refund_key, payment_ref, amount_fen, state, settle_at, created_at, notice_sent, lost)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING state, provider_ref`,
-      [
-        r.ref,
-        r.key,
-        p.provider_ref,
-        r.amountFen,
-        r.immediate ? 'SUCCEEDED' : 'PENDING',
-        r.immediate ? now : r.settleAt,
-        now,
-        r.immediate,
-        r.lost,
-      ],
-    );
-    return { row: ins.rows[0]!, fresh: true };
-  });
-}
 
 /**
  * A refund's state; settlement is a function of time: a pending refund is settled once settle_at
@@ -253,17 +193,102 @@ export async function claimDueRefundNotices(
 }
 
 /**
- * The buyer pays (or fails) an OPEN payment within its expiry; the notice it owes is due again
- * from `noticeDueAt` unless acknowledged (recorded in the same statement). Answers whether it changed.
+ * buyerActs, and for a payment (`to` PAID) that moved, the next programmed PAY fault taken, in one
+ * statement. Answers whether the payment moved and the fault taken.
  */
-export async function buyerActs(db: Queryable, attemptId: string, to: 'PAID' | 'FAILED', noticeDueAt: Date, now: Date): Promise<boolean> {
-  const r = await db.query(
-    `UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3,
-            paid_at = CASE WHEN $2 = 'PAID' THEN $4::timestamptz END
-      WHERE attempt_id = $1 AND state = 'OPEN' AND (expire_at IS NULL OR expire_at > $4) RETURNING state`,
-    [attemptId, to, noticeDueAt, now],
-  );
-  return r.rowCount === 1;
+export async function buyerActsTakingFault(
+  db: Queryable,
+  attemptId: string,
+  to: 'PAID' | 'FAILED',
+  noticeDueAt: Date,
+  now: Date,
+): Promise<{ moved: boolean; fault: FaultOutcome | null }> {
+  const r = await db.query<{ moved: boolean; fault: FaultOutcome | null }>({
+    name: 'sandbox_buyer_acts',
+    text: `WITH p AS (
+        UPDATE sandbox_payments SET state = $2, updated_at = $4, notice_tries = 0, notice_due_at = $3,
+               paid_at = CASE WHEN $2 = 'PAID' THEN $4::timestamptz END
+         WHERE attempt_id = $1 AND state = 'OPEN' AND (expire_at IS NULL OR expire_at > $4) RETURNING state),
+      f AS (
+        UPDATE sandbox_faults SET remaining = remaining - 1
+         WHERE $2 = 'PAID' AND EXISTS (SELECT 1 FROM p)
+           AND id = (SELECT id FROM sandbox_faults WHERE operation = 'PAY' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+        RETURNING outcome)
+      SELECT EXISTS (SELECT 1 FROM p) AS moved, (SELECT outcome FROM f) AS fault`,
+    values: [attemptId, to, noticeDueAt, now],
+  });
+  return r.rows[0]!;
+}
+
+/**
+ * Acknowledged payment notices, several in one statement, committed asynchronously (ASYNC_COMMIT):
+ * an acknowledgement lost in a crash of PostgreSQL only makes the sandbox send the notice again,
+ * which the service applies idempotently.
+ */
+export async function noticesAcknowledged(db: Queryable, attemptIds: string[]): Promise<void> {
+  await db.query({
+    name: 'sandbox_notices_ack',
+    text: `UPDATE sandbox_payments SET notice_due_at = NULL, notice_tries = 0 FROM ${ASYNC_COMMIT} WHERE attempt_id = ANY($1)`,
+    values: [attemptIds],
+  });
+}
+
+/**
+ * Closes an OPEN payment with the next programmed CLOSE fault taken (unless `takeFault` is false),
+ * in one statement: REJECT and DELAY_MS move nothing (the caller refuses, or waits and closes);
+ * PAID pays it instead. Answers the fault and the payment's state after (null: no such payment).
+ */
+export async function closePaymentTakingFault(
+  db: Queryable,
+  attemptId: string,
+  takeFault: boolean,
+  now: Date,
+): Promise<{ outcome: FaultOutcome | null; delay_ms: number | null; state: SandboxPaymentState | null }> {
+  const r = await db.query<{ outcome: FaultOutcome | null; delay_ms: number | null; state: SandboxPaymentState | null }>({
+    name: 'sandbox_close',
+    text: `WITH f AS (
+        UPDATE sandbox_faults SET remaining = remaining - 1
+         WHERE $2 AND id = (SELECT id FROM sandbox_faults WHERE operation = 'CLOSE' AND remaining > 0 ORDER BY id LIMIT 1 FOR UPDATE)
+        RETURNING outcome, delay_ms),
+      p AS (
+        UPDATE sandbox_payments SET updated_at = $3,
+               state = CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'CLOSED' END,
+               paid_at = CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN $3::timestamptz END
+         WHERE attempt_id = $1 AND state = 'OPEN' AND NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))
+        RETURNING state)
+      SELECT (SELECT outcome FROM f) AS outcome, (SELECT delay_ms FROM f) AS delay_ms,
+             COALESCE((SELECT state FROM p), (SELECT state FROM sandbox_payments WHERE attempt_id = $1)) AS state`,
+    values: [attemptId, takeFault, now],
+  });
+  return r.rows[0]!;
+}
+
+/**
+ * A refund with the next programmed REFUND fault taken (unless `takeFault` is false), in one call
+ * (mps_sandbox_book_refund, migrations/0090): as bookRefund, after the fault.
+ */
+export async function bookRefundTakingFault(
+  db: Queryable,
+  r: { key: string; ref: string; attemptId: string; amountFen: number; settleAt: Date; takeFault: boolean },
+  now: Date,
+): Promise<{ outcome: FaultOutcome | null; delayMs: number | null; result: RefundBookResult | null }> {
+  const q = await db.query<{
+    outcome: FaultOutcome | null;
+    delay_ms: number | null;
+    refused: string | null;
+    state: 'PENDING' | 'SUCCEEDED';
+    provider_ref: string;
+    fresh: boolean;
+  }>({
+    name: 'sandbox_book_refund',
+    text: 'SELECT outcome, delay_ms, refused, state, provider_ref, fresh FROM mps_sandbox_book_refund($1, $2, $3, $4, $5, $6, $7)',
+    values: [r.ref, r.key, r.attemptId, r.amountFen, r.settleAt, r.takeFault, now],
+  });
+  const row = q.rows[0]!;
+  const f = { outcome: row.outcome, delayMs: row.delay_ms };
+  if (row.outcome === 'REJECT' || row.outcome === 'DELAY_MS') return { ...f, result: null };
+  if (row.refused) return { ...f, result: { refused: row.refused } };
+  return { ...f, result: { row: { state: row.state, provider_ref: row.provider_ref }, fresh: row.fresh } };
 }
 
 /** Why a buyer could not act: the payment's state and whether its window ended. */
@@ -273,10 +298,6 @@ export async function paymentStanding(db: Queryable, attemptId: string, now: Dat
     [attemptId, now],
   );
   return r.rows[0] ?? null;
-}
-
-export async function noticeAcknowledged(db: Queryable, attemptId: string): Promise<void> {
-  await db.query('UPDATE sandbox_payments SET notice_due_at = NULL, notice_tries = 0 WHERE attempt_id = $1', [attemptId]);
 }
 
 /**

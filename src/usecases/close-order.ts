@@ -11,11 +11,14 @@ import { type Tx, withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
-import * as trades from '../store/trades.ts';
 import { untilSettled } from './attempts.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
-import { confirmPaid, setAttempt, setOrderStatus, setTrade } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
+import * as changes from '../store/changes.ts';
+import { type CloseVerdict, decideClose } from '../domain/payment-decisions.ts';
 import type { CloseState, OrderClose } from './results.ts';
+import type { RequestUnit } from './request-units.ts';
+import type { AttemptRow } from '../store/attempts.ts';
 
 /** How long a close waits for an attempt being created at the provider to settle. */
 export const PENDING_WAIT_MS = 10_000;
@@ -45,8 +48,8 @@ export async function closeOrderById(
   reason: ClosedReason,
   opts: CallOptions = {},
   onChanged?: CloseRecorder,
+  unit?: RequestUnit,
 ): Promise<{ closeState: CloseState; order: OrderRow }> {
-  const flow = `close order (${reason})`;
   const o = typeof order === 'string' ? await orders.getOrder(d.db, order) : order;
   if (!o) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
@@ -57,7 +60,18 @@ export async function closeOrderById(
   // lock: a re-create that starts after this answers 409, and the attempt of one that started
   // before is in the list read next. Without this, a re-create racing the close could open a
   // payment the close never saw.
-  const mark = await orders.markClosePending(d.db, o.id, reason, nowOf(d));
+  // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
+  const claim = unit?.joinClaim() ?? null;
+  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), claim);
+  let mark = marked.mark;
+  if (claim) {
+    unit!.joined(marked.claimed);
+    if (!marked.claimed) {
+      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
+      await unit!.claim();
+      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d)));
+    }
+  }
   // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote
   // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
   // refused withdraws, and a close kept pending by another caller survives.
@@ -66,81 +80,78 @@ export async function closeOrderById(
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
   // the order is kept (UNKNOWN_KEPT) for FINISH_CLOSE to finish.
-  const all = await untilSettled(
+  const seen = await untilSettled(
     d,
-    () => attempts.attemptsOf(d.db, o.id),
-    (all) => all.some((a) => a.state === 'PENDING'),
+    () => d.records.read('order', o.id),
+    (rec) => rec !== null && rec.attempts.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
   const outcomes = new Map<string, Outcome>();
-  for (const a of all.filter(isLiveAttempt)) {
+  for (const a of (seen?.attempts ?? []).filter(isLiveAttempt)) {
     outcomes.set(a.id, a.state === 'PENDING' ? 'UNCERTAIN' : await closeAtProvider(d, a.provider, a.id, opts));
   }
   // Every way the order can still be paid is closed: its attempts' trades too (JSAPI, Native).
   const tradeOutcomes = new Map<string, Outcome>();
-  for (const t of await trades.liveTradesOfOrder(d.db, o.id)) tradeOutcomes.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
-  const values = [...outcomes.values(), ...tradeOutcomes.values()];
-  const decide = async (tx: Tx): Promise<{ closeState: CloseState | 'REJECTED'; order: OrderRow }> => {
-    let order = (await orders.getOrderLocked(tx, o.id))!;
-    const now = nowOf(d);
-    if (order.status === 'SUCCEEDED') return { closeState: 'PROVIDER_PAID_CONFLICT', order };
-    if (order.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order };
-    if (order.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-    for (const [id, outcome] of tradeOutcomes) {
-      const t = (await trades.getTrade(tx, id))!;
-      if (outcome === 'PAID') {
-        order = (await confirmPaid(tx, flow, order, (await attempts.getAttempt(tx, t.attemptId))!, now, t)).order;
-      } else if (outcome === 'CLOSED' && (t.state === 'NEW' || t.state === 'OPEN')) {
-        await setTrade(tx, flow, t, 'CLOSED', {}, now);
-      }
-    }
-    for (const [id, outcome] of outcomes) {
-      const a = (await attempts.getAttempt(tx, id))!;
-      if (outcome === 'PAID') {
-        order = (await confirmPaid(tx, flow, order, a, now)).order;
-      } else if (outcome === 'CLOSED' && isLiveAttempt(a)) {
-        await setAttempt(tx, flow, a, 'CLOSED', {}, now);
-      }
-    }
-    if (values.includes('PAID')) return { closeState: 'PROVIDER_PAID_CONFLICT', order };
-    // Refused: the order stays as it was (the close this call recorded is withdrawn), but the
-    // attempts the provider did close are recorded as closed (their material no longer pays), so
-    // the order shows nextAction when it has none left.
-    if (values.includes('REJECTED')) {
-      // An expiry the provider refuses is tried again by its own job's backoff (EXPIRE_ORDER).
-      const withdrawn = markedHold !== null && (await orders.withdrawClosePending(tx, order.id, markedHold));
-      return { closeState: 'REJECTED', order: withdrawn ? { ...order, closePending: null } : order };
-    }
-    if (values.includes('UNCERTAIN')) {
-      // Held briefly: FINISH_CLOSE finishes it once the hold lapses.
-      await orders.keepClosePending(tx, order.id, reason, now);
-      return { closeState: 'UNKNOWN_KEPT', order: (await orders.getOrder(tx, order.id))! };
-    }
-    order = await setOrderStatus(tx, flow, order, 'CLOSED', { closedReason: reason }, now);
-    return { closeState: 'CLOSE_REQUESTED', order };
+  for (const t of (seen?.trades ?? []).filter((t) => t.state === 'NEW' || t.state === 'OPEN')) {
+    tradeOutcomes.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
+  }
+  // The records read before the provider's answers are decided from if they are still current
+  // (the change is applied only if so); else read again.
+  let unread = seen;
+  const records = async () => {
+    const rec = unread ?? (await d.records.read('order', o.id));
+    unread = null;
+    return rec;
   };
-  const r = await withTx(d.db, async (tx) => {
-    const out = await decide(tx);
+  const decide = (rec: changes.OrderRecords, now: Date) => {
+    const { verdict, change } = decideClose(rec, { attempts: outcomes, trades: tradeOutcomes }, reason, markedHold, now);
+    if (verdict === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
+    // The request's answer, recorded with the change when it shows no attempt (the order ended):
+    // closeOrder's result is then known from the order the change leaves.
+    const answer =
+      unit && (verdict === 'CLOSE_REQUESTED' || verdict === 'PROVIDER_PAID_CONFLICT')
+        ? (order: OrderRow) =>
+            order.status === 'CREATED' || order.status === 'PAYING' ? null : unit.answerFor(closeResult(verdict, order, null))
+        : undefined;
+    return { verdict, change, answer };
+  };
+  const answer = (out: { verdict: CloseVerdict; result: { order: OrderRow; withdrawn: boolean } }) => {
+    const closeState = out.verdict as CloseState | 'REJECTED';
+    const order = closeState === 'REJECTED' && out.result.withdrawn ? { ...out.result.order, closePending: null } : out.result.order;
+    return { closeState, order };
+  };
+  let r: { closeState: CloseState | 'REJECTED'; order: OrderRow };
+  if (onChanged) {
     // The caller's record of the change (the back office's audit entry), in the same transaction.
-    if (onChanged && (out.closeState === 'CLOSE_REQUESTED' || out.closeState === 'UNKNOWN_KEPT')) {
-      await onChanged(tx, { closeState: out.closeState, before: o, after: out.order });
-    }
-    return out;
-  });
-  // The order's event (closed, or paid after all) is delivered now rather than at the next worker
-  // pass; a payment may also have left follow-ups.
-  if (values.includes('PAID') || r.closeState === 'CLOSE_REQUESTED') d.wakeWorkers();
+    r = await withTx(d.db, async (tx) => {
+      const out = answer((await decideAndApply(d, () => changes.recordsOfOrderLocked(tx, o.id), decide, tx))!);
+      if (out.closeState === 'CLOSE_REQUESTED' || out.closeState === 'UNKNOWN_KEPT') {
+        await onChanged(tx, { closeState: out.closeState, before: o, after: out.order });
+      }
+      return out;
+    });
+  } else {
+    const out = (await decideAndApply(d, records, decide))!;
+    if (out.result.answer) unit!.answerRecorded(out.result.answer);
+    r = answer(out);
+  }
   if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return r as { closeState: CloseState; order: OrderRow };
 }
 
-export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string): Promise<OrderClose> {
+function closeResult(closeState: CloseState, order: OrderRow, latest: AttemptRow | null): OrderClose {
+  return { kind: 'order-close', closeState, order, latest };
+}
+
+/** The open API's close. `unit`: the request's unit, whose answer the close's change may record. */
+export async function closeOrder(d: UseCaseDeps, caller: Caller, outTradeNo: string, unit?: RequestUnit): Promise<OrderClose> {
   if (!MERCHANT_NO_RE.test(outTradeNo)) throw new DomainError('NOT_FOUND');
-  const o = await orders.findOrder(d.db, caller.app.id, outTradeNo);
+  // The order read with the queries of the same event-loop turn (one statement).
+  const o = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.order;
   if (!o) throw new DomainError('NOT_FOUND');
-  const r = await closeOrderById(d, o, 'CLOSE_REQUESTED');
+  const r = await closeOrderById(d, o, 'CLOSE_REQUESTED', {}, undefined, unit);
   // The receipt shows no attempt (latestAttempt null), but nextAction follows the real one: an
   // order kept as it was (UNKNOWN_KEPT) with a valid attempt needs no new one.
   const latest = r.order.status === 'CREATED' || r.order.status === 'PAYING' ? await attempts.latestAttempt(d.db, r.order.id) : null;
-  return { kind: 'order-close', closeState: r.closeState, order: r.order, latest };
+  return closeResult(r.closeState, r.order, latest);
 }

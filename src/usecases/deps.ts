@@ -10,6 +10,7 @@ import type { ProviderRouter } from '../providers/router.ts';
 import type { Db } from '../store/db.ts';
 import type { MerchantConfigCache } from '../store/merchant-config.ts';
 import type { AttemptAcceptor } from '../store/attempt-acceptance.ts';
+import type { ChangeApplier, RecordsReader } from '../store/changes.ts';
 import type { OrderInserter } from '../store/order-inserts.ts';
 import type { OrderReader } from '../store/order-reads.ts';
 
@@ -29,6 +30,10 @@ export interface UseCaseDeps {
   orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
   acceptor: AttemptAcceptor;
+  /** Decided changes of concurrent requests (provider notices, refund outcomes, closes), one statement per event-loop turn. */
+  changes: ChangeApplier;
+  /** The records those changes are decided from, read for concurrent requests in one statement per event-loop turn. */
+  records: RecordsReader;
   /** Console and portal sign-ins in progress on this instance (SIGN_IN_MAX_CONCURRENT): one more is refused at once. */
   signIns: Slots;
   /** Asks the background workers to look for due work now (follow-ups written, events queued). */

@@ -17,6 +17,8 @@ import {
 import { withTx } from '../store/db.ts';
 import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
 import * as attempts from '../store/attempts.ts';
+import * as changes from '../store/changes.ts';
+import { decidePaymentNotice, decideRefund, emptyChange } from '../domain/payment-decisions.ts';
 import * as orders from '../store/orders.ts';
 import type { AttemptRow } from '../store/attempts.ts';
 import * as refunds from '../store/refunds.ts';
@@ -25,7 +27,7 @@ import type { TradeRow } from '../store/trades.ts';
 import type { Queryable } from '../store/db.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { reviveLostRefund } from './refunds.ts';
-import { confirmPaid, setAttempt, setOrderStatus, setRefundState, setTrade } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
 
 /** What became of a notice: applied (or already applied), about nothing of ours, or kept for the operator. */
 export type NoticeOutcome = 'APPLIED' | 'UNKNOWN_SUBJECT' | 'KEPT_FOR_OPERATOR';
@@ -89,70 +91,47 @@ export async function ownerOfTradeNo(db: Queryable, no: string): Promise<{ attem
  */
 export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {
   if (n.kind === 'PAYMENT') {
-    const flow = `provider notice ${n.state}`;
-    const owner = await ownerOfTradeNo(d.db, n.attemptId);
-    if (!owner) return 'UNKNOWN_SUBJECT';
-    const attempt0 = owner.attempt;
-    const holder = owner.trade?.provider ?? attempt0.provider;
-    if (from) {
-      const order = (await orders.getOrder(d.db, attempt0.orderId))!;
-      if (from.provider !== holder) {
-        await keep(d, from, 'PROVIDER_MISMATCH', n.attemptId, { provider: holder }, { provider: from.provider, state: n.state });
-        return 'KEPT_FOR_OPERATOR';
-      }
-      if (n.amountFen != null && n.amountFen !== order.amountFen) {
-        await keep(d, from, 'AMOUNT_MISMATCH', n.attemptId, { amountFen: order.amountFen }, { amountFen: n.amountFen, state: n.state });
-        return 'KEPT_FOR_OPERATOR';
-      }
-      if (n.currency != null && n.currency !== order.currency) {
-        await keep(d, from, 'CURRENCY_MISMATCH', n.attemptId, { currency: order.currency }, { currency: n.currency, state: n.state });
-        return 'KEPT_FOR_OPERATOR';
-      }
+    let checked = !from;
+    let kept = false;
+    const word = { tradeNo: n.attemptId, state: n.state, providerRef: n.providerRef ?? null, reason: n.reason ?? null };
+    const out = await decideAndApply(
+      d,
+      () => d.records.read('tradeNo', n.attemptId),
+      (rec, now) => {
+        if (!checked) {
+          checked = true;
+          kept = mismatch(rec, n) !== null;
+          if (kept) return { change: emptyChange(), verdict: null };
+        }
+        return { change: decidePaymentNotice(rec, word, now), verdict: null };
+      },
+    );
+    if (!out) return 'UNKNOWN_SUBJECT';
+    if (kept) {
+      const m = mismatch(out.records, n)!;
+      await keep(d, from!, m.kind, n.attemptId, m.expected, { ...m.reported, state: n.state });
+      return 'KEPT_FOR_OPERATOR';
     }
-    await withTx(d.db, async (tx) => {
-      const o = (await orders.getOrderLocked(tx, attempt0.orderId))!;
-      const a = (await attempts.getAttempt(tx, attempt0.id))!;
-      const trade = owner.trade && (await trades.getTrade(tx, owner.trade.id))!;
-      const now = nowOf(d);
-      if (trade) {
-        // A trade of the attempt: paid, the attempt is paid through it; failed or closed, only that
-        // way to pay ended (the attempt's other orders may still be paid).
-        if (n.state === 'PAID') {
-          if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
-          // The provider's reference of the payment (WeChat Pay's transaction_id) is recorded on the trade.
-          await confirmPaid(tx, flow, o, a, now, { ...trade, providerRef: n.providerRef ?? trade.providerRef });
-        } else if (trade.state === 'NEW' || trade.state === 'OPEN') {
-          await setTrade(tx, flow, trade, 'CLOSED', {}, now);
-        }
-        return;
-      }
-      if (n.state === 'PAID') {
-        if (a.state === 'PENDING') await setAttempt(tx, flow, a, 'ACCEPTED', {}, now);
-        if (n.providerRef) await attempts.noteAttemptProviderRef(tx, a.id, n.providerRef);
-        if (a.state === 'CLOSED' || a.state === 'FAILED') {
-          // The provider took the money although the attempt was recorded as ended (its close
-          // crossed the payment): the money is real. The order succeeds if it still can, else
-          // the payment is a duplicate, refunded automatically.
-          d.log.warn({ attemptId: a.id, state: a.state }, 'provider reports a payment of an attempt recorded as ended; applied');
-        }
-        await confirmPaid(tx, flow, o, a, now);
-        return;
-      }
-      if (a.state === 'PAID' || a.state === 'CLOSED' || a.state === 'FAILED') return;
-      await setAttempt(tx, flow, a, n.state === 'FAILED' ? 'FAILED' : 'CLOSED', {}, now);
-      const latest = await attempts.latestAttempt(tx, o.id);
-      if (latest?.id === a.id && (o.status === 'PAYING' || o.status === 'UNKNOWN')) {
-        if (n.state === 'FAILED') await setOrderStatus(tx, flow, o, 'FAILED', { failureReason: n.reason ?? 'PAYMENT_FAILED' }, now);
-        else await setOrderStatus(tx, flow, o, 'CLOSED', { closedReason: 'PROVIDER_CLOSED' }, now);
-      }
-    });
-    // Its event is delivered now rather than at the next worker pass; a payment may also have left
-    // follow-ups (closing the order's other attempts, refunding a duplicate).
-    d.wakeWorkers();
     return 'APPLIED';
+
+    function mismatch(rec: changes.OrderRecords, p: Extract<ProviderNotification, { kind: 'PAYMENT' }>) {
+      const trade = rec.trades.find((t) => t.id === p.attemptId);
+      const attempt = rec.attempts.find((a) => a.id === (trade ? trade.attemptId : p.attemptId))!;
+      const holder = trade?.provider ?? attempt.provider;
+      if (from!.provider !== holder)
+        return { kind: 'PROVIDER_MISMATCH', expected: { provider: holder }, reported: { provider: from!.provider } };
+      if (p.amountFen != null && p.amountFen !== rec.order.amountFen) {
+        return { kind: 'AMOUNT_MISMATCH', expected: { amountFen: rec.order.amountFen }, reported: { amountFen: p.amountFen } };
+      }
+      if (p.currency != null && p.currency !== rec.order.currency) {
+        return { kind: 'CURRENCY_MISMATCH', expected: { currency: rec.order.currency }, reported: { currency: p.currency } };
+      }
+      return null;
+    }
   }
-  const r0 = await refunds.getRefund(d.db, n.refundId);
-  if (!r0) return 'UNKNOWN_SUBJECT';
+  const rec0 = await d.records.read('refund', n.refundId);
+  if (!rec0) return 'UNKNOWN_SUBJECT';
+  const r0 = rec0.refund!;
   if (from) {
     if (from.provider !== r0.provider) {
       await keep(d, from, 'PROVIDER_MISMATCH', r0.id, { provider: r0.provider }, { provider: from.provider, state: n.state });
@@ -163,33 +142,36 @@ export async function applyNotification(d: UseCaseDeps, n: ProviderNotification,
       return 'KEPT_FOR_OPERATOR';
     }
   }
-  await withTx(d.db, async (tx) => {
-    await orders.lockOrder(tx, r0.orderId);
-    const r = (await refunds.getRefund(tx, n.refundId))!;
-    const now = nowOf(d);
-    if (r.state === 'FAILED' && n.state === 'SUCCEEDED') {
-      await reviveLostRefund(d.log, tx, r, 'SUCCEEDED', n.providerRef ?? null, now);
-      return;
-    }
-    if (r.state === 'SUCCEEDED' || r.state === 'FAILED') {
-      if (r.state !== n.state) {
-        d.log.error(
-          { refundId: r.id, recorded: r.state, provider: n.state },
-          'provider reports a refund outcome that contradicts the ledger; needs manual reconciliation',
-        );
-      }
-      return;
-    }
-    await setRefundState(
-      tx,
-      `provider refund notice ${n.state}`,
-      r,
-      n.state,
-      { failureReason: n.reason, providerRef: n.providerRef ?? null },
-      now,
+  let first: changes.OrderRecords | null = rec0;
+  const out = await decideAndApply(
+    d,
+    async () => {
+      const rec = first ?? (await d.records.read('refund', n.refundId));
+      first = null;
+      return rec;
+    },
+    (rec, now) => {
+      const decision = decideRefund(
+        rec.refund!,
+        { kind: 'NOTICE', state: n.state, reason: n.reason, providerRef: n.providerRef ?? null },
+        now,
+      );
+      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision };
+    },
+  );
+  const decision = out!.verdict;
+  if (decision.kind === 'REVIVE') {
+    await withTx(d.db, async (tx) => {
+      await orders.lockOrder(tx, r0.orderId);
+      const r = (await refunds.getRefund(tx, n.refundId))!;
+      if (r.state === 'FAILED') await reviveLostRefund(d.log, tx, r, 'SUCCEEDED', n.providerRef ?? null, nowOf(d));
+    });
+    d.wakeWorkers();
+  } else if (decision.kind === 'CONTRADICTION') {
+    d.log.error(
+      { refundId: r0.id, recorded: decision.recorded, provider: decision.reported },
+      'provider reports a refund outcome that contradicts the ledger; needs manual reconciliation',
     );
-  });
-  // Its event is delivered now rather than at the next worker pass.
-  d.wakeWorkers();
+  }
   return 'APPLIED';
 }

@@ -8,76 +8,69 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { CreateRefundInput } from '../domain/open-schemas.ts';
 import { refundDigest } from '../domain/order-input.ts';
-import { REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_COUNTING_STATES, REFUND_NOT_RECEIVED } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
 import { type Tx, withTx } from '../store/db.ts';
 import { RefundNumberTaken } from '../store/errors.ts';
-import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
-import { countedRefundsFen, firstCheckAt, setRefundState } from './payment-state.ts';
+import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
+import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, decideRefundRequest, emptyChange } from '../domain/payment-decisions.ts';
 import type { RefundOutcome } from './results.ts';
+import type { RequestUnit } from './request-units.ts';
 
-const FLOW = 'create refund';
-/** A refund the provider accepted (PENDING) is first asked about this soon. */
-const PENDING_CHECK_MS = 5_000;
-
-export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput): Promise<RefundOutcome> {
+/** `unit`: the request's unit, whose answer the outcome's change may record. */
+export async function createRefund(d: UseCaseDeps, caller: Caller, input: CreateRefundInput, unit?: RequestUnit): Promise<RefundOutcome> {
   const digest = refundDigest(input);
   // Requests for one order are serialized on the order row; two requests with the same
   // outRefundNo naming two different orders are not, and the loser hits the unique index. It runs
   // once more and then finds the winner's row (a replay or, with other content, the conflict).
   let step;
   try {
-    step = await reserveRefund(d, caller, input, digest);
+    step = await reserveRefund(d, caller, input, digest, unit);
   } catch (err) {
     if (!(err instanceof RefundNumberTaken)) throw err;
-    step = await reserveRefund(d, caller, input, digest);
+    step = await reserveRefund(d, caller, input, digest, unit);
   }
   if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
-  return submitRefund(d, step.order, step.refund);
+  return submitRefund(d, step.order, step.refund, unit);
 }
 
-/** Transaction 1: idempotency, state and cumulative-limit checks, then the REQUESTED row (holds the amount). */
+/**
+ * Idempotency, state and cumulative-limit checks (decideRefundRequest, from the records read in one
+ * statement), then the REQUESTED row (it holds its amount) with the order's stateVersion moved, in
+ * one statement only if the order is still as read; else read and decided again. Concurrent
+ * refunds of one order are serialized on the order's row and its stateVersion.
+ */
 async function reserveRefund(
   d: UseCaseDeps,
   caller: Caller,
   input: CreateRefundInput,
   digest: string,
+  unit?: RequestUnit,
 ): Promise<{ kind: 'replay' | 'new'; order: OrderRow; refund: RefundRow }> {
-  return withTx(d.db, async (tx) => {
-    // The refund number first (refund identity is (app, outRefundNo)): a number already used is a
-    // replay or a conflict whatever order this request names, even one that does not exist.
-    const used = async () => {
-      const existing = await refunds.findRefund(tx, caller.app.id, input.outRefundNo);
-      if (!existing) return null;
-      if (existing.digest !== digest) throw new DomainError('IDEMPOTENCY_CONFLICT');
-      return { kind: 'replay' as const, order: (await orders.getOrder(tx, existing.orderId))!, refund: existing };
-    };
-    const before = await used();
-    if (before) return before;
-    const order = await orders.findOrderLocked(tx, caller.app.id, input.outTradeNo);
-    if (!order) throw new DomainError('NOT_FOUND');
-    // Again under the order's lock: a concurrent refund of this number that held the lock is
-    // committed now, and this one replays it (not judged against the amount it took). One of
-    // another order is caught by the unique number on insert (the caller runs this again).
-    const after = await used();
-    if (after) return after;
-    if (order.status !== 'SUCCEEDED') {
+  for (;;) {
+    const rec = await refunds.refundRequestRecords(d.db, caller.app.id, input.outRefundNo, input.outTradeNo, REFUND_COUNTING_STATES);
+    const decision = decideRefundRequest(rec, { digest, amountFen: input.refundAmountFen });
+    if (decision === 'REPLAY') return { kind: 'replay', order: rec.order!, refund: rec.existing! };
+    if (decision === 'CONFLICT') throw new DomainError('IDEMPOTENCY_CONFLICT');
+    if (decision === 'NOT_FOUND') throw new DomainError('NOT_FOUND');
+    const order = rec.order!;
+    if (decision === 'STATE_INVALID') {
       throw new DomainError('STATE_INVALID', `Only SUCCEEDED orders can be refunded; the order is ${order.status}.`);
     }
-    if ((await countedRefundsFen(tx, order.id)) + input.refundAmountFen > order.amountFen) {
+    if (decision === 'LIMIT_EXCEEDED') {
       throw new DomainError('LIMIT_EXCEEDED', 'The refund would exceed the amount paid.', {
         details: { scope: 'REFUND_CUMULATIVE', outRefundNo: input.outRefundNo },
       });
     }
-    const paid = (await attempts.getAttempt(tx, order.paidAttemptId!))!;
-    const now = nowOf(d);
-    const refund = await refunds.insertRefund(
-      tx,
+    // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
+    const claim = unit?.joinClaim() ?? null;
+    const { refund, claimed } = await refunds.reserveRefund(
+      d.db,
       {
         id: newId.refund(),
         orderId: order.id,
@@ -86,18 +79,24 @@ async function reserveRefund(
         amountFen: input.refundAmountFen,
         reason: input.reason,
         digest,
-        provider: paid.provider,
+        provider: rec.provider!,
         createdBy: d.instanceId,
       },
-      now,
+      order.stateVersion,
+      nowOf(d),
+      claim,
     );
-    await orders.bumpStateVersion(tx, order.id, now);
-    return { kind: 'new' as const, order, refund };
-  });
+    if (claim) {
+      unit!.joined(claimed);
+      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
+      if (!claimed) await unit!.claim();
+    }
+    if (refund) return { kind: 'new', order, refund };
+  }
 }
 
 /** The provider call (outside any transaction), then transaction 2 records its outcome. */
-async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow): Promise<RefundOutcome> {
+async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow, unit?: RequestUnit): Promise<RefundOutcome> {
   let result: RefundResult | 'REJECTED' | 'UNCERTAIN';
   let rejectReason = 'PROVIDER_REJECTED';
   try {
@@ -117,31 +116,37 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       result = 'UNCERTAIN';
     }
   }
-  const refund = await withTx(d.db, async (tx) => {
-    await orders.lockOrder(tx, order.id);
-    const r = (await refunds.getRefund(tx, reserved.id))!;
-    const now = nowOf(d);
-    if (r.state !== 'REQUESTED') {
-      // A notification or the reconciler got there first. A refund the platform judged lost
-      // (FAILED, never received) that the provider accepted after all: the provider's word stands.
-      if (r.state === 'FAILED' && typeof result === 'object') {
-        return reviveLostRefund(d.log, tx, r, result.outcome, result.providerRef, now);
-      }
-      return r;
-    }
-    if (result === 'REJECTED') return setRefundState(tx, FLOW, r, 'FAILED', { failureReason: rejectReason }, now);
-    if (result === 'UNCERTAIN') return setRefundState(tx, FLOW, r, 'UNKNOWN', { checkAt: firstCheckAt(now) }, now);
-    return setRefundState(
-      tx,
-      FLOW,
-      r,
-      result.outcome,
-      { providerRef: result.providerRef, checkAt: result.outcome === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
-      now,
-    );
-  });
+  const word: RefundWord =
+    result === 'REJECTED'
+      ? { kind: 'REJECTED', reason: rejectReason }
+      : result === 'UNCERTAIN'
+        ? { kind: 'UNCERTAIN' }
+        : { kind: 'ANSWER', outcome: result.outcome, providerRef: result.providerRef };
+  const out = (await decideAndApply(
+    d,
+    () => d.records.read('refund', reserved.id),
+    (rec, now) => {
+      const decision = decideRefund(rec.refund!, word, now);
+      // The request's answer, recorded with the outcome (a refusal is answered as an error, by the surface).
+      const answer =
+        unit && word.kind !== 'REJECTED'
+          ? (_: OrderRow, refund: RefundRow | null) => unit.answerFor({ kind: 'refund', refund: refund!, order, replayed: false })
+          : undefined;
+      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision, answer };
+    },
+  ))!;
+  if (out.result.answer) unit!.answerRecorded(out.result.answer);
+  let refund = out.result.refund!;
+  if (out.verdict.kind === 'REVIVE') {
+    const to = out.verdict.to;
+    const ref = out.verdict.providerRef;
+    refund = await withTx(d.db, async (tx) => {
+      await orders.lockOrder(tx, order.id);
+      const r = (await refunds.getRefund(tx, reserved.id))!;
+      return r.state === 'FAILED' ? reviveLostRefund(d.log, tx, r, to, ref, nowOf(d)) : r;
+    });
+  }
   // A final outcome wrote its event: delivered now rather than at the next worker pass.
-  if (refund.state === 'SUCCEEDED' || refund.state === 'FAILED') d.wakeWorkers();
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return { kind: 'refund', refund, order, replayed: false };
 }
@@ -170,7 +175,7 @@ export async function reviveLostRefund(
     'refund reported after it was judged lost',
     r,
     to,
-    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_CHECK_MS) : undefined },
+    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_REFUND_CHECK_MS) : undefined },
     now,
   );
   const o = (await orders.getOrder(tx, r.orderId))!;

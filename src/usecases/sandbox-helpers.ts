@@ -4,7 +4,6 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
-import * as attempts from '../store/attempts.ts';
 import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { tradeNosOfOrder } from '../store/trades.ts';
@@ -18,9 +17,10 @@ export async function sandboxBuyerAction(
   action: 'PAY' | 'FAIL',
   attemptId?: string,
 ): Promise<{ orderId: string; attemptId: string; status: string }> {
-  const order = await orders.getOrder(d.db, orderId);
-  if (!order) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
-  const all = await attempts.attemptsOf(d.db, order.id);
+  // The order and its attempts, in one read.
+  const rec = await d.records.read('order', orderId);
+  if (!rec) throw new DomainError('NOT_FOUND', undefined, { entity: 'order' });
+  const { order, attempts: all } = rec;
   const target =
     attemptId !== undefined
       ? all.find((a) => a.id === attemptId)
@@ -30,7 +30,7 @@ export async function sandboxBuyerAction(
   if (r === 'NOT_FOUND') throw new DomainError('STATE_INVALID', 'the provider has no payment for this attempt');
   if (r === 'NOT_OPEN') throw new DomainError('STATE_INVALID', 'the payment is no longer open at the provider');
   if (r === 'EXPIRED') throw new DomainError('STATE_INVALID', 'the payment window has ended: the buyer can no longer pay');
-  const fresh = (await orders.getOrder(d.db, order.id))!;
+  const fresh = (await d.records.read('order', order.id))!.order;
   return { orderId: fresh.id, attemptId: target.id, status: fresh.status };
 }
 

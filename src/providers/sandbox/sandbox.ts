@@ -108,6 +108,8 @@ export class SandboxProvider implements PaymentProvider {
   #sink: NotificationSink | null = null;
   readonly #log: (msg: string, err?: unknown) => void;
 
+  /** Acknowledged payment notices, one statement per event-loop turn. */
+  readonly #acks: TurnBatcher<string, void>;
   /** Payments opened by concurrent createAttempt calls, one statement per event-loop turn. */
   readonly #opens: TurnBatcher<books.OpenPayment, books.OpenOutcome>;
 
@@ -115,6 +117,13 @@ export class SandboxProvider implements PaymentProvider {
     this.#db = db;
     this.#log = o.log ?? (() => {});
     this.#clock = o.clock ?? systemClock;
+    this.#acks = new TurnBatcher({
+      one: (id) => books.noticesAcknowledged(db, [id]),
+      many: async (ids) => {
+        await books.noticesAcknowledged(db, ids);
+        return ids.map(() => undefined);
+      },
+    });
     this.#opens = new TurnBatcher({
       one: (p) => books.openPaymentTakingFault(db, p, this.#now()),
       many: async (ps) => {
@@ -153,17 +162,6 @@ export class SandboxProvider implements PaymentProvider {
 
   listFaults(): Promise<{ operation: string; outcome: string; delayMs: number | null; remaining: number }[]> {
     return books.listFaults(this.#db);
-  }
-
-  /** Takes one programmed fault for the operation, if any. DELAY_MS waits and then proceeds normally. */
-  async #fault(operation: FaultOperation): Promise<Exclude<FaultOutcome, 'DELAY_MS'> | null> {
-    const f = await books.takeFault(this.#db, operation);
-    if (!f) return null;
-    if (f.outcome === 'DELAY_MS') {
-      await sleep(f.delayMs ?? 0);
-      return null;
-    }
-    return f.outcome;
   }
 
   async createAttempt(input: CreateAttemptInput): Promise<CreateAttemptResult> {
@@ -234,31 +232,38 @@ export class SandboxProvider implements PaymentProvider {
   }
 
   async closePayment(attemptId: string, opts: CallOptions = {}): Promise<CloseResult> {
-    const fault = opts.background ? null : await this.#fault('CLOSE');
-    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
-    if (fault === 'PAID') await books.movePayment(this.#db, attemptId, 'PAID', this.#now());
-    await books.movePayment(this.#db, attemptId, 'CLOSED', this.#now());
-    if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: close timed out');
-    return (await books.getPayment(this.#db, attemptId))?.state === 'PAID' ? { outcome: 'PAID' } : { outcome: 'CLOSED' };
+    // The fault (unless in the background) and the close, in one statement of the books.
+    const r = await books.closePaymentTakingFault(this.#db, attemptId, !opts.background, this.#now());
+    if (r.outcome === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    let state = r.state;
+    if (r.outcome === 'DELAY_MS') {
+      await sleep(r.delay_ms ?? 0);
+      await books.movePayment(this.#db, attemptId, 'CLOSED', this.#now());
+      state = (await books.getPayment(this.#db, attemptId))?.state ?? null;
+    }
+    if (r.outcome === 'TIMEOUT') throw new ProviderUncertainError('sandbox: close timed out');
+    return state === 'PAID' ? { outcome: 'PAID' } : { outcome: 'CLOSED' };
   }
 
   async refund(input: RefundInput, opts: CallOptions = {}): Promise<RefundResult> {
-    const fault = opts.background ? null : await this.#fault('REFUND');
-    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
     const now = this.#now();
-    const r = await books.bookRefund(
-      this.#db,
-      {
-        key: input.refundId,
-        ref: `sbx_rf_${input.refundId.replace(/^[a-z]+_/, '')}`,
-        attemptId: input.paidAttemptId,
-        amountFen: input.amountFen,
-        immediate: fault === 'PAID',
-        settleAt: new Date(now.getTime() + REFUND_SETTLE_MS),
-        lost: fault === 'LOST',
-      },
-      now,
-    );
+    const booking = {
+      key: input.refundId,
+      ref: `sbx_rf_${input.refundId.replace(/^[a-z]+_/, '')}`,
+      attemptId: input.paidAttemptId,
+      amountFen: input.amountFen,
+      settleAt: new Date(now.getTime() + REFUND_SETTLE_MS),
+    };
+    // The fault (unless in the background) and the booking, in one call of the books.
+    const taken = await books.bookRefundTakingFault(this.#db, { ...booking, takeFault: !opts.background }, now);
+    const fault = taken.outcome;
+    if (fault === 'REJECT') throw new ProviderRejectedError('SANDBOX_REJECTED');
+    let r = taken.result;
+    if (fault === 'DELAY_MS') {
+      await sleep(taken.delayMs ?? 0);
+      r = (await books.bookRefundTakingFault(this.#db, { ...booking, takeFault: false }, this.#now())).result;
+    }
+    if (r === null) throw new Error('sandbox: refund not booked');
     if ('refused' in r) throw new ProviderRejectedError(r.refused);
     if (fault === 'TIMEOUT') throw new ProviderUncertainError('sandbox: refund timed out');
     return { outcome: r.row.state, providerRef: r.row.provider_ref };
@@ -334,19 +339,24 @@ export class SandboxProvider implements PaymentProvider {
     const now = this.#now();
     const to = action === 'PAY' ? 'PAID' : 'FAILED';
     const noticeDueAt = new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000);
-    if (!(await books.buyerActs(this.#db, attemptId, to, noticeDueAt, now))) {
+    // The buyer's action and the PAY fault it takes, in one statement of the books.
+    const acted = await books.buyerActsTakingFault(this.#db, attemptId, to, noticeDueAt, now);
+    if (!acted.moved) {
       const e = await books.paymentStanding(this.#db, attemptId, now);
       if (!e) return 'NOT_FOUND';
       // Paying an already-paid payment again re-sends the notice (idempotent for the service).
       if (!(action === 'PAY' && e.state === 'PAID')) return e.state === 'OPEN' && e.expired ? 'EXPIRED' : 'NOT_OPEN';
-    } else if (action === 'PAY' && (await this.#fault('PAY')) === 'NOTICE_LOST') {
+    } else if (acted.fault === 'NOTICE_LOST') {
       // A payment whose notice is lost (PAY / NOTICE_LOST), taken only by a payment that took
       // place: nothing owed (its first retry is seconds away) and nothing sent.
-      await books.noticeAcknowledged(this.#db, attemptId);
+      await books.noticesAcknowledged(this.#db, [attemptId]);
       return 'OK';
     }
     try {
-      await this.#sendPaymentNotice(attemptId, to);
+      await this.#notify({ kind: 'PAYMENT', attemptId, state: to, reason: to === 'FAILED' ? 'BUYER_PAYMENT_FAILED' : null });
+      // Acknowledged: the service applied it (its handler returned). Recorded off the buyer's
+      // path, with the acknowledgements of concurrent notices: one lost only sends the notice again.
+      this.#acks.run(attemptId).catch((err: unknown) => this.#log('sandbox notice acknowledgement not recorded; sent again later', err));
     } catch (err) {
       // The buyer's action stands at the provider whatever the service made of the notice.
       this.#log('sandbox payment notice not acknowledged; sent again later', err);
@@ -357,7 +367,7 @@ export class SandboxProvider implements PaymentProvider {
   async #sendPaymentNotice(attemptId: string, state: 'PAID' | 'FAILED'): Promise<void> {
     await this.#notify({ kind: 'PAYMENT', attemptId, state, reason: state === 'FAILED' ? 'BUYER_PAYMENT_FAILED' : null });
     // Acknowledged: the service applied it (its handler returned).
-    await books.noticeAcknowledged(this.#db, attemptId);
+    await this.#acks.run(attemptId);
   }
 
   /**
