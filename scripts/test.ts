@@ -75,11 +75,11 @@ async function main(): Promise<number> {
         ]
       : [];
   // Two files at a time, unless the caller says otherwise (--test-concurrency=N). The suites that
-  // start, kill and stop real processes (test/startup, test/embedded) run afterwards, one at a
+  // start, kill and stop real processes (test/startup, test/embedded, test/ha) run afterwards, one at a
   // time: pids wrap at 32,768 here, and a pid one of them signals must never name a process of a
   // suite running alongside.
   const chosen = flags.some((f) => f.startsWith('--test-concurrency'));
-  const alone = chosen ? [] : files.filter((f) => /^test\/(startup|embedded)\//.test(f));
+  const alone = chosen ? [] : files.filter((f) => /^test\/(startup|embedded|ha)\//.test(f));
   // The longest files first, so that the last to finish are short ones (new files, not timed yet, last).
   const took = await readDurations();
   const together = files.filter((f) => !alone.includes(f)).sort((a, b) => (took[b] ?? 0) - (took[a] ?? 0));

@@ -125,6 +125,24 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
 }
 
 /**
+ * DATABASE_URL: one node, or several as libpq takes them (`postgres://u@h1:5432,h2:5432/db?
+ * target_session_attrs=read-write`), whose primary the pool follows (docs/high-availability.md).
+ * Each node of a list is checked as an address of its own.
+ */
+function databaseAddress(env: Env): string | null {
+  const v = str(env, 'DATABASE_URL');
+  if (v === undefined) return null;
+  const m = /^(postgres(?:ql)?:\/\/(?:[^@/?#]*@)?)([^/?#]*,[^/?#]*)(.*)$/i.exec(v);
+  if (m === null) return url(env, 'DATABASE_URL', ['postgres:', 'postgresql:'])!;
+  for (const node of m[2]!.split(',')) url({ DATABASE_URL: `${m[1]}${node}${m[3]}` }, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const attrs = new URLSearchParams(m[3]!.split('?')[1] ?? '').get('target_session_attrs');
+  if (attrs !== null && attrs !== 'read-write' && attrs !== 'primary') {
+    throw new ConfigError(`DATABASE_URL's target_session_attrs must be read-write (the service writes; got '${attrs}')`);
+  }
+  return v;
+}
+
+/**
  * The database index of a REDIS_URL: its path, `/N` (or none: 0). Anything else is refused here,
  * naming the variable: the Redis client would send `SELECT NaN` and fail outside any handler.
  */
@@ -158,7 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
   const host = str(env, 'HOST') ?? '127.0.0.1';
   if (/\s/.test(host)) throw new ConfigError(`HOST must be a host name or address (got '${host}')`);
   const dataDir = path.resolve(str(env, 'DATA_DIR') ?? './data');
-  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']) ?? null;
+  const databaseUrl = databaseAddress(env);
   const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']) ?? null;
   if (redisUrl !== null) redisDatabase(redisUrl);
   const adminToken = str(env, 'ADMIN_TOKEN') ?? null;

@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { PrimaryFinder, followingClient, parseNodes } from './primary.ts';
 
 // bigint (int8) columns hold fen amounts; they fit in a JS number (schema caps at 1e10 per order
 // and sums stay far below 2^53), so parse them as numbers.
@@ -12,8 +13,19 @@ export type Db = pg.Pool;
 export type Tx = pg.PoolClient;
 export type Queryable = pg.Pool | pg.PoolClient;
 
+/**
+ * The pool of a DATABASE_URL. An address of several nodes (`host1:port,host2:port`) gives a pool
+ * that follows their primary (src/store/primary.ts, docs/high-availability.md).
+ */
 export function createPool(connectionString: string, max = 20): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 });
+  const ha = parseNodes(connectionString);
+  const options: pg.PoolConfig = { connectionString, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 };
+  if (ha !== null) {
+    const finder = new PrimaryFinder(ha.nodes, ha.urlOf);
+    // keepAlive: a primary whose machine is gone (no reset sent) is noticed on an idle connection too.
+    Object.assign(options, { connectionString: ha.urlOf(ha.nodes[0]!), Client: followingClient(finder), keepAlive: true });
+  }
+  const pool = new pg.Pool(options);
   // An idle client's error (e.g. the server restarted) must not crash the process.
   pool.on('error', () => {});
   return pool;

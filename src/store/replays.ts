@@ -121,6 +121,17 @@ export async function endLeasesOf(db: Queryable, instance: string, now: Date): P
 }
 
 /**
+ * Ends the lease of one holder's claim, if it still holds it: the claim of a write whose commit
+ * was not confirmed (the connection was lost), which a retry may then take over at once.
+ */
+export async function endLease(db: Queryable, appId: string, requestId: string, holder: string, now: Date): Promise<void> {
+  await db.query(
+    `UPDATE request_replays SET lease_until = $4 WHERE app_id = $1 AND request_id = $2 AND holder = $3 AND state = 'IN_PROGRESS'`,
+    [appId, requestId, holder, new Date(now.getTime() - 1)],
+  );
+}
+
+/**
  * Drops answers older than `before`, and records whose holder died long ago (an IN_PROGRESS row
  * whose lease expired before `before` is never completed).
  */

@@ -72,6 +72,13 @@ export class RequestUnits {
    * duplicate arriving meanwhile waits on it instead of polling. Ids held elsewhere are polled.
    */
   readonly #inflight = new Map<string, { settled: Promise<void>; settle: () => void }>();
+  /**
+   * Claims joined to a write whose commit was not confirmed (the connection was lost during it):
+   * the claim may exist, held by a holder that will never finish. Its lease is ended as soon as
+   * the database answers (at once, else at each heartbeat), so a retry takes it over and answers
+   * from the ledger (the order's number) instead of waiting for the lease.
+   */
+  readonly #unconfirmed: { key: RequestKey; holder: string }[] = [];
 
   constructor(db: Db, clock: Clock, log: Log) {
     this.#db = db;
@@ -95,6 +102,7 @@ export class RequestUnits {
     await replays.registerInstance(this.#db, this.instanceId, now);
     this.#beat = setInterval(() => {
       replays.beat(this.#db, this.instanceId, this.#now()).catch((err: unknown) => this.#log.warn({ err }, 'instance heartbeat failed'));
+      void this.endUnconfirmed();
     }, HEARTBEAT_MS);
     this.#beat.unref();
   }
@@ -170,6 +178,23 @@ export class RequestUnits {
    */
   endLeasesHeldHere(): Promise<number> {
     return replays.endLeasesOf(this.#db, this.instanceId, this.#now());
+  }
+
+  /** A claim whose write's commit was not confirmed: its lease is to end (see #unconfirmed). */
+  unconfirmed(key: RequestKey, holder: string): Promise<void> {
+    this.#unconfirmed.push({ key, holder });
+    return this.endUnconfirmed();
+  }
+
+  /** Ends the leases of the unconfirmed claims; those the database did not take stay for the next beat. */
+  async endUnconfirmed(): Promise<void> {
+    for (const u of this.#unconfirmed.splice(0)) {
+      try {
+        await replays.endLease(this.#db, u.key.appId, u.key.requestId, u.holder, this.#now());
+      } catch {
+        this.#unconfirmed.push(u);
+      }
+    }
   }
 
   /** Drops answers past the retention (and the re-creates' request ids, kept as long). */
@@ -306,6 +331,11 @@ export class RequestUnit {
   /** The operation failed unexpectedly: the id is given up (a retry executes afresh). */
   async abandon(): Promise<void> {
     const u = this.#units;
+    if (this.#pending !== null) {
+      // The write carrying the claim failed without an answer: it may have committed (docs/high-availability.md).
+      void u.unconfirmed(this.key, this.#pending.holder);
+      this.#pending = null;
+    }
     try {
       if (this.#holder) await replays.abandonRequestId(u.db, this.key.appId, this.key.requestId, this.#holder.holder);
     } finally {

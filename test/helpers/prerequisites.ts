@@ -110,6 +110,16 @@ export const REDIS_SERVER: Prerequisite = {
   present: once(() => works('redis-server', ['--version'])),
 };
 
+/** pg_auto_failover and the PostgreSQL 15 it runs (the high-availability drill: scripts/ha/cluster.ts). */
+export const PG_AUTO_FAILOVER: Prerequisite = {
+  what: 'pg_auto_failover (pg_autoctl and its PostgreSQL 15 extension)',
+  install: 'apt-get install pg-auto-failover-cli postgresql-15-auto-failover',
+  present: () =>
+    fs.existsSync('/usr/bin/pg_autoctl') &&
+    fs.existsSync('/usr/lib/postgresql/15/bin/pg_ctl') &&
+    fs.existsSync('/usr/share/postgresql/15/extension/pgautofailover.control'),
+};
+
 /** The missing prerequisites, one reason line each. */
 export function missing(...prerequisites: Prerequisite[]): string[] {
   return prerequisites.filter((p) => !p.present()).map((p) => `needs ${p.what}: ${p.install}`);

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../../src/domain/clock.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
+import { claimRequestId } from '../../src/store/replays.ts';
 import { INSTANCE_GONE_AFTER_MS, RequestDecided, RequestUnits, type RequestUnit } from '../../src/usecases/request-units.ts';
 import { FakeClock, waitFor } from '../helpers/events.ts';
 import { type TestDatabase, createTestDatabase } from '../helpers/db.ts';
@@ -218,5 +219,55 @@ describe('request-id units', () => {
     assert.deepEqual(await begin(first), { kind: 'execute' });
     await first.finish({ status: 503, body: '{}', kept: false });
     assert.deepEqual(await begin(units.open(k, render)), { kind: 'execute' });
+  });
+
+  test('a claim joined to a write whose commit was lost (the primary died): its lease ends once the database answers, and a retry elsewhere takes it over at once', async () => {
+    // The database refuses every statement while `down` (a failover), then answers again.
+    let down = false;
+    const flaky = new Proxy(db, {
+      get(target, prop, receiver) {
+        if (prop === 'query') {
+          return (...a: unknown[]) =>
+            down
+              ? Promise.reject(new Error('Connection terminated unexpectedly'))
+              : (target.query as (...x: unknown[]) => unknown).apply(target, a);
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const here = await instance(flaky);
+    const c = counting(db);
+    const other = await instance(c.db);
+    const k = key('req_commit_lost');
+    const unit = here.open(k, render);
+    const claim = unit.joinClaim()!;
+    // The create's statement committed its claim, but its answer never came back: the unit does not know.
+    assert.equal(
+      await claimRequestId(
+        db,
+        k,
+        { holder: claim.holder, instance: claim.holderInstance, leaseUntil: claim.leaseUntil },
+        new Date(clock.now()),
+      ),
+      true,
+    );
+    down = true;
+    await unit.abandon();
+    down = false;
+    // The lease is ended at the next heartbeat at the latest: the retry executes, it does not wait for the lease.
+    await waitFor(
+      'the unconfirmed claim released',
+      async () => {
+        const r = await db.query<{ lease_until: Date }>('SELECT lease_until FROM request_replays WHERE app_id = $1 AND request_id = $2', [
+          k.appId,
+          k.requestId,
+        ]);
+        return r.rows[0]!.lease_until.getTime() < clock.now();
+      },
+      5000,
+    );
+    const before = c.count();
+    assert.deepEqual(await begin(other.open(k, render)), { kind: 'execute' });
+    assert.equal(c.count() - before, 3, 'claim, read, take over: no wait');
   });
 });
