@@ -53,6 +53,8 @@ import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO
 import { type DayResult, dayScenario } from './lib/ledger-day.ts';
 import { type LedgerResult, fillLedger } from './lib/ledger.ts';
 import { statementScenario } from './lib/statement.ts';
+import { type Neighbours, prepareNeighbours, startStalledDownloads } from './lib/stalled-downloads.ts';
+import { crashScenario } from './lib/crash.ts';
 import { type NoisyOptions, noisyScenario, noisyTable } from './lib/noisy.ts';
 
 const HELP = `Usage: npm run bench -- [options]
@@ -63,8 +65,9 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,half (half = half-query,half-create,half-realistic), statement, day, noisy;
-                          default: all but statement and day (they write a day of payments first) and noisy
+                          flood,stalled-downloads,half (half = half-query,half-create,half-realistic),
+                          statement, day, noisy, crash; default: all but statement and day (they write
+                          a day of payments first), noisy and crash (it kills the service; run last)
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --ledger <n>            first fill the database with a year of history of n orders, bulk-loaded in SQL
                           (bench/lib/ledger.ts: attempts, refunds, events and deliveries, the sandbox's
@@ -207,6 +210,7 @@ const ALL = [
   'realistic',
   'notify',
   'flood',
+  'stalled-downloads',
   'half-query',
   'half-create',
   'half-realistic',
@@ -218,8 +222,8 @@ const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + 
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
 for (const s of wanted) {
-  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'day' && s !== 'noisy') {
-    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, day, noisy)\n`);
+  if (!(ALL as readonly string[]).includes(s) && s !== 'statement' && s !== 'day' && s !== 'noisy' && s !== 'crash') {
+    process.stderr.write(`unknown scenario '${s}' (known: ${ALL.join(', ')}, half, statement, day, noisy, crash)\n`);
     process.exit(2);
   }
 }
@@ -258,6 +262,7 @@ const DESCRIPTIONS: Record<Name, string> = {
   notify: `a backlog of ${2 * opts.notifyOrders} notifications of one app (${opts.notifyOrders} orders created, paid, refunded with no notifyUrl), delivered once its notifyUrl is set`,
   flood: `query open-loop at ${opts.floodRate}/s while other connections flood deep JSON, big headers, long paths, garbage, slow bodies and headers`,
   'half-realistic': 'the realistic mix at half of its peak rate',
+  'stalled-downloads': `the normal merchant's query, then create, open-loop at ${opts.floodRate}/s: quiet, then while 4 other apps open statement downloads (50,000 rows a day; --quick 10,000) and never read them`,
 };
 
 const t00 = performance.now();
@@ -768,6 +773,7 @@ async function main(): Promise<boolean> {
     return res;
   }
 
+  let neighbours: Neighbours | null = null;
   async function scenario(name: Name, run: number): Promise<ScenarioResult[]> {
     switch (name) {
       case 'create':
@@ -805,6 +811,30 @@ async function main(): Promise<boolean> {
             },
           }),
         ];
+      }
+      case 'stalled-downloads': {
+        await ensureOrders(seedCount);
+        neighbours ??= await prepareNeighbours(svc, 4, quick ? 10_000 : 50_000, log);
+        const nb = neighbours;
+        const out: ScenarioResult[] = [];
+        for (const kind of ['query', 'create'] as const) {
+          for (const noisy of [false, true]) {
+            const n = Math.ceil(opts.floodRate * opts.duration);
+            let dl: ReturnType<typeof startStalledDownloads> | null = null;
+            const r = await measured(name, run, kind === 'query' ? queryItems(n, book.orders) : createItems(n), {
+              connections: 64,
+              rate: opts.floodRate,
+              paced: true,
+              before: noisy ? () => (dl = startStalledDownloads(svc.baseUrl, nb.apps, nb.day, 2)) : undefined,
+              after: noisy
+                ? async (res) =>
+                    void log(`  stalled downloads: ${JSON.stringify(((res as { stalled?: unknown }).stalled = await dl!.stop()))}`)
+                : undefined,
+            });
+            out.push({ ...r, name: `stalled-downloads ${kind} ${noisy ? 'noisy' : 'quiet'}` });
+          }
+        }
+        return out;
       }
       case 'half-query':
       case 'half-create':
@@ -861,6 +891,7 @@ async function main(): Promise<boolean> {
         noisyOpts,
         opts.runs,
       );
+  const crash = wanted.includes('crash') ? await crashScenario(svc, freeApp, { inFlight: quick ? 8 : 20, loadConnections: 16, log }) : null;
 
   const svcHwm = memoryOf(svc.pid)?.hwmMB ?? null;
   const pgPssMB = svc.postmasterPid !== null && svc.embedded ? clusterPssMB(svc.postmasterPid) : null;
@@ -918,6 +949,7 @@ async function main(): Promise<boolean> {
     ledger,
     day,
     noisy,
+    crash,
     serverPeakRssMB: hwm,
     memory,
     serverMemoryAfterFullGc: liveAfterGc,

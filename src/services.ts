@@ -37,6 +37,7 @@ import type { BackOfficeDeps } from './usecases/back-office/common.ts';
 import { inBatches, purgeHistory } from './usecases/retention.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
+import { StatementDownloads } from './usecases/statement-downloads.ts';
 
 export type { Clock } from './domain/clock.ts';
 export { systemClock } from './domain/clock.ts';
@@ -186,6 +187,11 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
+    statementDownloads: new StatementDownloads({
+      perApp: config.statementDownloadsPerApp,
+      total: config.statementDownloadsTotal,
+      stallTimeoutMs: config.statementStallTimeoutMs,
+    }),
     changes: new ChangeApplier(db),
     records: new RecordsReader(db),
     signIns: new Slots(config.signInMaxConcurrent),

@@ -97,6 +97,7 @@ export class Service {
   postmasterPid: number | null = null;
   embedded: boolean;
   #statsDb: pg.Client | null = null;
+  #env: Record<string, string> = {};
   #stopped = false;
   #exited: Promise<void> = Promise.resolve();
   /** the one outstanding IPC question (they are asked one at a time) */
@@ -146,6 +147,30 @@ export class Service {
       this.dbName = 'postgres';
       this.dbUrl = `postgresql://postgres@/postgres?host=${encodeURIComponent(path.join(this.dataDir, 'run'))}&port=5432`;
     }
+    this.#env = env;
+    const { child, t0 } = await this.#spawnHealthy(env);
+    log(`service pid ${child.pid} healthy on ${this.baseUrl} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    this.#statsDb = new pg.Client({ connectionString: this.dbUrl });
+    await this.#statsDb.connect();
+    this.#statsDb.on('error', () => {});
+    if (this.embedded) {
+      this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
+    } else {
+      const r = await this.#statsDb.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      this.postmasterPid = ppidOf(r.rows[0]!.pid);
+    }
+    if (this.postmasterPid === null) log('PostgreSQL server processes not found: their CPU time is not reported');
+    if (this.embedded && this.opts.pgSettings.length) {
+      // the private cluster: set server-wide and reload, which reaches the service's open sessions too
+      for (const [k, v] of this.opts.pgSettings) await this.#statsDb.query(`ALTER SYSTEM SET ${k} = '${v}'`);
+      await this.#statsDb.query('SELECT pg_reload_conf()');
+    }
+    if (this.opts.pgSettings.length)
+      log(`PostgreSQL settings for this run: ${this.opts.pgSettings.map(([k, v]) => `${k}=${v}`).join(', ')}`);
+  }
+
+  /** Spawns the service (as npm start does) and waits until it answers /healthz. */
+  async #spawnHealthy(env: Record<string, string>): Promise<{ child: ChildProcess; t0: number }> {
     const out = fs.openSync(this.opts.logFile, 'a');
     const t0 = performance.now();
     const child = spawn(process.execPath, ['--max-semi-space-size=16', 'src/main.ts'] /* as npm start */, {
@@ -172,24 +197,29 @@ export class Service {
       }
       await sleep(100);
     }
-    log(`service pid ${child.pid} healthy on ${this.baseUrl} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    return { child, t0 };
+  }
+
+  /**
+   * kill -9 of the service (its embedded PostgreSQL is left running, as after a crash), then at once
+   * a start on the same DATA_DIR, port and database, as a supervisor would: answers the wall-clock
+   * times of the kill and of the new process answering /healthz.
+   */
+  async crashAndRestart(): Promise<{ killedAt: number; readyAt: number }> {
+    const old = this.child!;
+    const exited = this.#exited;
+    const killedAt = Date.now();
+    old.kill('SIGKILL');
+    await exited;
+    const { child } = await this.#spawnHealthy(this.#env);
+    const readyAt = Date.now();
+    this.opts.log(`service killed (-9) and restarted: pid ${child.pid} healthy ${readyAt - killedAt} ms after the kill`);
+    await this.#statsDb?.end().catch(() => {});
     this.#statsDb = new pg.Client({ connectionString: this.dbUrl });
     await this.#statsDb.connect();
     this.#statsDb.on('error', () => {});
-    if (this.embedded) {
-      this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
-    } else {
-      const r = await this.#statsDb.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      this.postmasterPid = ppidOf(r.rows[0]!.pid);
-    }
-    if (this.postmasterPid === null) log('PostgreSQL server processes not found: their CPU time is not reported');
-    if (this.embedded && this.opts.pgSettings.length) {
-      // the private cluster: set server-wide and reload, which reaches the service's open sessions too
-      for (const [k, v] of this.opts.pgSettings) await this.#statsDb.query(`ALTER SYSTEM SET ${k} = '${v}'`);
-      await this.#statsDb.query('SELECT pg_reload_conf()');
-    }
-    if (this.opts.pgSettings.length)
-      log(`PostgreSQL settings for this run: ${this.opts.pgSettings.map(([k, v]) => `${k}=${v}`).join(', ')}`);
+    if (this.embedded) this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
+    return { killedAt, readyAt };
   }
 
   /** CPU snapshot of the PostgreSQL processes serving this run (external: this database's backends + auxiliaries). */

@@ -33,8 +33,15 @@ export interface StatementResult {
 
 const SEED_BATCH = 100_000;
 
-/** N paid orders of the app on `day`, spread over it, each with its PAYMENT_SUCCEEDED event. */
-async function seed(svc: Service, mch: Provisioned, day: string, payments: number, log: (m: string) => void): Promise<number> {
+/** N paid orders of the app on `day`, spread over it, each with its PAYMENT_SUCCEEDED event (ids made with `key`). */
+export async function seed(
+  svc: Service,
+  mch: Provisioned,
+  day: string,
+  payments: number,
+  log: (m: string) => void,
+  key = 'bench',
+): Promise<number> {
   const t0 = performance.now();
   const start = Date.parse(`${day}T00:00:00+08:00`);
   const stepMs = Math.max(1, Math.floor(86_399_000 / payments));
@@ -43,22 +50,22 @@ async function seed(svc: Service, mch: Provisioned, day: string, payments: numbe
     await svc.sql(
       `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest, links,
                           status, expire_at, fee_projection, state_version, paid_attempt_id, paid_at, created_at, updated_at)
-       SELECT 'ord_bench' || lpad(g::text, 12, '0'), $1, $2, 'BENCH_' || lpad(g::text, 12, '0'),
+       SELECT 'ord_' || $7 || lpad(g::text, 12, '0'), $1, $2, upper($7) || '_' || lpad(g::text, 12, '0'),
               CASE WHEN g % 2 = 0 THEN 'ALIPAY_H5' ELSE 'WECHAT_H5' END, a, 'CNY', 'Bench', '8.8.8.8', 'bench',
               ARRAY['ALIPAY_AGGREGATION_NATIVE'], 'SUCCEEDED', t + interval '15 minutes',
               json_build_object('companyServiceFeeFen', (a * 60 + 5000) / 10000, 'companyServiceFeeRateBps', 60, 'merchantRateBps', 60,
                                 'merchantSettlementFen', a - (a * 60 + 5000) / 10000, 'ruleVersion', 0, 'thresholdFen', 10000000, 'tier', 'STANDARD'),
-              3, 'att_bench' || lpad(g::text, 12, '0'), t, t, t
+              3, 'att_' || $7 || lpad(g::text, 12, '0'), t, t, t
          FROM generate_series($3::int, $4::int) g,
               LATERAL (SELECT 100 + (g::bigint * 7919) % 99900 AS a, to_timestamp(($5::bigint + g::bigint * $6::bigint) / 1000.0) AS t) x`,
-      [mch.appId, mch.merchantId, from, to, start, stepMs],
+      [mch.appId, mch.merchantId, from, to, start, stepMs, key],
     );
     await svc.sql(
       `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, status, attempts, next_attempt_at, created_at, delivered_at)
-       SELECT 'evt_bench' || lpad(g::text, 12, '0'), $1, 'ord_bench' || lpad(g::text, 12, '0'), 'PAYMENT_SUCCEEDED', 3, '{}'::json,
+       SELECT 'evt_' || $6 || lpad(g::text, 12, '0'), $1, 'ord_' || $6 || lpad(g::text, 12, '0'), 'PAYMENT_SUCCEEDED', 3, '{}'::json,
               'DELIVERED', 1, t, t, t
          FROM generate_series($2::int, $3::int) g, LATERAL (SELECT to_timestamp(($4::bigint + g::bigint * $5::bigint) / 1000.0) AS t) x`,
-      [mch.appId, from, to, start, stepMs],
+      [mch.appId, from, to, start, stepMs, key],
     );
     log(`  statement: ${to} of ${payments} payments written`);
   }

@@ -57,6 +57,11 @@ export interface Config {
   httpKeepAliveTimeoutMs: number;
   /** libuv's worker threads as SCHED_BATCH (Linux; src/platform/thread-pool.ts). */
   threadPoolSchedBatch: boolean;
+  /** Statement files made at once by this instance (downloads and first summaries): per app, and in all (docs/configuration.md, "Statement downloads"). */
+  statementDownloadsPerApp: number;
+  statementDownloadsTotal: number;
+  /** A statement download whose client has taken nothing for this long is cut. */
+  statementStallTimeoutMs: number;
   /** The embedded PostgreSQL's processes as SCHED_BATCH (Linux; src/store/embedded.ts). */
   embeddedPgSchedBatch: boolean;
   /** Threads of their own that hash passwords (src/lib/password-hash.ts), never libuv's pool. */
@@ -250,6 +255,7 @@ export function loadConfig(env: Env = process.env): Config {
     ...httpTimeouts(env),
     threadPoolSchedBatch: bool(env, 'THREADPOOL_SCHED_BATCH', true),
     embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
+    ...statementDownloads(env),
     passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
     signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
   };
@@ -267,6 +273,19 @@ function httpTimeouts(env: Env): Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequ
     httpHeadersTimeoutMs: headers,
     httpRequestTimeoutMs: request,
     httpKeepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+  };
+}
+
+function statementDownloads(env: Env): Pick<Config, 'statementDownloadsPerApp' | 'statementDownloadsTotal' | 'statementStallTimeoutMs'> {
+  const perApp = int(env, 'STATEMENT_DOWNLOADS_PER_APP', 2, 1, 1000);
+  const total = int(env, 'STATEMENT_DOWNLOADS_TOTAL', 8, 1, 10_000);
+  if (perApp > total) {
+    throw new ConfigError(`STATEMENT_DOWNLOADS_PER_APP (${perApp}) must not exceed STATEMENT_DOWNLOADS_TOTAL (${total})`);
+  }
+  return {
+    statementDownloadsPerApp: perApp,
+    statementDownloadsTotal: total,
+    statementStallTimeoutMs: int(env, 'STATEMENT_STALL_TIMEOUT_MS', 30_000, 100, 3_600_000),
   };
 }
 

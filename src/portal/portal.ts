@@ -371,19 +371,25 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
       api.get('/platform-keys', perm('apps.read'), async () => platformKeysBody(await svc.keys.published()));
 
       // --- statements and settlement ---
-      api.get<P>('/apps/:appId/statements/:day', perm('statements.read'), async (req) => {
-        const s = await portal.statement(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
-        return statementBody(s);
+      api.get<P>('/apps/:appId/statements/:day', perm('statements.read'), async (req, reply) => {
+        try {
+          const s = await portal.statement(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
+          return statementBody(s);
+        } catch (err) {
+          if (tooManyStatements(err, reply)) return reply;
+          throw err;
+        }
       });
 
       api.get<P>('/apps/:appId/statements/:day/file', perm('statements.read'), async (req, reply) => {
-        const { summary: s, body } = await portal.statementDownload(
-          d,
-          actorOf(req),
-          req.params.appId!,
-          req.params.day!,
-          compressionOf(req),
-        );
+        let file;
+        try {
+          file = await portal.statementDownload(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
+        } catch (err) {
+          if (tooManyStatements(err, reply)) return reply;
+          throw err;
+        }
+        const { summary: s, body } = file;
         body.on('error', (err) => {
           req.log.error({ err }, 'statement download failed; connection cut');
           req.raw.socket?.destroy();
@@ -440,6 +446,16 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
 }
 
 /** `?compression=gzip|none` (none by default), refused otherwise. */
+/** Beyond the statement files made at once (docs/configuration.md, "Statement downloads"): 429 with Retry-After, as the open API answers. */
+function tooManyStatements(err: unknown, reply: FastifyReply): boolean {
+  if (!(err instanceof DomainError) || err.code !== 'RATE_LIMITED') return false;
+  void reply
+    .code(429)
+    .header('retry-after', String(err.retryAfterSeconds ?? 5))
+    .send({ code: 'PORTAL_RATE_LIMITED', message: err.explanation ?? 'too many statement files at once' });
+  return true;
+}
+
 function compressionOf(req: FastifyRequest) {
   const q = req.raw.url?.split('?')[1] ?? '';
   try {

@@ -143,8 +143,9 @@ export const CLOSE_HOLD_MS = 30_000;
 export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
- * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS: a hold
- * that lapses while the close is still pending is found by FIND_DUE_WORK) while the order is open.
+ * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS by
+ * `instance`: a hold that lapses, or whose instance stops beating, while the close is still pending
+ * is found by FIND_DUE_WORK) while the order is open.
  * Answers the close that was pending before (if any) and the hold written (the mark by which this
  * close withdraws only its own), or null when the order is not open; and whether `claim` claimed
  * the request id.
@@ -154,6 +155,7 @@ export async function markClosePending(
   orderId: string,
   reason: ClosedReason,
   now: Date,
+  instance: string,
   claim: JoinedClaim | null = null,
 ): Promise<{ mark: { before: ClosedReason | null; heldUntil: Date } | null; claimed: boolean }> {
   // With `claim`: the request id is claimed first, in the same statement, and the close marked
@@ -165,7 +167,7 @@ export async function markClosePending(
         SELECT $4, $5, $6, $7, $8, 'IN_PROGRESS', $9, $10, $11, $12 WHERE $5::text IS NOT NULL
         ON CONFLICT (app_id, request_id) DO NOTHING RETURNING 1),
       b AS (SELECT id, close_pending AS before FROM orders WHERE id = $1 AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM c)) FOR UPDATE),
-      u AS (UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3
+      u AS (UPDATE orders o SET close_pending = COALESCE(b.before, $2), close_held_until = $3, close_held_by = $13
               FROM b WHERE o.id = b.id AND o.status IN ('CREATED', 'PAYING', 'UNKNOWN')
             RETURNING b.before, o.close_held_until)
       SELECT (SELECT before FROM u) AS before, (SELECT close_held_until FROM u) AS "heldUntil",
@@ -183,6 +185,7 @@ export async function markClosePending(
       claim?.holder ?? null,
       claim?.holderInstance ?? null,
       now,
+      instance,
     ],
   });
   const row = r.rows[0]!;
@@ -191,17 +194,21 @@ export async function markClosePending(
 
 /** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
 export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
-  const r = await tx.query(`UPDATE orders SET close_pending = NULL, close_held_until = NULL WHERE id = $1 AND close_held_until = $2`, [
-    orderId,
-    heldUntil,
-  ]);
+  const r = await tx.query(
+    `UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`,
+    [orderId, heldUntil],
+  );
   return r.rowCount === 1;
 }
 
 /** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
 export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
   const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
-  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3 WHERE id = $1`, [orderId, reason, until]);
+  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [
+    orderId,
+    reason,
+    until,
+  ]);
 }
 
 /**

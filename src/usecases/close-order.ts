@@ -55,21 +55,22 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS: should this caller stop,
-  // FIND_DUE_WORK finds it once the hold lapses, and FINISH_CLOSE finishes it), under the order's
+  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS by this instance: should this
+  // caller stop, FIND_DUE_WORK finds it once the hold lapses, or at once when this instance is gone,
+  // and FINISH_CLOSE finishes it), under the order's
   // lock: a re-create that starts after this answers 409, and the attempt of one that started
   // before is in the list read next. Without this, a re-create racing the close could open a
   // payment the close never saw.
   // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
   const claim = unit?.joinClaim() ?? null;
-  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), claim);
+  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId, claim);
   let mark = marked.mark;
   if (claim) {
     unit!.joined(marked.claimed);
     if (!marked.claimed) {
       // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
       await unit!.claim();
-      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d)));
+      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId));
     }
   }
   // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote

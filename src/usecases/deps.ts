@@ -14,6 +14,8 @@ import type { ChangeApplier, RecordsReader } from '../store/changes.ts';
 import type { OrderInserter } from '../store/order-inserts.ts';
 import type { OrderReader } from '../store/order-reads.ts';
 
+import type { StatementDownloads } from './statement-downloads.ts';
+
 export type { Log } from '../lib/log.ts';
 
 export interface UseCaseDeps {
@@ -30,6 +32,8 @@ export interface UseCaseDeps {
   orderReads: OrderReader;
   /** Accepted outcomes of concurrent creates, one statement per event-loop turn. */
   acceptor: AttemptAcceptor;
+  /** The budget of statement files made at once by this instance, and the first summaries being computed. */
+  statementDownloads: StatementDownloads;
   /** Decided changes of concurrent requests (provider notices, refund outcomes, closes), one statement per event-loop turn. */
   changes: ChangeApplier;
   /** The records those changes are decided from, read for concurrent requests in one statement per event-loop turn. */

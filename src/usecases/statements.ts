@@ -9,6 +9,13 @@
  * digest before the first byte leaves. Memory stays flat: the rows are read a page at a time
  * (keyset on events_app_created), each page encoded and handed on before the next is read, with
  * the consumer's backpressure.
+ *
+ * Making a file never holds up other requests: the first page is small (the first rows leave at
+ * once), each page is read and encoded in slices, each slice taking its turn among those of every
+ * file being made (StatementDownloads.turn: one slice per turn of the event loop in all),
+ * a client that takes nothing for the stall timeout is cut (it holds at most a page and the
+ * streams' buffers meanwhile), and files are made within the budget of StatementDownloads (per
+ * app and in all; a first summary asked for by several callers at once is computed once).
  */
 import { createHash } from 'node:crypto';
 import { Readable, Transform, pipeline } from 'node:stream';
@@ -29,8 +36,12 @@ import type { StatementFileDigest, StatementFileKey } from '../store/statements.
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
 import type { StatementSummary } from './results.ts';
 
-/** Rows read per statement: a page of this many is ~0.8 MB of CSV. */
-export const STATEMENT_PAGE_ROWS = 5000;
+/** Rows read per statement after the first page (~0.1 MB of CSV; the driver parses a page in one go on the main thread). */
+export const STATEMENT_PAGE_ROWS = 500;
+/** Rows of the first page: the first bytes leave without waiting for a full page. */
+const FIRST_PAGE_ROWS = 100;
+/** Rows encoded in one slice (~30 µs a row: about 2 ms). */
+const SLICE_ROWS = 64;
 /** gzip level of compressed statements (zlib's default): part of what makes the bytes. */
 const GZIP_LEVEL = 6;
 
@@ -39,22 +50,31 @@ function encoderOf(compression: StatementCompression): string {
   return compression === 'GZIP' ? `zlib-${process.versions.zlib}-level${GZIP_LEVEL}` : 'plain';
 }
 
-/** The CSV text of the day's rows, a page at a time; the totals are added up as the rows pass. */
+/**
+ * The CSV text of the day's rows, a page at a time, each page in slices with a turn of the event
+ * loop between them; the totals are added up as the rows pass.
+ */
 async function* csvChunks(d: UseCaseDeps, appId: string, sd: StatementDay, totals: StatementTotals): AsyncGenerator<Buffer> {
   yield Buffer.from(STATEMENT_HEADER);
   let after: statements.StatementCursor | null = null;
+  let limit = FIRST_PAGE_ROWS;
   for (;;) {
-    const rows = await statements.statementPage(d.db, { appId, start: sd.start, end: sd.end, after, limit: STATEMENT_PAGE_ROWS });
+    const rows = await statements.statementPage(d.db, { appId, start: sd.start, end: sd.end, after, limit });
     if (rows.length === 0) return;
-    let text = '';
-    for (const r of rows) {
-      text += statementLine(r);
-      addToTotals(totals, r);
+    for (let i = 0; i < rows.length; i += SLICE_ROWS) {
+      await d.statementDownloads.turn();
+      let text = '';
+      for (const r of rows.slice(i, i + SLICE_ROWS)) {
+        text += statementLine(r);
+        addToTotals(totals, r);
+      }
+      yield Buffer.from(text);
     }
-    yield Buffer.from(text);
-    if (rows.length < STATEMENT_PAGE_ROWS) return;
+    if (rows.length < limit) return;
     const last = rows[rows.length - 1]!;
     after = { at: last.at, eventId: last.eventId };
+    limit = STATEMENT_PAGE_ROWS;
+    await d.statementDownloads.turn();
   }
 }
 
@@ -94,10 +114,25 @@ export async function statementSummary(
   };
   let digest = await statements.findStatementFile(d.db, key);
   if (digest === null) {
-    digest = await digestOf(d, caller.app.id, sd, compression);
-    await statements.saveStatementFile(d.db, key, digest, nowOf(d));
+    // Computed once however many ask at once (the others wait for it), within the budget.
+    const flight = `${key.appId} ${key.day} ${key.formatVersion} ${key.compression} ${key.encoder}`;
+    digest = await d.statementDownloads.once(flight, async () => {
+      const release = d.statementDownloads.acquire(caller.app.id);
+      try {
+        const made = await digestOf(d, caller.app.id, sd, compression);
+        await statements.saveStatementFile(d.db, key, made, nowOf(d));
+        return made;
+      } finally {
+        release();
+      }
+    });
   }
   return { kind: 'statement', appId: caller.app.id, day: sd, compression, formatVersion: STATEMENT_FORMAT_VERSION, digest };
+}
+
+/** The client of a download took nothing for the stall timeout: the download is cut. */
+export class StatementStalledError extends Error {
+  override name = 'StatementStalledError';
 }
 
 /** The made file did not come out as its kept digest says (it never should: the rows of a closed day do not change). */
@@ -109,7 +144,9 @@ export class StatementChangedError extends Error {
  * The file of a statement, to stream: its summary (whose digest the answer is signed with) and
  * its bytes, checked as they pass. The last chunk is held back until the whole file has matched
  * the digest; if it does not, the stream fails with StatementChangedError before that chunk, so a
- * receiver never holds a complete file other than the one the summary describes.
+ * receiver never holds a complete file other than the one the summary describes. The download
+ * holds a slot of the budget until its stream closes (sent, failed or cut), and is cut with
+ * StatementStalledError when its client takes nothing for the stall timeout.
  */
 export async function statementFile(
   d: UseCaseDeps,
@@ -122,8 +159,12 @@ export async function statementFile(
   const hash = createHash('sha256');
   let size = 0;
   let held: Buffer | null = null;
+  let lastProgress = Date.now();
   const check = new Transform({
     transform(chunk: Buffer, _enc, cb) {
+      // Progress: the check takes a chunk only once the client has taken what came before (the
+      // streams' buffers are full otherwise). A real wait on a socket: the wall clock.
+      lastProgress = Date.now();
       hash.update(chunk);
       size += chunk.length;
       const previous = held;
@@ -143,6 +184,26 @@ export async function statementFile(
       cb(null, held ?? undefined);
     },
   });
-  const body = pipeline(fileBytes(d, caller.app.id, summary.day, compression, emptyTotals()), check, () => {});
+  const release = d.statementDownloads.acquire(caller.app.id);
+  let body: Readable;
+  try {
+    body = pipeline(fileBytes(d, caller.app.id, summary.day, compression, emptyTotals()), check, () => {});
+  } catch (err) {
+    release();
+    throw err;
+  }
+  const stallMs = d.statementDownloads.limits.stallTimeoutMs;
+  const watch = setInterval(
+    () => {
+      if (Date.now() - lastProgress < stallMs) return;
+      body.destroy(new StatementStalledError(`statement ${caller.app.id} ${summary.day.day}: nothing taken for ${stallMs} ms`));
+    },
+    Math.min(1000, Math.max(50, Math.floor(stallMs / 4))),
+  );
+  watch.unref();
+  body.once('close', () => {
+    clearInterval(watch);
+    release();
+  });
   return { summary, body };
 }
