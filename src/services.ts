@@ -39,6 +39,7 @@ import { inBatches, purgeHistory } from './usecases/retention.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
 import { StatementDownloads, databaseAppSlots } from './usecases/statement-downloads.ts';
+import { WorkTurns } from './usecases/work-turns.ts';
 
 export type { Clock } from './domain/clock.ts';
 export { systemClock } from './domain/clock.ts';
@@ -157,6 +158,8 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
   const openRequests = new InFlight();
+  // Expensive work (statement files, reconciliation bills) gives way while the open API's requests are in progress, and only then.
+  const workTurns = new WorkTurns(() => openRequests.count > 0);
   setPasswordHashThreads(config.passwordHashThreads);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
@@ -192,6 +195,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
     openRequests,
+    workTurns,
     statementDownloads: new StatementDownloads(
       {
         perApp: config.statementDownloadsPerApp,
@@ -205,8 +209,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
           () => new Date(clock.now()),
           (err) => log.warn({ err }, 'statement download lease not dropped; dropped again at the next download'),
         ),
-        // Statement slices give way while the open API's requests are in progress, and only then.
-        othersWaiting: () => openRequests.count > 0,
+        turns: workTurns,
       },
     ),
     changes: new ChangeApplier(db),

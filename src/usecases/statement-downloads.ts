@@ -13,10 +13,10 @@
  * per-app limit is the app's share of the service, the same whichever instance it calls.
  */
 import { randomUUID } from 'node:crypto';
-import { setImmediate as nextTurn, setTimeout as pause } from 'node:timers/promises';
 import { DomainError } from '../domain/errors.ts';
 import type { Db } from '../store/db.ts';
 import * as statements from '../store/statements.ts';
+import type { WorkTurns } from './work-turns.ts';
 
 export interface StatementDownloadLimits {
   /** An app's limit when operators set none. */
@@ -79,33 +79,21 @@ export function databaseAppSlots(
   };
 }
 
-/**
- * While other requests wait, slices of statement work start at least this far apart (each is ~2
- * ms): statement files then take at most about a third of the main thread, and the rest is left to
- * those requests. With none waiting, slices run one per turn of the event loop, back to back.
- */
-export const SLICE_GAP_MS = 6;
-
 /** Seconds a refused caller is told to wait: a day's file takes seconds to send. */
 export const STATEMENT_RETRY_AFTER_SECONDS = 5;
 
 export class StatementDownloads {
   readonly limits: StatementDownloadLimits;
   readonly #appSlots: AppSlots;
-  readonly #othersWaiting: () => boolean;
+  readonly #turns: WorkTurns;
   #total = 0;
   readonly #flights = new Map<string, Promise<unknown>>();
-  #tail: Promise<void> = Promise.resolve();
-  #lastSlice = 0;
 
-  /**
-   * `othersWaiting`: whether other work waits for the main thread now (the open API's requests in
-   * progress, counted by its surface); statement slices give way to it only then.
-   */
-  constructor(limits: StatementDownloadLimits, o: { appSlots: AppSlots; othersWaiting: () => boolean }) {
+  /** `turns`: the main thread's share of expensive work, whose turns statement slices take. */
+  constructor(limits: StatementDownloadLimits, o: { appSlots: AppSlots; turns: WorkTurns }) {
     this.limits = limits;
     this.#appSlots = o.appSlots;
-    this.#othersWaiting = o.othersWaiting;
+    this.#turns = o.turns;
   }
 
   /** Statement files being made now by this instance. */
@@ -148,25 +136,9 @@ export class StatementDownloads {
     };
   }
 
-  /**
-   * Waits for the caller's turn to do one slice of statement work (a page read, 64 rows encoded):
-   * the turns of every file being made are taken one after another, one per turn of the event loop
-   * (so I/O and timers run between any two). While other requests are in progress, turns are also
-   * at least SLICE_GAP_MS apart, so however many files are being made, they take about a third of
-   * the main thread at most; with none, statement work runs at full speed. A real wait (the wall
-   * clock): it paces work, it decides nothing.
-   */
+  /** Waits for the caller's turn to do one slice of statement work (a page read, 64 rows encoded): WorkTurns. */
   turn(): Promise<void> {
-    const mine = this.#tail.then(async () => {
-      await nextTurn();
-      if (this.#othersWaiting()) {
-        const wait = this.#lastSlice + SLICE_GAP_MS - performance.now();
-        if (wait >= 1) await pause(wait);
-      }
-      this.#lastSlice = performance.now();
-    });
-    this.#tail = mine;
-    return mine;
+    return this.#turns.turn();
   }
 
   /** Runs `make` once for `key` however many callers ask at once; each gets its result (or its error). */

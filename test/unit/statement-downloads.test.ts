@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
+import { WorkTurns } from '../../src/usecases/work-turns.ts';
 import { type AppSlots, STATEMENT_RETRY_AFTER_SECONDS, StatementDownloads } from '../../src/usecases/statement-downloads.ts';
 
 const limits = { perApp: 2, total: 3, stallTimeoutMs: 1000 };
@@ -28,7 +29,7 @@ function countedSlots(): AppSlots & { held: Map<string, number> } {
 
 function budget(othersWaiting = () => false): { b: StatementDownloads; held: Map<string, number> } {
   const slots = countedSlots();
-  return { b: new StatementDownloads(limits, { appSlots: slots, othersWaiting }), held: slots.held };
+  return { b: new StatementDownloads(limits, { appSlots: slots, turns: new WorkTurns(othersWaiting) }), held: slots.held };
 }
 
 async function refused(f: () => Promise<unknown>): Promise<DomainError> {
@@ -66,7 +67,7 @@ test("at most an app's limit of an app and total in all; a refusal is RATE_LIMIT
 test('a failure to count the app slots takes no instance slot', async () => {
   const b = new StatementDownloads(limits, {
     appSlots: { take: () => Promise.reject(new Error('database down')) },
-    othersWaiting: () => false,
+    turns: new WorkTurns(() => false),
   });
   await assert.rejects(b.acquire('app_a'), /database down/);
   assert.equal(b.inUse(), 0);
@@ -104,4 +105,24 @@ test('each turn asks whether other requests wait (the pacing itself is measured 
   });
   await Promise.all([1, 2, 3, 4].map(() => b.turn()));
   assert.equal(asked, 4);
+});
+
+test('one at a time per kind: a second waits for the first, even when the first fails; other kinds do not wait', async () => {
+  const turns = new WorkTurns(() => false);
+  const log: string[] = [];
+  let endFirst!: () => void;
+  const first = turns.oneAtATime('recon', () =>
+    new Promise<void>((res) => (endFirst = res))
+      .then(() => log.push('first'))
+      .then(() => {
+        throw new Error('first failed');
+      }),
+  );
+  const second = turns.oneAtATime('recon', async () => log.push('second'));
+  await turns.oneAtATime('other', async () => log.push('other'));
+  assert.deepEqual(log, ['other']);
+  endFirst();
+  await assert.rejects(first, /first failed/);
+  await second;
+  assert.deepEqual(log, ['other', 'first', 'second']);
 });
