@@ -163,13 +163,3 @@ export async function takeDownloadLease(db: Db, a: DownloadLeaseAsk): Promise<{ 
 export async function dropDownloadLease(db: Queryable, leaseId: string): Promise<void> {
   await db.query('DELETE FROM statement_download_leases WHERE lease_id = $1', [leaseId]);
 }
-
-/** The app's leases held by live instances (tests, the back office). */
-export async function downloadLeasesHeld(db: Queryable, appId: string, aliveSince: Date): Promise<number> {
-  const r = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM statement_download_leases l WHERE l.app_id = $1
-        AND EXISTS (SELECT 1 FROM service_instances s WHERE s.id = l.instance_id AND s.heartbeat_at > $2)`,
-    [appId, aliveSince],
-  );
-  return r.rows[0]!.n;
-}
