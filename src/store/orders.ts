@@ -139,8 +139,6 @@ export interface JoinedClaim {
 
 /** How long a close holds the order while it asks the provider (FINISH_CLOSE runs only after it). */
 export const CLOSE_HOLD_MS = 30_000;
-/** How soon a close kept pending (UNKNOWN_KEPT) is finished by FINISH_CLOSE. */
-export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
  * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS by
@@ -190,25 +188,6 @@ export async function markClosePending(
   });
   const row = r.rows[0]!;
   return { mark: row.marked ? { before: row.before, heldUntil: row.heldUntil! } : null, claimed: row.claimed };
-}
-
-/** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
-export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
-  const r = await tx.query(
-    `UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`,
-    [orderId, heldUntil],
-  );
-  return r.rowCount === 1;
-}
-
-/** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
-export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
-  const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
-  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [
-    orderId,
-    reason,
-    until,
-  ]);
 }
 
 /**
