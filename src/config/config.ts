@@ -68,7 +68,7 @@ export interface Config {
   passwordHashThreads: number;
   /** Console and portal sign-ins in progress at once on this instance; one more is refused (503 with Retry-After). */
   signInMaxConcurrent: number;
-  /** Refusals before authentication answered at once to one address a second (twice that in a burst); past it each is held (src/gate/refusal-pacer.ts). */
+  /** Refusals before authentication (and rate-limit 429s) answered at once to one address a second (twice that in a burst); past it each is held (src/gate/refusal-pacer.ts). */
   refusalsPerAddressPerSecond: number;
 }
 

@@ -333,22 +333,26 @@ export function installGate(scope: FastifyInstance, svc: GateDeps): void {
   });
 }
 
-/** The refusals given before the request is known to come from an app (steps 1 to 4, and 6's): paced per source address. */
+/**
+ * The refusals paced per source address: those given before the request is known to come from an
+ * app (steps 1 to 4, and 6's), and the rate limit's (step 8) to a client that keeps asking past it.
+ */
 const PACED: ReadonlySet<string> = new Set<OpenApiCode>([
   'OPEN_API_BODY_INVALID',
   'OPEN_API_BODY_TOO_LARGE',
   'OPEN_API_SOURCE_IP_REJECTED',
   'OPEN_API_HEADER_INVALID',
   'OPEN_API_AUTH_FAILED',
+  'OPEN_API_RATE_LIMITED',
 ]);
 
 /**
- * A refusal of the gate, sent as sendResult sends it; one of the refusals before authentication is
- * held first when its source address is past its budget (refusal-pacer.ts), its connection paused
- * meanwhile so that nothing more is read from it. The answer is unchanged.
+ * A refusal of the gate, sent as sendResult sends it; a paced one (PACED) is held first when its
+ * source address is past its budget (refusal-pacer.ts), its connection paused meanwhile so that
+ * nothing more is read from it. The answer is unchanged (a 429 keeps the Retry-After of its window).
  */
 async function sendRefusal(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: OpenAnswer): Promise<FastifyReply> {
-  if (!req.gate.signed && PACED.has(r.body.code as string)) {
+  if (PACED.has(r.body.code as string)) {
     const delayMs = svc.refusals.delayFor(await paceKeyOf(svc, req));
     if (delayMs > 0) await held(svc.refusals, req, delayMs);
   }

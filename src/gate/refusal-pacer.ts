@@ -1,7 +1,7 @@
 /**
  * The pace of refusals to one source address (docs/configuration.md, "Fairness"): the requests the
  * service refuses before knowing who sent them (the gate's steps 1 to 4, and what Node's HTTP parser
- * refuses) are answered at once up to a budget per address (`REFUSALS_PER_ADDRESS_PER_SECOND`,
+ * refuses), and those past their app's rate limit, are answered at once up to a budget per address (`REFUSALS_PER_ADDRESS_PER_SECOND`,
  * with a burst of twice that), and past it each answer is held until the address's budget has
  * room again, its connection paused meanwhile. The answer itself is the one the contract gives, only
  * later: a client that keeps sending what is refused, on any number of connections, gets that many

@@ -3,7 +3,7 @@
  * past an address's budget of refusals before authentication (REFUSALS_PER_ADDRESS_PER_SECOND, a
  * burst of twice that), each refusal is held, and still answered exactly as the contract answers it
  * (status, code, envelope, no X-SVC-Request-Id before step 3, never signed); the parser's refusals
- * likewise. The same address's valid requests are never held, other addresses keep their own budget,
+ * and the rate limit's 429s (signed, with Retry-After) likewise. The same address's valid requests are never held, other addresses keep their own budget,
  * and the budget comes back as the clock moves. The clock is the test's own and stands still unless
  * moved, so which refusals are held is exact; how long they wait is not asserted.
  */
@@ -115,6 +115,28 @@ test('the budget comes back as the clock moves', async () => {
   clock.at += 2 * (1000 / RATE);
   preAuthRefusal(await unsigned('203.0.113.8', '{}'), 400, 'OPEN_API_HEADER_INVALID');
   assert.equal(await heldTotal(), before + 1);
+});
+
+test("the rate limit's 429s past an address budget are held and keep their answer: signed, with Retry-After", async () => {
+  budgetsBack();
+  const limited = await provision(t, { app: { rateLimitPerSecond: 1 } });
+  const before = await heldTotal();
+  const first = await call(t, limited, 'GET', '/api/open/v1/settlement/accounts', undefined, { remoteAddress: '203.0.113.9' });
+  assert.equal(first.statusCode, 200, first.body);
+  const extra = 2;
+  const answers = await Promise.all(
+    Array.from({ length: BURST + extra }, () =>
+      call(t, limited, 'GET', '/api/open/v1/settlement/accounts', undefined, { remoteAddress: '203.0.113.9' }),
+    ),
+  );
+  for (const r of answers) {
+    assert.equal(r.statusCode, 429, r.body);
+    assert.equal((r.json() as { code: string }).code, 'OPEN_API_RATE_LIMITED');
+    assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/);
+    assert.ok(r.headers['x-svc-request-id']);
+    assert.ok(r.headers['x-svc-response-sign']);
+  }
+  assert.equal((await heldTotal()) - before, extra);
 });
 
 /** Writes raw bytes on a fresh connection; resolves with all the server sent before closing it. */
