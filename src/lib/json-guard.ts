@@ -262,7 +262,7 @@ function scanJson(s: string): ScanResult | null {
   for (;;) {
     // ---- scan one value at i (whitespace already skipped) ----
     if (i >= n) return null;
-    let c = s.charCodeAt(i);
+    const c = s.charCodeAt(i);
     if (!tracking) {
       // Past the first refusal only the grammar is checked: a run of '[' opens its arrays at once.
       while (c === LBRACKET && i + 1 < n && s.charCodeAt(i + 1) === LBRACKET) {
