@@ -68,6 +68,8 @@ export interface Config {
   passwordHashThreads: number;
   /** Console and portal sign-ins in progress at once on this instance; one more is refused (503 with Retry-After). */
   signInMaxConcurrent: number;
+  /** Refusals before authentication (and rate-limit 429s) answered at once to one address a second (twice that in a burst); past it each is held (src/gate/refusal-pacer.ts). */
+  refusalsPerAddressPerSecond: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -258,6 +260,7 @@ export function loadConfig(env: Env = process.env): Config {
     ...statementDownloads(env),
     passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
     signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
+    refusalsPerAddressPerSecond: int(env, 'REFUSALS_PER_ADDRESS_PER_SECOND', 50, 1, 1_000_000),
   };
 }
 
