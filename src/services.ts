@@ -187,7 +187,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     refusals: new RefusalPacer(
       {
         perSecond: config.refusalsPerAddressPerSecond,
-        burst: 2 * config.refusalsPerAddressPerSecond,
+        burst: config.refusalsBurstPerAddress,
         maxHoldMs: REFUSAL_MAX_HOLD_MS,
         maxHeld: 1000,
         maxTracked: 100_000,

@@ -1,7 +1,7 @@
 /**
  * The pace of refusals per source address (docs/configuration.md, "Fairness"; src/gate/refusal-pacer.ts):
- * past an address's budget of refusals before authentication (REFUSALS_PER_ADDRESS_PER_SECOND, a
- * burst of twice that), each refusal is held, and still answered exactly as the contract answers it
+ * past an address's budget of refusals before authentication (REFUSALS_PER_ADDRESS_PER_SECOND after a
+ * burst of REFUSALS_BURST_PER_ADDRESS), each refusal is held, and still answered exactly as the contract answers it
  * (status, code, envelope, no X-SVC-Request-Id before step 3, never signed); the parser's refusals
  * and the rate limit's 429s (signed, with Retry-After) likewise. The same address's valid requests are never held, other addresses keep their own budget,
  * and the budget comes back as the clock moves. The clock is the test's own and stands still unless
@@ -30,7 +30,10 @@ let port: number;
 const clock = new StillClock();
 
 before(async () => {
-  t = await startTestApp({ REFUSALS_PER_ADDRESS_PER_SECOND: String(RATE), AUTH_FAILURE_LIMIT: '1000000' }, { clock });
+  t = await startTestApp(
+    { REFUSALS_PER_ADDRESS_PER_SECOND: String(RATE), REFUSALS_BURST_PER_ADDRESS: String(BURST), AUTH_FAILURE_LIMIT: '1000000' },
+    { clock },
+  );
   m = await provision(t, { app: { rateLimitPerSecond: 100_000 } });
   await t.server.listen({ port: 0, host: '127.0.0.1' });
   port = (t.server.server.address() as net.AddressInfo).port;
