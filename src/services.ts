@@ -13,6 +13,7 @@ import { shanghaiDay } from './domain/money.ts';
 import type { NotifyUrlPolicy } from './events/notify-url.ts';
 import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
+import { RefusalPacer } from './gate/refusal-pacer.ts';
 import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
@@ -54,6 +55,8 @@ export interface Services extends BackOfficeDeps {
   log: FastifyBaseLogger;
   authCache: AuthCache;
   authFailures: AuthFailureTracker;
+  /** The pace of refusals before authentication, per source address (gate/refusal-pacer.ts). */
+  refusals: RefusalPacer;
   ipPolicy: IpPolicyHolder;
   nonces: NonceStore;
   rateLimiter: AppRateLimiter;
@@ -84,6 +87,9 @@ export interface ServiceDeps {
 
 /** How long a Redis command may take before the request it serves is answered 503. */
 export const REDIS_COMMAND_TIMEOUT_MS = 1000;
+
+/** The longest a refusal is held past its address's budget (gate/refusal-pacer.ts): under the headers deadline of a next request. */
+export const REFUSAL_MAX_HOLD_MS = 2000;
 
 async function connectRedis(config: Config, log: FastifyBaseLogger): Promise<Redis | null> {
   if (config.redisUrl === null) return null;
@@ -182,6 +188,16 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
         windowMs: config.authFailureWindowSeconds * 1000,
         blockMs: config.authBlockSeconds * 1000,
         maxTrackedAddresses: 100_000,
+      },
+      () => clock.now(),
+    ),
+    refusals: new RefusalPacer(
+      {
+        perSecond: config.refusalsPerAddressPerSecond,
+        burst: config.refusalsBurstPerAddress,
+        maxHoldMs: REFUSAL_MAX_HOLD_MS,
+        maxHeld: 1000,
+        maxTracked: 100_000,
       },
       () => clock.now(),
     ),
