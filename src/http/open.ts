@@ -71,6 +71,13 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
   const { svc } = opts;
   installGate(scope, svc);
 
+  // The requests in progress that statement work gives way to (src/usecases/statement-downloads.ts):
+  // every open-API request but the statement's own, from its start until its answer ends (sent or cut).
+  scope.addHook('onRequest', async (req, reply) => {
+    if (req.routeOptions.url?.startsWith('/api/open/v1/statements/') === true) return;
+    reply.raw.once('close', svc.openRequests.start());
+  });
+
   const context = (req: FastifyRequest): RenderContext => ({
     requestId: req.gate.headers!.requestId,
     nowMs: svc.clock.now(),

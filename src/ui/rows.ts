@@ -54,6 +54,8 @@ export interface App {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
+  /** null: the instances' default (STATEMENT_DOWNLOADS_PER_APP). */
+  statementDownloadsAtOnce: number | null;
   createdAt: string;
 }
 

@@ -20,7 +20,8 @@
  * daily run of yesterday for each provider that has statements, created from RECONCILIATION_HOUR
  * (SCHEDULE_RECONCILIATION), and runs asked for by an operator for any day. A run works in the
  * background of the worker loop, renewing its job's lease, so a large statement does not hold up
- * the other jobs.
+ * the other jobs; an instance executes one run at a time, and parses its bill in slices that take
+ * their turns in the main thread's share of expensive work (WorkTurns), as statement files do.
  */
 import { DomainError } from '../domain/errors.ts';
 import type { Actor } from '../domain/operators.ts';
@@ -46,6 +47,8 @@ export const RECONCILIATION_HOUR = 10;
 // 6 times in all: the RECONCILE_STATEMENT kind's backoff (src/domain/jobs.ts).
 /** Statement lines stored per statement; lines classified per statement. */
 const LINE_BATCH = 2000;
+/** Bill lines parsed in one slice of the main thread (a few µs each). */
+const SLICE_LINES = 256;
 const CLASSIFY_RANGE = 50_000;
 /** Ledger lines missing from a statement that are asked of the provider, at most, per run; the rest are UNCHECKED. */
 export const MAX_PROVIDER_CHECKS = 1000;
@@ -136,7 +139,12 @@ class LeaseLost extends Error {}
  * `retryAt`, when given). `renew` extends the job's lease as it works; false: another instance
  * took the run over, and this one stops.
  */
-export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
+export function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
+  // One run at a time per instance: a bill is parsed on the main thread, in slices (below).
+  return d.workTurns.oneAtATime('reconciliation', () => execute(d, run, renewLease, retryAt));
+}
+
+async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
   const renew = async () => {
     if (!(await renewLease())) throw new LeaseLost();
   };
@@ -156,9 +164,16 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       batch = [];
       await renew();
     };
+    // The bill is parsed as its lines are taken: SLICE_LINES at a time, each slice in its turn
+    // among the main thread's expensive work (WorkTurns), so a big bill never holds the event loop.
+    let sliced = 0;
     for await (const line of await provider.downloadStatement(run.day)) {
       batch.push(line);
       if (batch.length >= LINE_BATCH) await flush();
+      if (++sliced === SLICE_LINES) {
+        sliced = 0;
+        await d.workTurns.turn();
+      }
     }
     await flush();
     const providerLines = lineNo - 1;
