@@ -29,6 +29,7 @@ import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
 import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts';
+import { canTransition, transition } from '../domain/states.ts';
 import { shanghaiDay } from '../domain/money.ts';
 import { shanghaiDayStart } from '../domain/statements.ts';
 import * as refunds from '../store/refunds.ts';
@@ -122,11 +123,28 @@ export async function scheduleReconciliation(d: UseCaseDeps): Promise<JobOutcome
 
 /** RECONCILE_STATEMENT: the run the job names, executed to its end; a failed run is tried again by the job's backoff. */
 export async function reconcileStatement(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
-  const run = await recon.startRun(d.db, job.subjectId, nowOf(d));
+  const run = await startRun(d, job.subjectId);
   if (run === null) return 'done';
   const retry = retryDelayMs('RECONCILE_STATEMENT', job.runs);
   const done = await executeRun(d, run, job.renew, retry === null ? null : new Date(d.clock.now() + retry));
   return done.status === 'FAILED' ? 'retry' : 'done';
+}
+
+/** A run's start attempts at most (each after another instance moved the run meanwhile). */
+const START_TRIES = 3;
+
+/**
+ * The run RUNNING, from the state it is read in (QUEUED, FAILED, or RUNNING under a holder that
+ * stopped), one try more; null when it is not to run (COMPLETED, or unknown).
+ */
+async function startRun(d: UseCaseDeps, runId: string): Promise<RunRow | null> {
+  for (let i = 0; i < START_TRIES; i++) {
+    const run = await recon.getRun(d.db, runId);
+    if (!run || !canTransition('run', run.status, 'RUNNING')) return null;
+    const started = await recon.startRun(d.db, runId, transition('run', 'start reconciliation run', run.status, 'RUNNING'), nowOf(d));
+    if (started) return started;
+  }
+  return null;
 }
 
 class LeaseLost extends Error {}
@@ -189,6 +207,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       d.db,
       run.id,
       run.tries,
+      transition('run', 'complete reconciliation run', run.status, 'COMPLETED'),
       {
         providerLines,
         ledgerLines,
@@ -214,7 +233,8 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
       'reconciliation run failed; tried again later',
     );
-    await recon.failRun(d.db, run.id, run.tries, why, nowOf(d), retryAt ?? nowOf(d));
+    const failed = transition('run', 'fail reconciliation run', run.status, 'FAILED');
+    await recon.failRun(d.db, run.id, run.tries, failed, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
 }
