@@ -165,28 +165,14 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
     const end = new Date(start.getTime() + DAY_MS);
 
     // 1. The statement's lines, stored as they come.
-    let lineNo = 1;
-    let batch: ProviderStatementLine[] = [];
-    const flush = async () => {
-      if (batch.length === 0) return;
-      await recon.insertProviderLines(d.db, run.id, lineNo, batch);
-      lineNo += batch.length;
-      batch = [];
-      await renew();
-    };
-    for await (const line of await provider.downloadStatement(run.day)) {
-      batch.push(line);
-      if (batch.length >= LINE_BATCH) await flush();
-    }
-    await flush();
-    const providerLines = lineNo - 1;
+    const providerLines = await storeStatement(d, run, provider.downloadStatement.bind(provider), renew);
 
     // 2. Matched against the ledger, set-based.
     for (let from = 1; from <= providerLines; from += CLASSIFY_RANGE) {
       await recon.classifyProviderLines(d.db, run.id, run.provider, from, Math.min(providerLines, from + CLASSIFY_RANGE - 1));
       await renew();
     }
-    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, lineNo);
+    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, providerLines + 1);
 
     // 3. Paid (or refunded) there, not here: through the notice path.
     await eachLine(d, run.id, 'TO_CONVERGE', async (l) => {
@@ -237,6 +223,30 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
     await recon.failRun(d.db, run.id, run.tries, failed, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
+}
+
+/** A run's provider statement, its lines stored as they come, in batches (the lease renewed after each); answers how many. */
+async function storeStatement(
+  d: UseCaseDeps,
+  run: RunRow,
+  download: (day: string) => Promise<AsyncIterable<ProviderStatementLine>>,
+  renew: () => Promise<void>,
+): Promise<number> {
+  let lineNo = 1;
+  let batch: ProviderStatementLine[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    await recon.insertProviderLines(d.db, run.id, lineNo, batch);
+    lineNo += batch.length;
+    batch = [];
+    await renew();
+  };
+  for await (const line of await download(run.day)) {
+    batch.push(line);
+    if (batch.length >= LINE_BATCH) await flush();
+  }
+  await flush();
+  return lineNo - 1;
 }
 
 /** Every line of the run with `outcome`, a page at a time (the callback changes its outcome). */

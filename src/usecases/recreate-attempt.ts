@@ -28,6 +28,8 @@ import type { OrderOutcome } from './results.ts';
 
 const FLOW = 're-create attempt';
 
+type MerchantConfig = Awaited<ReturnType<UseCaseDeps['merchantConfig']['get']>>;
+
 type Start =
   { kind: 'loser'; order: OrderRow; awaiting?: string } | { kind: 'winner'; order: OrderRow; attempt: AttemptRow; previous: AttemptRow[] };
 
@@ -36,7 +38,32 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
   // The order's latest attempt as this request found it, before queueing for the order's lock.
   const seen = (await d.orderReads.withLatest(caller.app.id, outTradeNo))?.attempt ?? null;
   const mc = await d.merchantConfig.get(caller.app.merchantId);
-  const start = await withTx(d.db, async (tx): Promise<Start> => {
+  const start = await startRecreate(d, caller, outTradeNo, seen, mc);
+  if (start.kind === 'loser') {
+    // A concurrent re-create is making the attempt: answer with a projection of that winner.
+    const { order, attempt } = await settledLatest(d, start.order.id);
+    if (
+      start.awaiting !== undefined &&
+      !['CREATED', 'PAYING', 'UNKNOWN'].includes(order.status) &&
+      order.paidAttemptId !== start.awaiting
+    ) {
+      // There was no winner: the order was paid (by an older attempt) or closed while that
+      // attempt was being made, and it was withdrawn. Answered as that re-create was: 409.
+      throw new DomainError('STATE_INVALID', `The order is ${order.status}; no new attempt can be created.`);
+    }
+    return { kind: 'order', order, attempt, replayed: true };
+  }
+  return makeAttempt(d, start);
+}
+
+/**
+ * Under the order's lock: this request's part in the re-creates of the order. A retry of a
+ * re-create already seen, or one that overlapped a concurrent re-create (one being made, or one
+ * made after this request arrived), is a loser; else the new attempt is recorded PENDING and this
+ * request is the winner, with the accepted attempts to close first.
+ */
+function startRecreate(d: UseCaseDeps, caller: Caller, outTradeNo: string, seen: AttemptRow | null, mc: MerchantConfig): Promise<Start> {
+  return withTx(d.db, async (tx): Promise<Start> => {
     const o = await orders.findOrderLocked(tx, caller.app.id, outTradeNo);
     if (!o) throw new DomainError('NOT_FOUND');
     const now = nowOf(d);
@@ -57,17 +84,7 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
       // material would be closed with the order.
       throw new DomainError('STATE_INVALID', 'A close of this order is being completed; query the order.');
     }
-    // The new attempt is judged like a new order (seed: 422 for channel, declared trade form and
-    // platform limits, "order and attempt leg"): by the app's channels and trade forms and the
-    // receiving accounts' ceilings as they are now. (A voided link kind is left out of `links`,
-    // as at creation; it does not refuse the attempt.)
-    const app = caller.app;
-    const provider = d.providers.forChannel(o.channel);
-    if (!app.channels.includes(o.channel) || provider === null) throw new DomainError('CHANNEL_UNAVAILABLE');
-    if (o.tradeScope !== null && !app.tradeScopes.includes(o.tradeScope)) throw new DomainError('TRADE_SCOPE_UNAVAILABLE');
-    if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
-      throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ['SINGLE_AMOUNT'] } });
-    }
+    const provider = providerForNewAttempt(d, caller, o, mc);
     const all = await attempts.attemptsOf(tx, o.id);
     const beingMade = all.find((a) => a.state === 'PENDING');
     if (beingMade) {
@@ -100,21 +117,23 @@ export async function recreateAttempt(d: UseCaseDeps, caller: Caller, outTradeNo
     await record(fresh.id);
     return { kind: 'winner', order: o, attempt: fresh, previous: all.filter((a) => a.state === 'ACCEPTED') };
   });
-  if (start.kind === 'loser') {
-    // A concurrent re-create is making the attempt: answer with a projection of that winner.
-    const { order, attempt } = await settledLatest(d, start.order.id);
-    if (
-      start.awaiting !== undefined &&
-      !['CREATED', 'PAYING', 'UNKNOWN'].includes(order.status) &&
-      order.paidAttemptId !== start.awaiting
-    ) {
-      // There was no winner: the order was paid (by an older attempt) or closed while that
-      // attempt was being made, and it was withdrawn. Answered as that re-create was: 409.
-      throw new DomainError('STATE_INVALID', `The order is ${order.status}; no new attempt can be created.`);
-    }
-    return { kind: 'order', order, attempt, replayed: true };
+}
+
+/**
+ * The new attempt is judged like a new order (seed: 422 for channel, declared trade form and
+ * platform limits, "order and attempt leg"): by the app's channels and trade forms and the
+ * receiving accounts' ceilings as they are now (a voided link kind is left out of `links`, as at
+ * creation; it does not refuse the attempt). Answers the provider of the order's channel.
+ */
+function providerForNewAttempt(d: UseCaseDeps, caller: Caller, o: OrderRow, mc: MerchantConfig) {
+  const app = caller.app;
+  const provider = d.providers.forChannel(o.channel);
+  if (!app.channels.includes(o.channel) || provider === null) throw new DomainError('CHANNEL_UNAVAILABLE');
+  if (o.tradeScope !== null && !app.tradeScopes.includes(o.tradeScope)) throw new DomainError('TRADE_SCOPE_UNAVAILABLE');
+  if (exceedsSingleCeiling(o.amountFen, caller.merchantEntityType, mc.allocation, mc.accounts)) {
+    throw new DomainError('LIMIT_EXCEEDED', undefined, { details: { scopes: ['SINGLE_AMOUNT'] } });
   }
-  return makeAttempt(d, start);
+  return provider;
 }
 
 /**
