@@ -131,7 +131,7 @@ export function decideStrayClosed(f: PaymentFacts, attemptId: string, now: Date)
 
 /** A stray close given up: an attempt still ACCEPTED becomes UNKNOWN, checked soon (CHECK_ATTEMPT), which closes it again if open. */
 export function decideStrayHandOver(f: PaymentFacts, attemptId: string, now: Date): Change {
-  const p = new Planner('hand a stray close to the reconciler', f, now);
+  const p = new Planner('hand a stray close to the provider checks', f, now);
   const a = attemptOf(p, attemptId);
   if (a.state !== 'ACCEPTED') return p.c;
   p.moveAttempt(a, 'UNKNOWN');
