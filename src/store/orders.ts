@@ -8,7 +8,7 @@
  * attempt-acceptance.ts.
  */
 import type { FeeProjection } from '../domain/money.ts';
-import type { ClosedReason, OrderStatus, Transition } from '../domain/states.ts';
+import type { ClosedReason, OrderStatus } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 
 export interface OrderRow {
@@ -85,34 +85,6 @@ export async function getOrderLocked(tx: Tx, id: string): Promise<OrderRow | nul
 /** Takes the order's row lock (the lock every change of the order, its attempts and its refunds is made under). */
 export async function lockOrder(tx: Tx, id: string): Promise<void> {
   await tx.query({ name: 'order_lock', text: 'SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', values: [id] });
-}
-
-export interface OrderChange {
-  closedReason?: ClosedReason;
-  failureReason?: string;
-  paidAttemptId?: string;
-  /** With paidAttemptId: the trade of it that was paid, when not its own provider order. */
-  paidTradeNo?: string;
-}
-
-/**
- * Applies `t` to the order (it must be in `t.from`, the caller holding its lock), bumps its
- * shared stateVersion, and answers the fresh row. A final state clears a pending close.
- */
-export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>, c: OrderChange, now: Date): Promise<OrderRow> {
-  const r = await tx.query<OrderRow>({
-    name: 'order_set_status',
-    text: `UPDATE orders SET status = $3, closed_reason = COALESCE($4, closed_reason), failure_reason = COALESCE($5, failure_reason),
-            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_trade_no = COALESCE($8, paid_trade_no),
-            paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
-            close_pending = CASE WHEN $3 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
-            state_version = state_version + 1, updated_at = $7
-      WHERE id = $1 AND status = $2 RETURNING ${ORDER_COLS}`,
-    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now, c.paidTradeNo ?? null],
-  });
-  const fresh = r.rows[0];
-  if (!fresh) throw new Error(`order ${id} is not ${t.from}: the caller must hold its lock`);
-  return fresh;
 }
 
 /** Bumps the order's shared state counter (orders and their refunds); returns the fresh row. */

@@ -30,6 +30,7 @@ import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
 import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts';
+import { canTransition, transition } from '../domain/states.ts';
 import { shanghaiDay } from '../domain/money.ts';
 import { shanghaiDayStart } from '../domain/statements.ts';
 import * as refunds from '../store/refunds.ts';
@@ -125,11 +126,28 @@ export async function scheduleReconciliation(d: UseCaseDeps): Promise<JobOutcome
 
 /** RECONCILE_STATEMENT: the run the job names, executed to its end; a failed run is tried again by the job's backoff. */
 export async function reconcileStatement(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
-  const run = await recon.startRun(d.db, job.subjectId, nowOf(d));
+  const run = await startRun(d, job.subjectId);
   if (run === null) return 'done';
   const retry = retryDelayMs('RECONCILE_STATEMENT', job.runs);
   const done = await executeRun(d, run, job.renew, retry === null ? null : new Date(d.clock.now() + retry));
   return done.status === 'FAILED' ? 'retry' : 'done';
+}
+
+/** A run's start attempts at most (each after another instance moved the run meanwhile). */
+const START_TRIES = 3;
+
+/**
+ * The run RUNNING, from the state it is read in (QUEUED, FAILED, or RUNNING under a holder that
+ * stopped), one try more; null when it is not to run (COMPLETED, or unknown).
+ */
+async function startRun(d: UseCaseDeps, runId: string): Promise<RunRow | null> {
+  for (let i = 0; i < START_TRIES; i++) {
+    const run = await recon.getRun(d.db, runId);
+    if (!run || !canTransition('run', run.status, 'RUNNING')) return null;
+    const started = await recon.startRun(d.db, runId, transition('run', 'start reconciliation run', run.status, 'RUNNING'), nowOf(d));
+    if (started) return started;
+  }
+  return null;
 }
 
 class LeaseLost extends Error {}
@@ -155,35 +173,14 @@ async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<bo
     const end = new Date(start.getTime() + DAY_MS);
 
     // 1. The statement's lines, stored as they come.
-    let lineNo = 1;
-    let batch: ProviderStatementLine[] = [];
-    const flush = async () => {
-      if (batch.length === 0) return;
-      await recon.insertProviderLines(d.db, run.id, lineNo, batch);
-      lineNo += batch.length;
-      batch = [];
-      await renew();
-    };
-    // The bill is parsed as its lines are taken: SLICE_LINES at a time, each slice in its turn
-    // among the main thread's expensive work (WorkTurns), so a big bill never holds the event loop.
-    let sliced = 0;
-    for await (const line of await provider.downloadStatement(run.day)) {
-      batch.push(line);
-      if (batch.length >= LINE_BATCH) await flush();
-      if (++sliced === SLICE_LINES) {
-        sliced = 0;
-        await d.workTurns.turn();
-      }
-    }
-    await flush();
-    const providerLines = lineNo - 1;
+    const providerLines = await storeStatement(d, run, provider.downloadStatement.bind(provider), renew);
 
     // 2. Matched against the ledger, set-based.
     for (let from = 1; from <= providerLines; from += CLASSIFY_RANGE) {
       await recon.classifyProviderLines(d.db, run.id, run.provider, from, Math.min(providerLines, from + CLASSIFY_RANGE - 1));
       await renew();
     }
-    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, lineNo);
+    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, providerLines + 1);
 
     // 3. Paid (or refunded) there, not here: through the notice path.
     await eachLine(d, run.id, 'TO_CONVERGE', async (l) => {
@@ -204,6 +201,7 @@ async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<bo
       d.db,
       run.id,
       run.tries,
+      transition('run', 'complete reconciliation run', run.status, 'COMPLETED'),
       {
         providerLines,
         ledgerLines,
@@ -229,9 +227,41 @@ async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<bo
       { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
       'reconciliation run failed; tried again later',
     );
-    await recon.failRun(d.db, run.id, run.tries, why, nowOf(d), retryAt ?? nowOf(d));
+    const failed = transition('run', 'fail reconciliation run', run.status, 'FAILED');
+    await recon.failRun(d.db, run.id, run.tries, failed, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
+}
+
+/** A run's provider statement, its lines stored as they come, in batches (the lease renewed after each); answers how many. */
+async function storeStatement(
+  d: UseCaseDeps,
+  run: RunRow,
+  download: (day: string) => Promise<AsyncIterable<ProviderStatementLine>>,
+  renew: () => Promise<void>,
+): Promise<number> {
+  let lineNo = 1;
+  let batch: ProviderStatementLine[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    await recon.insertProviderLines(d.db, run.id, lineNo, batch);
+    lineNo += batch.length;
+    batch = [];
+    await renew();
+  };
+  // The bill is parsed as its lines are taken: SLICE_LINES at a time, each slice in its turn
+  // among the main thread's expensive work (WorkTurns), so a big bill never holds the event loop.
+  let sliced = 0;
+  for await (const line of await download(run.day)) {
+    batch.push(line);
+    if (batch.length >= LINE_BATCH) await flush();
+    if (++sliced === SLICE_LINES) {
+      sliced = 0;
+      await d.workTurns.turn();
+    }
+  }
+  await flush();
+  return lineNo - 1;
 }
 
 /** Every line of the run with `outcome`, a page at a time (the callback changes its outcome). */
