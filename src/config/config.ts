@@ -47,7 +47,7 @@ export interface Config {
   webhookAllowLoopback: boolean;
   /** Allow notification delivery to private, loopback or link-local addresses (tests, private networks). */
   webhookAllowPrivateTargets: boolean;
-  /** Background workers (expiry, reconciler, outbox delivery) on/off. */
+  /** Background workers (expiry, provider checks, outbox delivery) on/off. */
   workersEnabled: boolean;
   /** A connection must have sent a request's whole header section within this (slow senders are cut). */
   httpHeadersTimeoutMs: number;

@@ -254,7 +254,7 @@ export interface PaymentWord {
   reason: string | null;
 }
 
-/** What a payment notice (or the reconciler's finding) does to the records: nothing when they already say it. */
+/** What a payment notice (or the provider check's finding) does to the records: nothing when they already say it. */
 export function decidePaymentNotice(f: PaymentFacts, n: PaymentWord, now: Date): Change {
   const p = new Planner(`provider notice ${n.state}`, f, now);
   const trade = p.trades.find((t) => t.id === n.tradeNo) ?? null;
@@ -345,7 +345,7 @@ export function decideRefund(r: RefundFacts, w: RefundWord, now: Date): RefundDe
   }
   const flow = 'create refund';
   if (r.state !== 'REQUESTED') {
-    // A notification or the reconciler got there first. A refund the platform judged lost that
+    // A notification or the provider check got there first. A refund the platform judged lost that
     // the provider accepted after all: the provider's word stands.
     if (r.state === 'FAILED' && w.kind === 'ANSWER') return { kind: 'REVIVE', to: w.outcome, providerRef: w.providerRef };
     return { kind: 'NOTHING' };

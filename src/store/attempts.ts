@@ -20,7 +20,7 @@ export interface AttemptRow {
   /** The provider that holds the payment (src/providers/router.ts). */
   provider: string;
   expireAt: Date;
-  /** When the request that created it recorded its outcome; null while being made or if the reconciler settled it. */
+  /** When the request that created it recorded its outcome; null while being made or if the provider check settled it. */
   madeAt: Date | null;
   createdAt: Date;
   updatedAt: Date;

@@ -49,7 +49,7 @@ export async function untilSettled<T>(
 /**
  * The order and its latest attempt once no attempt of it is being created by a concurrent request
  * (bounded wait). One still being created after that (a slow provider, or a request cut off by a
- * crash, until the reconciler settles it) is UNAVAILABLE: an answer without the attempt's outcome
+ * crash, until the provider check settles it) is UNAVAILABLE: an answer without the attempt's outcome
  * would be kept for the request id, and the retry it asks for gets the real one.
  */
 export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
@@ -82,7 +82,7 @@ function toOutcome(result: Outcome): AttemptOutcome {
 /**
  * Calls the attempt's provider; a refusal and an uncertain outcome are outcomes too. The same
  * attempt asked again is the identical order (same number and parameters), which the providers
- * answer with the same material: how the reconciler recovers the material of an answer lost.
+ * answer with the same material: how the provider check recovers the material of an answer lost.
  */
 export async function callProvider(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<Outcome> {
   try {

@@ -1,6 +1,6 @@
 /**
  * Follow-up work, jobs written by a change in its own transaction (src/store/jobs.ts), so a crash
- * loses none of it and none of it waits for the reconciler:
+ * loses none of it and none of it waits for the provider check:
  *
  * - CLOSE_STRAY_ATTEMPT: an attempt accepted by the provider for an order that can no longer use
  *   it is closed there. A close that fails (uncertain, refused) is tried again after 2, 4, 8, 16
@@ -75,7 +75,7 @@ async function handOver(d: UseCaseDeps, attemptId: string, orderId: string, err:
     () => d.records.read('order', orderId),
     (rec, now) => ({ change: decideStrayHandOver(rec, attemptId, now), verdict: null }),
   );
-  d.log.warn({ err, attemptId, handedToReconciler: out?.result.applied ?? false }, 'stray attempt not closed yet');
+  d.log.warn({ err, attemptId, handedToProviderCheck: out?.result.applied ?? false }, 'stray attempt not closed yet');
 }
 
 /** CLOSE_TRADE: done when the provider order is closed (or found paid, and applied), or given up. */

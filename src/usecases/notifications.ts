@@ -1,7 +1,7 @@
 /**
  * Provider notices (payment paid / failed / closed, refund settled / failed): verified by the
  * provider's adapter, applied idempotently (the same notice twice changes nothing). The sandbox's
- * buyer actions arrive here too, and so do the reconciler's findings.
+ * buyer actions arrive here too, and so do the provider check's findings.
  *
  * A notice is applied only when it matches the ledger: it comes from the provider that holds the
  * payment, and the amount and currency it carries (when it carries them) are the order's or the
@@ -86,7 +86,7 @@ export async function ownerOfTradeNo(db: Queryable, no: string): Promise<{ attem
 
 /**
  * The provider's word about a payment or refund, applied if it matches the ledger. `from`: who
- * said it (a notice, or the reconciler's query); the service's own findings pass none. A payment
+ * said it (a notice, or the provider check's query); the service's own findings pass none. A payment
  * names the provider order (`attemptId`): an attempt's own, or one of its trades.
  */
 export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {

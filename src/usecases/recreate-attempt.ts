@@ -95,7 +95,7 @@ function startRecreate(d: UseCaseDeps, caller: Caller, outTradeNo: string, seen:
     // attempt is live and was being made, or did not exist, when this request first looked, or
     // its request recorded its outcome after this request arrived. The two overlapped; that one
     // is the winner. A re-create sent after the winner's answer finds it settled, and makes a new
-    // attempt. (An attempt the reconciler settled has no made_at and does not count.)
+    // attempt. (An attempt the provider check settled has no made_at and does not count.)
     const latest = all.at(-1);
     if (
       latest &&
