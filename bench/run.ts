@@ -65,9 +65,9 @@ const HELP = `Usage: npm run bench -- [options]
   --connections <n>       concurrent connections of the closed-loop phases (default 128; --quick: 8)
   --half-connections <n>  connections of the autocannon half-load scenarios (default 32; --quick: 8)
   --scenarios <list>      comma list of create,create-no-ceiling,query,mixed,replay,realistic,notify,
-                          flood,stalled-downloads,half (half = half-query,half-create,half-realistic),
-                          statement, day, noisy, crash; default: all but statement and day (they write
-                          a day of payments first), noisy and crash (it kills the service; run last)
+                          flood,stalled-downloads,reading-downloads,half (half = half-query,half-create,half-realistic),
+                          statement, day, noisy, crash; default: all but reading-downloads, statement and
+                          day (they write a day of payments first), noisy and crash (it kills the service; run last)
   --statement-payments <n>  statement scenario: the day's payments (default 1000000; --quick: 10000)
   --ledger <n>            first fill the database with a year of history of n orders, bulk-loaded in SQL
                           (bench/lib/ledger.ts: attempts, refunds, events and deliveries, the sandbox's
@@ -216,13 +216,14 @@ const ALL = [
   'notify',
   'flood',
   'stalled-downloads',
+  'reading-downloads',
   'half-query',
   'half-create',
   'half-realistic',
 ] as const;
 type Name = (typeof ALL)[number];
 const HALF = ['half-query', 'half-create', 'half-realistic'];
-const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n)).join(',') + ',half')
+const wanted = (a.scenarios ?? ALL.filter((n) => !HALF.includes(n) && n !== 'reading-downloads').join(',') + ',half')
   .split(',')
   .map((s) => s.trim())
   .flatMap((s) => (s === 'half' ? HALF : [s]));
@@ -268,6 +269,7 @@ const DESCRIPTIONS: Record<Name, string> = {
   flood: `query open-loop at ${opts.floodRate}/s while other connections flood deep JSON, big headers, long paths, garbage, slow bodies and headers`,
   'half-realistic': 'the realistic mix at half of its peak rate',
   'stalled-downloads': `the normal merchant's query, then create, open-loop at ${opts.floodRate}/s: quiet, then while 4 other apps open statement downloads (50,000 rows a day; --quick 10,000) and never read them`,
+  'reading-downloads': `the same, while the 4 other apps download their day's file whole, over and over (2 clients each, one download at a time)`,
 };
 
 const t00 = performance.now();
@@ -825,7 +827,8 @@ async function main(): Promise<boolean> {
           }),
         ];
       }
-      case 'stalled-downloads': {
+      case 'stalled-downloads':
+      case 'reading-downloads': {
         await ensureOrders(seedCount);
         neighbours ??= await prepareNeighbours(svc, 4, quick ? 10_000 : 50_000, log);
         const nb = neighbours;
@@ -838,13 +841,12 @@ async function main(): Promise<boolean> {
               connections: 64,
               rate: opts.floodRate,
               paced: true,
-              before: noisy ? () => (dl = startStalledDownloads(svc.baseUrl, nb.apps, nb.day, 2)) : undefined,
+              before: noisy ? () => (dl = startStalledDownloads(svc.baseUrl, nb.apps, nb.day, 2, name === 'reading-downloads')) : undefined,
               after: noisy
-                ? async (res) =>
-                    void log(`  stalled downloads: ${JSON.stringify(((res as { stalled?: unknown }).stalled = await dl!.stop()))}`)
+                ? async (res) => void log(`  ${name}: ${JSON.stringify(((res as { stalled?: unknown }).stalled = await dl!.stop()))}`)
                 : undefined,
             });
-            out.push({ ...r, name: `stalled-downloads ${kind} ${noisy ? 'noisy' : 'quiet'}` });
+            out.push({ ...r, name: `${name} ${kind} ${noisy ? 'noisy' : 'quiet'}` });
           }
         }
         return out;
@@ -877,8 +879,11 @@ async function main(): Promise<boolean> {
 
   for (let run = 1; run <= opts.runs; run++) {
     // with and without a ceiling side by side, in alternating order (the machine's speed drifts)
+    const both = scenarios.includes('create') && scenarios.includes('create-no-ceiling');
     const order =
-      run % 2 === 0 ? scenarios.map((s) => (s === 'create' ? 'create-no-ceiling' : s === 'create-no-ceiling' ? 'create' : s)) : scenarios;
+      both && run % 2 === 0
+        ? scenarios.map((s) => (s === 'create' ? 'create-no-ceiling' : s === 'create-no-ceiling' ? 'create' : s))
+        : scenarios;
     for (const name of order) {
       results.push(...(await scenario(name, run)));
       await sleep(1000); // let background work of the phase settle

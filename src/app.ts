@@ -21,6 +21,7 @@ import { cashierPlugin } from './cashier/cashier.ts';
 import { consolePlugin } from './console/console.ts';
 import { portalPlugin } from './portal/portal.ts';
 import { requestTarget } from './gate/gate.ts';
+import { type RefusalPacer, paceKey } from './gate/refusal-pacer.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
 import type { Clock } from './domain/clock.ts';
@@ -79,20 +80,32 @@ const BAD_HEADER_BYTE = new Set(['HPE_INVALID_HEADER_TOKEN', 'HPE_LF_EXPECTED', 
  * open API's failure envelope (seed: a malformed header; the nonce's "no control characters"), with
  * a generated `gw_` requestId and no `X-SVC-Request-Id` header, as the gate's step 3 answers.
  */
-export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex): void {
+export function clientErrorAnswer(err: NodeJS.ErrnoException, socket: Duplex, pacer?: RefusalPacer): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const rawPacket = (err as { rawPacket?: unknown }).rawPacket; // the bytes the parser had read
+  let status: number;
+  let body: string;
   if (BAD_HEADER_BYTE.has(err.code ?? '') && Buffer.isBuffer(rawPacket) && OPEN_ROUTE.test(rawPacket.toString('latin1', 0, 8192))) {
     const message = OPEN_API_ERRORS.OPEN_API_HEADER_INVALID.message;
-    return answerAndClose(socket, 400, JSON.stringify({ code: 'OPEN_API_HEADER_INVALID', message, requestId: newId.gateway() }));
+    status = 400;
+    body = JSON.stringify({ code: 'OPEN_API_HEADER_INVALID', message, requestId: newId.gateway() });
+  } else {
+    const [s, error, message] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? REQUEST_TIMEOUT
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? ([431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.'] as const)
+          : ([400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'] as const);
+    status = s;
+    body = JSON.stringify(platformEnvelope(s, error, message));
   }
-  const [status, error, message] =
-    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? REQUEST_TIMEOUT
-      : err.code === 'HPE_HEADER_OVERFLOW'
-        ? ([431, 'REQUEST_HEADER_FIELDS_TOO_LARGE', 'The request line and headers are over 16 KB.'] as const)
-        : ([400, 'BAD_REQUEST', 'The request is not valid HTTP/1.1.'] as const);
-  answerAndClose(socket, status, JSON.stringify(platformEnvelope(status, error, message)));
+  // Past its address's budget (gate/refusal-pacer.ts), the answer waits with the connection paused;
+  // a request that timed out has taken its time already.
+  const peer = (socket as Duplex & { remoteAddress?: string }).remoteAddress;
+  const delayMs = pacer !== undefined && err.code !== 'ERR_HTTP_REQUEST_TIMEOUT' && peer ? pacer.delayFor(paceKey(peer)) : 0;
+  if (delayMs === 0) return answerAndClose(socket, status, body);
+  socket.pause();
+  pacer!.hold(delayMs, () => answerAndClose(socket, status, body));
 }
 
 const REQUEST_TIMEOUT = [408, 'REQUEST_TIMEOUT', 'The request was not received in time.'] as const;
@@ -165,7 +178,7 @@ function frameworkErrorAnswer(err: Error, reply: unknown): void {
 }
 
 /** The Fastify server with its connection limits and the answers given before any route. */
-function createServer(config: Config, o: AppOverrides) {
+function createServer(config: Config, o: AppOverrides, pacing: { pacer?: RefusalPacer }) {
   const idleTimeoutMs = o.connectionIdleTimeoutMs ?? CONNECTION_IDLE_TIMEOUT_MS;
   const server = Fastify({
     // The logger instance given (main.ts's, in its LOG_FORMAT), or options (tests), or JSON at LOG_LEVEL.
@@ -195,7 +208,7 @@ function createServer(config: Config, o: AppOverrides) {
           handler,
         )
         .setTimeout(idleTimeoutMs),
-    clientErrorHandler: clientErrorAnswer,
+    clientErrorHandler: (err, socket) => clientErrorAnswer(err, socket, pacing.pacer),
     rewriteUrl: routableUrl,
     frameworkErrors: (err, _req, reply) => frameworkErrorAnswer(err, reply),
   });
@@ -311,11 +324,14 @@ function createWorkers(svc: Services): { workers: Workers; dispatcher: EventDisp
 
 export async function buildApp(config: Config, o: AppOverrides = {}): Promise<BuiltApp> {
   if (o.db === undefined && config.databaseUrl === null) throw new Error('buildApp needs config.databaseUrl (or a db)');
-  const server = createServer(config, o);
+  // The refusals' pace (gate/refusal-pacer.ts) is the services'; the parser's refusals use it once they exist.
+  const pacing: { pacer?: RefusalPacer } = {};
+  const server = createServer(config, o, pacing);
   const ownDb = o.db === undefined;
   const db = o.db ?? createPool(config.databaseUrl!);
   try {
     const svc = await openServices(config, o, db, server.log);
+    pacing.pacer = svc.refusals;
     const adminTokenGenerated = config.adminToken === null;
     const adminToken = config.adminToken ?? randomBytes(24).toString('base64url');
     let closing = false;
@@ -337,6 +353,7 @@ export async function buildApp(config: Config, o: AppOverrides = {}): Promise<Bu
         closing = true;
         await workers.stop();
         await dispatcher.stop();
+        svc.refusals.releaseAll();
         await server.close();
         await svc.units.stop();
         svc.keys.close();

@@ -198,7 +198,7 @@ async function main(): Promise<void> {
 /**
  * A graceful stop: in-flight requests finish, then the app, the embedded PostgreSQL and the lock
  * are released, exit 0. Requests still running after 25 s are cut off: their request ids are freed
- * for a retry at once (the reconciler settles what they left uncertain); the embedded PostgreSQL is
+ * for a retry at once (the provider check settles what they left uncertain); the embedded PostgreSQL is
  * still stopped and the lock released, within 10 s more (exit 1).
  */
 async function stopGracefully(built: BuiltApp, held: Held, signal: string): Promise<void> {

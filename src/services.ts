@@ -13,10 +13,12 @@ import { shanghaiDay } from './domain/money.ts';
 import type { NotifyUrlPolicy } from './events/notify-url.ts';
 import { AuthCache } from './gate/auth-cache.ts';
 import { AuthFailureTracker } from './gate/auth-failures.ts';
+import { RefusalPacer } from './gate/refusal-pacer.ts';
 import { AllowlistCache } from './gate/gate.ts';
 import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
+import { InFlight } from './lib/in-flight.ts';
 import { setPasswordHashThreads } from './lib/password-hash.ts';
 import { Slots } from './lib/slots.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
@@ -37,7 +39,8 @@ import type { BackOfficeDeps } from './usecases/back-office/common.ts';
 import { inBatches, purgeHistory } from './usecases/retention.ts';
 import { purgeSessionRows } from './usecases/sessions.ts';
 import { RequestUnits } from './usecases/request-units.ts';
-import { StatementDownloads } from './usecases/statement-downloads.ts';
+import { StatementDownloads, databaseAppSlots } from './usecases/statement-downloads.ts';
+import { WorkTurns } from './usecases/work-turns.ts';
 
 export type { Clock } from './domain/clock.ts';
 export { systemClock } from './domain/clock.ts';
@@ -52,12 +55,16 @@ export interface Services extends BackOfficeDeps {
   log: FastifyBaseLogger;
   authCache: AuthCache;
   authFailures: AuthFailureTracker;
+  /** The pace of refusals before authentication, per source address (gate/refusal-pacer.ts). */
+  refusals: RefusalPacer;
   ipPolicy: IpPolicyHolder;
   nonces: NonceStore;
   rateLimiter: AppRateLimiter;
   allowlists: AllowlistCache;
   /** Request-id units of the POST operations, and this instance's heartbeat. */
   units: RequestUnits;
+  /** The open API's requests in progress on this instance but statement downloads (kept by its surface). */
+  openRequests: InFlight;
   /** The back-office use cases' dependencies (this object itself). */
   backOffice: BackOfficeDeps;
   /** Drops expired nonces and request-id answers. */
@@ -80,6 +87,9 @@ export interface ServiceDeps {
 
 /** How long a Redis command may take before the request it serves is answered 503. */
 export const REDIS_COMMAND_TIMEOUT_MS = 1000;
+
+/** The longest a refusal is held past its address's budget (gate/refusal-pacer.ts): under the headers deadline of a next request. */
+export const REFUSAL_MAX_HOLD_MS = 2000;
 
 async function connectRedis(config: Config, log: FastifyBaseLogger): Promise<Redis | null> {
   if (config.redisUrl === null) return null;
@@ -153,6 +163,9 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   const merchantConfig = new MerchantConfigCache(db, clock);
   const nonces: NonceStore = redisNonces ?? new PgNonceStore(db, clock, NONCE_TTL_SECONDS);
   const units = new RequestUnits(db, clock, log);
+  const openRequests = new InFlight();
+  // Expensive work (statement files, reconciliation bills) gives way while the open API's requests are in progress, and only then.
+  const workTurns = new WorkTurns(() => openRequests.count > 0);
   setPasswordHashThreads(config.passwordHashThreads);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
@@ -178,6 +191,16 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
       },
       () => clock.now(),
     ),
+    refusals: new RefusalPacer(
+      {
+        perSecond: config.refusalsPerAddressPerSecond,
+        burst: config.refusalsBurstPerAddress,
+        maxHoldMs: REFUSAL_MAX_HOLD_MS,
+        maxHeld: 1000,
+        maxTracked: 100_000,
+      },
+      () => clock.now(),
+    ),
     ipPolicy,
     nonces,
     rateLimiter: new AppRateLimiter(redis, clock),
@@ -187,11 +210,24 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
     orderInserts: new OrderInserter(db),
     orderReads: new OrderReader(db),
     acceptor: new AttemptAcceptor(db, ACCEPT_TRANSITIONS),
-    statementDownloads: new StatementDownloads({
-      perApp: config.statementDownloadsPerApp,
-      total: config.statementDownloadsTotal,
-      stallTimeoutMs: config.statementStallTimeoutMs,
-    }),
+    openRequests,
+    workTurns,
+    statementDownloads: new StatementDownloads(
+      {
+        perApp: config.statementDownloadsPerApp,
+        total: config.statementDownloadsTotal,
+        stallTimeoutMs: config.statementStallTimeoutMs,
+      },
+      {
+        appSlots: databaseAppSlots(
+          db,
+          units,
+          () => new Date(clock.now()),
+          (err) => log.warn({ err }, 'statement download lease not dropped; dropped again at the next download'),
+        ),
+        turns: workTurns,
+      },
+    ),
     changes: new ChangeApplier(db),
     records: new RecordsReader(db),
     signIns: new Slots(config.signInMaxConcurrent),

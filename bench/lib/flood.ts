@@ -176,12 +176,16 @@ export function floodLoop(hostname: string, port: number): { stop(): void; done:
   return { stop, done };
 }
 
-/** Starts the flood in its own thread; `stop()` ends it and returns the counts. */
-export function startFlood(url: string): { stop(): Promise<FloodResult> } {
+/** Starts the flood in its own thread; `stop()` ends it and returns the counts; then `generatorCpuMs()` is its thread's CPU. */
+export function startFlood(url: string): { stop(): Promise<FloodResult>; generatorCpuMs(): number | null } {
   const u = new URL(url);
   const w = new Worker(new URL('./flood-worker.ts', import.meta.url), { workerData: { hostname: u.hostname, port: Number(u.port) } });
+  let cpuMs: number | null = null;
   const done = new Promise<FloodResult>((resolve, reject) => {
-    w.once('message', (r: FloodResult) => resolve(r));
+    w.once('message', (r: { result: FloodResult; cpuMs: number }) => {
+      cpuMs = r.cpuMs;
+      resolve(r.result);
+    });
     w.once('error', reject);
   });
   return {
@@ -189,5 +193,6 @@ export function startFlood(url: string): { stop(): Promise<FloodResult> } {
       w.postMessage('stop');
       return done.finally(() => void w.terminate());
     },
+    generatorCpuMs: () => cpuMs,
   };
 }

@@ -7,7 +7,9 @@
  *  - flood: the `flood` scenario's hostile inputs (bench/lib/flood.ts).
  * A neighbour is a function that starts it and answers a stop that returns its counts, so that more
  * can be added to NEIGHBOURS without touching the rest. Reported per phase: the merchant's query and
- * create p99 beside the quiet ones, and the neighbour's own answers.
+ * create p99 beside the quiet ones, the neighbour's own answers, what each of its requests cost the
+ * service's main thread, and the CPU of the bench's thread that generated it (the generator runs on
+ * the same cores as the service).
  */
 import fs from 'node:fs';
 import { type Item, createItems, queryItems } from './corpus.ts';
@@ -22,7 +24,7 @@ export interface Neighbour {
   description: string;
   /** at least this long a phase (the flood's slow senders need 15 s to meet the header deadline) */
   minSeconds?: number;
-  start(baseUrl: string): { stop(): Promise<unknown> };
+  start(baseUrl: string): { stop(): Promise<unknown>; generatorCpuMs(): number | null };
 }
 
 export interface NoisyOptions {
@@ -65,6 +67,15 @@ export interface NoisyPhase {
   query: LoadResult;
   create: LoadResult;
   neighbourAnswers: unknown;
+  /** the neighbour's requests answered (or cut) by the service */
+  neighbourRequests: number;
+  /** the CPU of the bench's thread that generated the neighbour's load, ms */
+  generatorCpuMs: number | null;
+  /**
+   * the service's main-thread CPU per neighbour request, ms: the phase's main thread less what the
+   * quiet phase before it took for the same merchant load (per second), over the neighbour's requests
+   */
+  mainMsPerNeighbourRequest: number | null;
 }
 
 export interface NoisyContext {
@@ -128,7 +139,29 @@ async function phase(ctx: NoisyContext, o: NoisyOptions, run: number, n: Neighbo
       (neighbourAnswers ? `; ${n!.name}: ${JSON.stringify(summary(neighbourAnswers))}` : '') +
       `; service CPU ms ${JSON.stringify(serviceCpuMs)}`,
   );
-  return { run, neighbour: n?.name ?? 'quiet', seconds, serviceCpuMs, query, create, neighbourAnswers };
+  return {
+    run,
+    neighbour: n?.name ?? 'quiet',
+    seconds,
+    serviceCpuMs,
+    query,
+    create,
+    neighbourAnswers,
+    neighbourRequests: neighbourAnswers === null ? 0 : answered(neighbourAnswers),
+    generatorCpuMs: neighbour?.generatorCpuMs() ?? null,
+    mainMsPerNeighbourRequest: null,
+  };
+}
+
+/** The requests of a neighbour the service answered or cut: the sign-in flood's answers, the flood's per kind. */
+function answered(a: unknown): number {
+  const sum = (o: Record<string, number>) => Object.values(o).reduce((x, y) => x + y, 0);
+  const x = a as Record<string, unknown>;
+  if ('statuses' in x) return sum(x.statuses as Record<string, number>);
+  return Object.values(x).reduce<number>((k, v) => {
+    const kind = v as { statuses: Record<string, number>; closedWithoutAnswer: number };
+    return k + sum(kind.statuses) + kind.closedWithoutAnswer;
+  }, 0);
 }
 
 /** A neighbour's answers in short: statuses (per kind for the flood). */
@@ -143,8 +176,15 @@ export async function noisyScenario(ctx: NoisyContext, o: NoisyOptions, runs: nu
   const out: NoisyPhase[] = [];
   for (let run = 1; run <= runs; run++) {
     for (const n of neighbours(o)) {
-      out.push(await phase(ctx, o, run, null));
-      out.push(await phase(ctx, o, run, n));
+      const quiet = await phase(ctx, o, run, null);
+      const noisy = await phase(ctx, o, run, n);
+      const extra = (noisy.serviceCpuMs.main ?? 0) - ((quiet.serviceCpuMs.main ?? 0) * noisy.seconds) / quiet.seconds;
+      if (noisy.neighbourRequests > 0) noisy.mainMsPerNeighbourRequest = extra / noisy.neighbourRequests;
+      ctx.log(
+        `noisy ${n.name} (run ${run}): ${noisy.neighbourRequests} neighbour requests, service main thread ` +
+          `${noisy.mainMsPerNeighbourRequest?.toFixed(2) ?? '?'} ms each; the generator's thread ${noisy.generatorCpuMs?.toFixed(0) ?? '?'} ms CPU`,
+      );
+      out.push(quiet, noisy);
     }
   }
   return out;
@@ -162,7 +202,7 @@ export function noisyTable(phases: NoisyPhase[], o: NoisyOptions): string {
   const quiet = phases.filter((p) => p.neighbour === 'quiet');
   const qq = quiet.map((p) => p.query.latencyMs.p99);
   const qc = quiet.map((p) => p.create.latencyMs.p99);
-  const rows = [['quiet', fmt(qq), fmt(qc), '1.0', '', '']];
+  const rows = [['quiet', fmt(qq), fmt(qc), '1.0', '', '', '']];
   for (const n of neighbours(o)) {
     const ps = phases.filter((p) => p.neighbour === n.name);
     if (ps.length === 0) continue;
@@ -176,12 +216,15 @@ export function noisyTable(phases: NoisyPhase[], o: NoisyOptions): string {
           .reduce((a, [, v]) => a + v, 0),
       0,
     );
+    const perReq = ps.map((p) => p.mainMsPerNeighbourRequest).filter((x): x is number => x !== null);
+    const gen = ps.map((p) => p.generatorCpuMs).filter((x): x is number => x !== null);
     rows.push([
       n.name,
       fmt(q),
       fmt(c),
       (median(c) / median(qc)).toFixed(2),
       median(q) < 100 && median(c) < 2 * median(qc) ? 'yes' : 'no',
+      `${perReq.length ? median(perReq).toFixed(2) : '?'} ms x ${median(ps.map((p) => p.neighbourRequests)).toFixed(0)}; generator ${gen.length ? median(gen).toFixed(0) : '?'} ms`,
       `${bad} non-2xx queries; ${JSON.stringify(summary(ps[ps.length - 1]!.neighbourAnswers))}`,
     ]);
   }
@@ -195,6 +238,7 @@ export function noisyTable(phases: NoisyPhase[], o: NoisyOptions): string {
         'create p99',
         'create p99 / quiet',
         'query < 100 ms and create < 2x quiet',
+        "the service's main-thread CPU per neighbour request x requests; the generator thread's CPU",
         "the neighbour's answers (last run)",
       ],
       rows,

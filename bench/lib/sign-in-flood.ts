@@ -103,14 +103,22 @@ export function signInFloodLoop(
   };
 }
 
-/** Starts the sign-in flood in its own thread; `stop()` ends it and returns the counts. */
-export function startSignInFlood(url: string, rate: number, maxInFlight = 256): { stop(): Promise<SignInFloodResult> } {
+/** Starts the sign-in flood in its own thread; `stop()` ends it and returns the counts; then `generatorCpuMs()` is its thread's CPU. */
+export function startSignInFlood(
+  url: string,
+  rate: number,
+  maxInFlight = 256,
+): { stop(): Promise<SignInFloodResult>; generatorCpuMs(): number | null } {
   const u = new URL(url);
   const w = new Worker(new URL('./sign-in-flood-worker.ts', import.meta.url), {
     workerData: { hostname: u.hostname, port: Number(u.port), rate, maxInFlight },
   });
+  let cpuMs: number | null = null;
   const done = new Promise<SignInFloodResult>((resolve, reject) => {
-    w.once('message', (r: SignInFloodResult) => resolve(r));
+    w.once('message', (r: { result: SignInFloodResult; cpuMs: number }) => {
+      cpuMs = r.cpuMs;
+      resolve(r.result);
+    });
     w.once('error', reject);
   });
   return {
@@ -118,5 +126,6 @@ export function startSignInFlood(url: string, rate: number, maxInFlight = 256): 
       w.postMessage('stop');
       return done.finally(() => void w.terminate());
     },
+    generatorCpuMs: () => cpuMs,
   };
 }

@@ -4,7 +4,9 @@
  * and over (each opener opens a new download every OPEN_EVERY_MS and keeps every one admitted
  * without reading it, up to HELD_PER_OPENER connections), while the normal merchant's paced
  * queries and creates are measured. Reports what the openers got: downloads admitted (200),
- * refused (429), and the bytes they took.
+ * refused (429), and the bytes they took. In the `reading-downloads` scenario the openers read
+ * instead: each downloads the day's file whole, then the next at once (one at a time per opener),
+ * so that statement files are being made all along beside the merchant's requests.
  */
 import { randomBytes, sign } from 'node:crypto';
 import net from 'node:net';
@@ -45,6 +47,8 @@ export interface StalledStats {
   refused: number;
   otherStatuses: Record<string, number>;
   bytes: number;
+  /** Downloads read to their end (reading openers). */
+  completed?: number;
 }
 
 /** Each opener opens a download this often ... */
@@ -53,7 +57,7 @@ const OPEN_EVERY_MS = 500;
 const HELD_PER_OPENER = 8;
 const HOLD_MS = 45_000;
 
-function signedHead(app: Provisioned, path: string, host: string): string {
+function signedHead(app: Provisioned, path: string, host: string, close = false): string {
   const ts = String(Math.floor(Date.now() / 1000));
   const nonce = randomBytes(16).toString('hex');
   const requestId = `req_${randomBytes(8).toString('hex')}`;
@@ -76,6 +80,7 @@ function signedHead(app: Provisioned, path: string, host: string): string {
     'X-SVC-Nonce': nonce,
     'X-SVC-Request-Id': requestId,
     'X-SVC-Sign': sign('sha256', Buffer.from(s), app.privateKeyPem).toString('base64'),
+    ...(close ? { Connection: 'close' } : {}),
   };
   return `GET ${path} HTTP/1.1\r\n${Object.entries(h)
     .map(([k, v]) => `${k}: ${v}\r\n`)
@@ -84,17 +89,20 @@ function signedHead(app: Provisioned, path: string, host: string): string {
 
 /**
  * Starts `perApp` openers for each app, downloading `day`'s file and reading nothing past the
- * answer's first bytes. `stop` ends them and answers their figures.
+ * answer's first bytes (`read`: reading each download whole, then opening the next). `stop` ends
+ * them and answers their figures.
  */
 export function startStalledDownloads(
   baseUrl: string,
   apps: Provisioned[],
   day: string,
   perApp: number,
+  read = false,
 ): { stop: () => Promise<StalledStats> } {
   const { hostname, port } = new URL(baseUrl);
   const path = `/api/open/v1/statements/${day}/file`;
   const stats: StalledStats = { openers: apps.length * perApp, opened: 0, admitted: 0, refused: 0, otherStatuses: {}, bytes: 0 };
+  if (read) stats.completed = 0;
   let stopping = false;
   const sockets = new Set<net.Socket>();
 
@@ -112,6 +120,7 @@ export function startStalledDownloads(
       const status = /^HTTP\/1\.1 (\d{3})/.exec(chunk.toString('latin1', 0, 16))?.[1] ?? '?';
       if (status === '200') {
         stats.admitted++;
+        if (read) return; // read to its end (the service closes the connection after the answer)
         socket.pause(); // and never read again: given up (closed) after HOLD_MS
         setTimeout(() => socket.destroy(), HOLD_MS).unref();
       } else {
@@ -120,11 +129,15 @@ export function startStalledDownloads(
         socket.destroy();
       }
     });
+    socket.on('end', () => {
+      if (read && !first) stats.completed!++;
+    });
     socket.on('close', () => {
       sockets.delete(socket);
       held.delete(socket);
+      if (read && !stopping) open(app, held);
     });
-    socket.on('connect', () => socket.write(signedHead(app, path, hostname)));
+    socket.on('connect', () => socket.write(signedHead(app, path, hostname, read)));
   };
 
   const timers: NodeJS.Timeout[] = [];
@@ -133,7 +146,7 @@ export function startStalledDownloads(
       const held = new Set<net.Socket>();
       timers.push(
         setInterval(() => {
-          if (!stopping && held.size < HELD_PER_OPENER) open(app, held);
+          if (!stopping && held.size < (read ? 1 : HELD_PER_OPENER)) open(app, held);
         }, OPEN_EVERY_MS),
       );
     }

@@ -58,6 +58,7 @@ export function adminErrorHandler(logMessage: string, codePrefix: 'ADMIN' | 'POR
     if (err instanceof AdminError) return reply.code(err.status).send({ code: err.code, message: err.message });
     if (err instanceof DomainError) {
       const a = adminErrorOf(err);
+      if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
       return reply.code(a.status).send({ code: a.code, message: a.message });
     }
     if (err instanceof BodyError) {

@@ -29,6 +29,7 @@ const appFields = {
   paymentWindowSeconds: { type: 'integer', minimum: 60, maximum: 7200 },
   dailyAmountCeilingFen: nullable({ type: 'integer', minimum: 1, maximum: 1_000_000_000_000 }),
   rateLimitPerSecond: { type: 'integer', minimum: 1, maximum: 100_000 },
+  statementDownloadsAtOnce: nullable({ type: 'integer', minimum: 1, maximum: 1000 }),
 } as const;
 
 export const createAppSchema = {

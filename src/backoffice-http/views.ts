@@ -16,6 +16,7 @@ export function appView(a: AppRow) {
     paymentWindowSeconds: a.paymentWindowSeconds,
     dailyAmountCeilingFen: a.dailyAmountCeilingFen,
     rateLimitPerSecond: a.rateLimitPerSecond,
+    statementDownloadsAtOnce: a.statementDownloadsAtOnce,
     createdAt: a.createdAt.toISOString(),
     updatedAt: a.updatedAt.toISOString(),
   };

@@ -26,7 +26,7 @@ Commands:
   merchant list
   app create --merchant MERCHANT_ID [--json '{"notifyUrl": ..., "channels": [...], ...}']
   app get APP_ID
-  app update APP_ID --json '{"rateLimitPerSecond": 50, ...}'
+  app update APP_ID --json '{"rateLimitPerSecond": 50, "statementDownloadsAtOnce": 4, ...}'
   key add --app APP_ID --key-id KEY_ID --public-key FILE.pem
   key list APP_ID
   account add --merchant MERCHANT_ID --entity-type T --entity-name N --merchant-no NO --card-number DIGITS [--agreed-ceiling-fen N]

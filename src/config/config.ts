@@ -47,7 +47,7 @@ export interface Config {
   webhookAllowLoopback: boolean;
   /** Allow notification delivery to private, loopback or link-local addresses (tests, private networks). */
   webhookAllowPrivateTargets: boolean;
-  /** Background workers (expiry, reconciler, outbox delivery) on/off. */
+  /** Background workers (expiry, provider checks, outbox delivery) on/off. */
   workersEnabled: boolean;
   /** A connection must have sent a request's whole header section within this (slow senders are cut). */
   httpHeadersTimeoutMs: number;
@@ -68,6 +68,10 @@ export interface Config {
   passwordHashThreads: number;
   /** Console and portal sign-ins in progress at once on this instance; one more is refused (503 with Retry-After). */
   signInMaxConcurrent: number;
+  /** Refusals before authentication (and rate-limit 429s) answered at once to one address a second, past its burst; past it each is held (src/gate/refusal-pacer.ts). */
+  refusalsPerAddressPerSecond: number;
+  /** How many such refusals one address may get at once before the pace applies. */
+  refusalsBurstPerAddress: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -258,6 +262,8 @@ export function loadConfig(env: Env = process.env): Config {
     ...statementDownloads(env),
     passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
     signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
+    refusalsPerAddressPerSecond: int(env, 'REFUSALS_PER_ADDRESS_PER_SECOND', 100, 1, 1_000_000),
+    refusalsBurstPerAddress: int(env, 'REFUSALS_BURST_PER_ADDRESS', 1000, 1, 1_000_000),
   };
 }
 

@@ -71,6 +71,15 @@ export interface RowMove<S> {
   to: S;
   providerRef: string | null;
 }
+/** An attempt's move, with what the provider's answer gave it (kept as it was where null or absent). */
+export interface AttemptMove extends RowMove<AttemptState> {
+  qrCode?: string | null;
+  redirectUrl?: string | null;
+  /** When the request that made the attempt recorded its outcome (read by concurrent re-creates). */
+  madeAt?: Date;
+}
+/** What an attempt's move may carry beyond its state. */
+export type AttemptExtra = Pick<AttemptMove, 'qrCode' | 'redirectUrl' | 'madeAt'>;
 export interface RefundMove extends RowMove<RefundState> {
   failureReason: string | null;
 }
@@ -93,7 +102,7 @@ export interface Change {
   order: OrderMove | null;
   /** The order's stateVersion moves without a status of its own (a refund's change). */
   bump: boolean;
-  attempts: RowMove<AttemptState>[];
+  attempts: AttemptMove[];
   trades: RowMove<TradeState>[];
   refund: RefundMove | null;
   duplicate: DuplicateWrite | null;
@@ -135,8 +144,12 @@ export function writes(c: Change): boolean {
   );
 }
 
-/** Builds a Change over a working copy of the records: each move checked against the tables, from the state the records are in by then. */
-class Planner {
+/**
+ * Builds a Change over a working copy of the records: each move checked against the tables, from
+ * the state the records are in by then. Shared by the decisions of this module and of
+ * attempt-decisions.ts (one confirmation of a payment, `confirmPaid`).
+ */
+export class Planner {
   readonly c = emptyChange();
   readonly order: OrderFacts;
   readonly attempts: AttemptFacts[];
@@ -155,7 +168,7 @@ class Planner {
     return this.attempts.find((a) => a.id === id);
   }
 
-  moveAttempt(a: AttemptFacts, to: AttemptState, providerRef: string | null = null): void {
+  moveAttempt(a: AttemptFacts, to: AttemptState, providerRef: string | null = null, extra: AttemptExtra = {}): void {
     let m = this.c.attempts.find((x) => x.id === a.id);
     if (a.state !== to) transition('attempt', this.flow, a.state, to);
     if (!m) {
@@ -164,6 +177,9 @@ class Planner {
     }
     m.to = to;
     if (providerRef !== null) m.providerRef = providerRef;
+    if (extra.qrCode != null) m.qrCode = extra.qrCode;
+    if (extra.redirectUrl != null) m.redirectUrl = extra.redirectUrl;
+    if (extra.madeAt) m.madeAt = extra.madeAt;
     const ended = a.state !== to && (to === 'CLOSED' || to === 'FAILED');
     a.state = to;
     if (ended) this.closeTradesLater(a.id, null);
@@ -238,7 +254,7 @@ export interface PaymentWord {
   reason: string | null;
 }
 
-/** What a payment notice (or the reconciler's finding) does to the records: nothing when they already say it. */
+/** What a payment notice (or the provider check's finding) does to the records: nothing when they already say it. */
 export function decidePaymentNotice(f: PaymentFacts, n: PaymentWord, now: Date): Change {
   const p = new Planner(`provider notice ${n.state}`, f, now);
   const trade = p.trades.find((t) => t.id === n.tradeNo) ?? null;
@@ -329,7 +345,7 @@ export function decideRefund(r: RefundFacts, w: RefundWord, now: Date): RefundDe
   }
   const flow = 'create refund';
   if (r.state !== 'REQUESTED') {
-    // A notification or the reconciler got there first. A refund the platform judged lost that
+    // A notification or the provider check got there first. A refund the platform judged lost that
     // the provider accepted after all: the provider's word stands.
     if (r.state === 'FAILED' && w.kind === 'ANSWER') return { kind: 'REVIVE', to: w.outcome, providerRef: w.providerRef };
     return { kind: 'NOTHING' };

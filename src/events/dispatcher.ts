@@ -28,6 +28,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
+import { transition } from '../domain/states.ts';
 import { type PlatformKeyRing, SigningKeyUnavailableError } from '../platform/keys.ts';
 import type { Db } from '../store/db.ts';
 import * as events from '../store/events.ts';
@@ -351,7 +352,9 @@ class OutboxDispatcher implements EventDispatcher {
     const fenced = await this.#recorder.record({
       eventId: ev.id,
       token,
-      status: r.status,
+      // The claim took the event PENDING: delivered or dead is its transition from there; a failed
+      // attempt is none (the event stays PENDING, due again).
+      move: r.status === 'PENDING' ? null : transition('delivery', 'deliver event', 'PENDING', r.status),
       attempts: r.attempts,
       nextAttemptAt: r.nextAttemptAt,
       lastError: r.lastError,

@@ -24,6 +24,7 @@ import { type SignedHeaders, checkSignedHeaders, isStrictBase64 } from './header
 import type { IpPolicyHolder } from './ip-policy.ts';
 import type { NonceStore } from './nonce-store.ts';
 import type { AppRateLimiter } from './rate-limit.ts';
+import { type RefusalPacer, paceKey } from './refusal-pacer.ts';
 
 export const BODY_LIMIT_BYTES = 65_536;
 export const TIMESTAMP_WINDOW_SECONDS = 300;
@@ -58,6 +59,7 @@ export interface GateDeps {
   nonces: NonceStore;
   allowlists: AllowlistCache;
   rateLimiter: AppRateLimiter;
+  refusals: RefusalPacer;
 }
 
 /** An open-API answer before it is serialized: the gate's refusals, and the results and refusals of step 9. */
@@ -308,7 +310,7 @@ export function installGate(scope: FastifyInstance, svc: GateDeps): void {
   scope.addHook('preValidation', async (req, reply) => {
     const r = await runGate(svc, req);
     if (r !== null) {
-      await sendResult(svc, req, reply, r);
+      await sendRefusal(svc, req, reply, r);
       return reply;
     }
   });
@@ -316,19 +318,67 @@ export function installGate(scope: FastifyInstance, svc: GateDeps): void {
   scope.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
     if (!req.gate) return reply.code(503).send({ code: 'OPEN_API_GUARD_UNAVAILABLE', message: 'unavailable', requestId: '' });
     if (err instanceof BodyError) {
-      return sendResult(
+      return sendRefusal(
         svc,
         req,
         reply,
         failure(req, err.kind === 'TOO_LARGE' ? 'OPEN_API_BODY_TOO_LARGE' : 'OPEN_API_BODY_INVALID', err.message),
       );
     }
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendResult(svc, req, reply, failure(req, 'OPEN_API_BODY_TOO_LARGE'));
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendRefusal(svc, req, reply, failure(req, 'OPEN_API_BODY_TOO_LARGE'));
     // Client aborts and framework faults end here too: never a 500 (seed "Common rules").
     if (req.raw.aborted || err.code === 'ECONNRESET') req.log.info({ err: err.message }, 'client aborted the request');
     else req.log.error({ err }, 'open API fault');
     return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
   });
+}
+
+/**
+ * The refusals paced per source address: those given before the request is known to come from an
+ * app (steps 1 to 4, and 6's), and the rate limit's (step 8) to a client that keeps asking past it.
+ */
+const PACED: ReadonlySet<string> = new Set<OpenApiCode>([
+  'OPEN_API_BODY_INVALID',
+  'OPEN_API_BODY_TOO_LARGE',
+  'OPEN_API_SOURCE_IP_REJECTED',
+  'OPEN_API_HEADER_INVALID',
+  'OPEN_API_AUTH_FAILED',
+  'OPEN_API_RATE_LIMITED',
+]);
+
+/**
+ * A refusal of the gate, sent as sendResult sends it; a paced one (PACED) is held first when its
+ * source address is past its budget (refusal-pacer.ts), its connection paused meanwhile so that
+ * nothing more is read from it. The answer is unchanged (a 429 keeps the Retry-After of its window).
+ */
+async function sendRefusal(svc: GateDeps, req: FastifyRequest, reply: FastifyReply, r: OpenAnswer): Promise<FastifyReply> {
+  if (PACED.has(r.body.code as string)) {
+    const delayMs = svc.refusals.delayFor(await paceKeyOf(svc, req));
+    if (delayMs > 0) await held(svc.refusals, req, delayMs);
+  }
+  return sendResult(svc, req, reply, r);
+}
+
+/** The address a request is paced by: the client as step 2 resolves it (without its blocks), else the TCP peer. */
+async function paceKeyOf(svc: GateDeps, req: FastifyRequest): Promise<string> {
+  if (req.gate.clientKey !== null) return paceKey(req.gate.clientKey);
+  const peer = req.raw.socket?.remoteAddress;
+  const src = resolveSource(peer, forwardingHeaders(req.raw.rawHeaders), await svc.ipPolicy.current());
+  return paceKey(src.ok ? src.key : (peer ?? ''));
+}
+
+type PausableSocket = { pause?: () => void; resume?: () => void; destroyed?: boolean; _paused?: boolean } | null | undefined;
+
+/** Waits `delayMs` with the request's connection paused (resumed after, unless Node paused it for its own reasons). */
+function held(pacer: RefusalPacer, req: FastifyRequest, delayMs: number): Promise<void> {
+  const socket = req.raw.socket as PausableSocket;
+  socket?.pause?.();
+  return new Promise((resolve) =>
+    pacer.hold(delayMs, () => {
+      if (socket && socket.destroyed !== true && socket._paused !== true) socket.resume?.();
+      resolve();
+    }),
+  );
 }
 
 async function runGate(svc: GateDeps, req: FastifyRequest): Promise<OpenAnswer | null> {

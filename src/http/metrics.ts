@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics at GET /metrics (admin bearer token): process metrics, HTTP requests by
  * surface and status, open-API failures by code, the outbox backlog, provider discrepancies (found,
- * open, resolved) and reconciliation runs.
+ * open, resolved), reconciliation runs and the refusals held past their address's budget.
  */
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -32,7 +32,7 @@ function shared<T>(read: () => Promise<T>): () => Promise<T> {
   };
 }
 
-export function createMetrics(svc: { db: Db }): Metrics {
+export function createMetrics(svc: { db: Db; refusals: { held: number; heldTotal: number } }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'mps_' });
   const m: Metrics = {
@@ -58,6 +58,24 @@ export function createMetrics(svc: { db: Db }): Metrics {
     }),
   };
   registerStateGauges(registry, svc.db);
+  // The refusals held past their address's budget (gate/refusal-pacer.ts).
+  new Gauge({
+    name: 'mps_refusals_held',
+    help: 'Refusals before authentication being held now, their source address past its budget',
+    registers: [registry],
+    collect() {
+      this.set(svc.refusals.held);
+    },
+  });
+  new Counter({
+    name: 'mps_refusals_held_total',
+    help: 'Refusals before authentication held since the start, their source address past its budget',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(svc.refusals.heldTotal);
+    },
+  });
   return m;
 }
 

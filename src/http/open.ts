@@ -67,87 +67,124 @@ function query(req: FastifyRequest): URLSearchParams {
   return new URLSearchParams(q === -1 ? '' : target.slice(q + 1));
 }
 
-export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
-  const { svc } = opts;
-  installGate(scope, svc);
-
-  const context = (req: FastifyRequest): RenderContext => ({
+function context(svc: Services, req: FastifyRequest): RenderContext {
+  return {
     requestId: req.gate.headers!.requestId,
     nowMs: svc.clock.now(),
     publicBaseUrl: svc.config.publicBaseUrl,
     voidedLinks: req.gate.app!.voidedLinks,
+  };
+}
+
+/** The use case's result or refusal as an answer; anything else is a fault (the scope's 503). */
+async function answerOf(svc: Services, req: FastifyRequest, op: () => Promise<OpenResult>): Promise<OpenAnswer> {
+  try {
+    return renderResult(await op(), context(svc, req));
+  } catch (err) {
+    if (err instanceof DomainError) return renderRefusal(err, req.gate.headers!.requestId);
+    throw err;
+  }
+}
+
+function decided(svc: Services, req: FastifyRequest, reply: FastifyReply, d: Decided): Promise<FastifyReply> {
+  if (d.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
+  if (d.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
+  return sendOpen(svc, req, reply, d.status, d.body);
+}
+
+/** An answer as the request unit sends and keeps it: 429 and 503 are not kept for replay. */
+const final = (a: OpenAnswer): FinalAnswer => ({ status: a.status, body: JSON.stringify(a.body), kept: keptForReplay(a.status) });
+
+/**
+ * Step 9 of a POST: the request id's unit around the operation. The id is claimed first, or,
+ * with `joined`, by the operation's first write. The operation's answer (a result or a contract
+ * refusal) is kept and replayed byte for byte; 429/503 and faults are not kept.
+ */
+async function runPost(
+  svc: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: (unit: RequestUnit) => Promise<OpenResult>,
+  o: { joined?: boolean } = {},
+): Promise<FastifyReply> {
+  const g = req.gate;
+  const unit = svc.units.open(
+    {
+      appId: g.app!.id,
+      requestId: g.headers!.requestId,
+      method: req.method,
+      target: requestTarget(req),
+      bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
+    },
+    (result) => final(renderResult(result as OpenResult, context(svc, req))),
+  );
+  try {
+    if (!o.joined) await unit.claim();
+    let result: OpenResult | undefined;
+    let refusal: OpenAnswer | undefined;
+    try {
+      result = await op(unit);
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      refusal = renderRefusal(err, g.headers!.requestId);
+    }
+    // A result the operation recorded with its last write is sent as recorded: rendered only otherwise.
+    const sent = await unit.finish(() => final(refusal ?? renderResult(result!, context(svc, req))));
+    return await sendOpen(svc, req, reply, sent.status, sent.body, refusal?.headers);
+  } catch (err) {
+    if (err instanceof RequestDecided) return decided(svc, req, reply, err.outcome);
+    await unit.abandon().catch(() => {});
+    throw err;
+  }
+}
+
+/** Step 9 of a GET: answered from current state. */
+async function runRead(svc: Services, req: FastifyRequest, reply: FastifyReply, op: () => Promise<OpenResult>): Promise<FastifyReply> {
+  return sendResult(svc, req, reply, await answerOf(svc, req, op));
+}
+
+/** A day's statement file, signed over its SHA-256 and streamed (docs/statements.md). */
+async function sendStatementFile(svc: Services, req: FastifyRequest<P>, reply: FastifyReply): Promise<FastifyReply> {
+  let file;
+  try {
+    file = await statementFile(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)));
+  } catch (err) {
+    if (err instanceof DomainError) return sendResult(svc, req, reply, renderRefusal(err, req.gate.headers!.requestId));
+    throw err;
+  }
+  const s = file.summary;
+  return sendOpenStream(
+    svc,
+    req,
+    reply,
+    {
+      contentType: statementContentType(s.compression),
+      sha256: s.digest.sha256,
+      sizeBytes: s.digest.sizeBytes,
+      headers: { 'content-disposition': `attachment; filename="${statementFileName(s.appId, s.day.day, s.compression)}"` },
+    },
+    file.body,
+  );
+}
+
+export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
+  const { svc } = opts;
+  installGate(scope, svc);
+
+  // The requests in progress that statement work gives way to (src/usecases/statement-downloads.ts):
+  // every open-API request but the statement's own, from its start until its answer ends (sent or cut).
+  scope.addHook('onRequest', async (req, reply) => {
+    if (req.routeOptions.url?.startsWith('/api/open/v1/statements/') === true) return;
+    reply.raw.once('close', svc.openRequests.start());
   });
-
-  /** The use case's result or refusal as an answer; anything else is a fault (the scope's 503). */
-  async function answerOf(req: FastifyRequest, op: () => Promise<OpenResult>): Promise<OpenAnswer> {
-    try {
-      return renderResult(await op(), context(req));
-    } catch (err) {
-      if (err instanceof DomainError) return renderRefusal(err, req.gate.headers!.requestId);
-      throw err;
-    }
-  }
-
-  function decided(req: FastifyRequest, reply: FastifyReply, d: Decided): Promise<FastifyReply> {
-    if (d.kind === 'conflict') return sendResult(svc, req, reply, failure(req, 'OPEN_API_REQUEST_ID_CONFLICT'));
-    if (d.kind === 'busy') return sendResult(svc, req, reply, failure(req, 'OPEN_API_GUARD_UNAVAILABLE'));
-    return sendOpen(svc, req, reply, d.status, d.body);
-  }
-
-  /** An answer as the request unit sends and keeps it: 429 and 503 are not kept for replay. */
-  const final = (a: OpenAnswer): FinalAnswer => ({ status: a.status, body: JSON.stringify(a.body), kept: keptForReplay(a.status) });
-
-  /**
-   * Step 9 of a POST: the request id's unit around the operation. The id is claimed first, or,
-   * with `joined`, by the operation's first write. The operation's answer (a result or a contract
-   * refusal) is kept and replayed byte for byte; 429/503 and faults are not kept.
-   */
-  async function runPost(
-    req: FastifyRequest,
-    reply: FastifyReply,
-    op: (unit: RequestUnit) => Promise<OpenResult>,
-    o: { joined?: boolean } = {},
-  ): Promise<FastifyReply> {
-    const g = req.gate;
-    const unit = svc.units.open(
-      {
-        appId: g.app!.id,
-        requestId: g.headers!.requestId,
-        method: req.method,
-        target: requestTarget(req),
-        bodySha256: sha256Hex(g.body?.raw ?? Buffer.alloc(0)),
-      },
-      (result) => final(renderResult(result as OpenResult, context(req))),
-    );
-    try {
-      if (!o.joined) await unit.claim();
-      let result: OpenResult | undefined;
-      let refusal: OpenAnswer | undefined;
-      try {
-        result = await op(unit);
-      } catch (err) {
-        if (!(err instanceof DomainError)) throw err;
-        refusal = renderRefusal(err, g.headers!.requestId);
-      }
-      // A result the operation recorded with its last write is sent as recorded: rendered only otherwise.
-      const sent = await unit.finish(() => final(refusal ?? renderResult(result!, context(req))));
-      return await sendOpen(svc, req, reply, sent.status, sent.body, refusal?.headers);
-    } catch (err) {
-      if (err instanceof RequestDecided) return decided(req, reply, err.outcome);
-      await unit.abandon().catch(() => {});
-      throw err;
-    }
-  }
-
-  /** Step 9 of a GET: answered from current state. */
-  async function runRead(req: FastifyRequest, reply: FastifyReply, op: () => Promise<OpenResult>): Promise<FastifyReply> {
-    return sendResult(svc, req, reply, await answerOf(req, op));
-  }
+  const post = (req: FastifyRequest, reply: FastifyReply, op: (unit: RequestUnit) => Promise<OpenResult>, o?: { joined?: boolean }) =>
+    runPost(svc, req, reply, op, o);
+  const read = (req: FastifyRequest, reply: FastifyReply, op: () => Promise<OpenResult>) => runRead(svc, req, reply, op);
 
   // The two strict endpoints read their body; every other one ignores a valid body (gate/body.ts).
   const readsBody = { config: { readsBody: true } };
   scope.post('/payments', readsBody, (req, reply) =>
-    runPost(
+    post(
       req,
       reply,
       (unit) => {
@@ -158,14 +195,14 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
     ),
   );
   scope.post<P>('/payments/:outTradeNo/attempts', (req, reply) =>
-    runPost(req, reply, () => recreateAttempt(svc, caller(req), req.params.outTradeNo!)),
+    post(req, reply, () => recreateAttempt(svc, caller(req), req.params.outTradeNo!)),
   );
-  scope.get<P>('/payments/:outTradeNo', (req, reply) => runRead(req, reply, () => queryOrder(svc, caller(req), req.params.outTradeNo!)));
+  scope.get<P>('/payments/:outTradeNo', (req, reply) => read(req, reply, () => queryOrder(svc, caller(req), req.params.outTradeNo!)));
   scope.post<P>('/payments/:outTradeNo/close', (req, reply) =>
-    runPost(req, reply, (unit) => closeOrder(svc, caller(req), req.params.outTradeNo!, unit), { joined: true }),
+    post(req, reply, (unit) => closeOrder(svc, caller(req), req.params.outTradeNo!, unit), { joined: true }),
   );
   scope.post('/refunds', readsBody, (req, reply) =>
-    runPost(
+    post(
       req,
       reply,
       async (unit) => {
@@ -175,47 +212,24 @@ export async function openPlugin(scope: FastifyInstance, opts: { svc: Services }
       { joined: true },
     ),
   );
-  scope.get<P>('/refunds/:outRefundNo', (req, reply) => runRead(req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)));
-  scope.get('/settlement/accounts', (req, reply) => runRead(req, reply, () => readSettlement(svc, caller(req))));
+  scope.get<P>('/refunds/:outRefundNo', (req, reply) => read(req, reply, () => queryRefund(svc, caller(req), req.params.outRefundNo!)));
+  scope.get('/settlement/accounts', (req, reply) => read(req, reply, () => readSettlement(svc, caller(req))));
 
   // Statements (docs/statements.md): the summary, then the file, signed over its SHA-256 and streamed.
   scope.get<P>('/statements/:settlementDate', (req, reply) =>
-    runRead(req, reply, async () => statementSummary(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)))),
+    read(req, reply, async () => statementSummary(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)))),
   );
-  scope.get<P>('/statements/:settlementDate/file', async (req, reply) => {
-    let file;
-    try {
-      file = await statementFile(svc, caller(req), req.params.settlementDate!, statementCompression(query(req)));
-    } catch (err) {
-      if (err instanceof DomainError) return sendResult(svc, req, reply, renderRefusal(err, req.gate.headers!.requestId));
-      throw err;
-    }
-    const s = file.summary;
-    return sendOpenStream(
-      svc,
-      req,
-      reply,
-      {
-        contentType: statementContentType(s.compression),
-        sha256: s.digest.sha256,
-        sizeBytes: s.digest.sizeBytes,
-        headers: { 'content-disposition': `attachment; filename="${statementFileName(s.appId, s.day.day, s.compression)}"` },
-      },
-      file.body,
-    );
-  });
+  scope.get<P>('/statements/:settlementDate/file', (req, reply) => sendStatementFile(svc, req, reply));
 
   // The event log (docs/events.md, "Your event log").
-  scope.get('/events', (req, reply) => runRead(req, reply, async () => listEvents(svc, caller(req), parseEventQuery(query(req)))));
-  scope.get<P>('/events/:eventId', (req, reply) => runRead(req, reply, () => getEvent(svc, caller(req), req.params.eventId!)));
+  scope.get('/events', (req, reply) => read(req, reply, async () => listEvents(svc, caller(req), parseEventQuery(query(req)))));
+  scope.get<P>('/events/:eventId', (req, reply) => read(req, reply, () => getEvent(svc, caller(req), req.params.eventId!)));
   scope.post<P>('/events/:eventId/redeliveries', (req, reply) =>
-    runPost(req, reply, () => redeliverEvent(svc, caller(req), req.params.eventId!)),
+    post(req, reply, () => redeliverEvent(svc, caller(req), req.params.eventId!)),
   );
 
   // The platform's public keys, signed like every answer (docs/authentication.md, "Platform keys").
-  scope.get('/platform-keys', (req, reply) =>
-    runRead(req, reply, async () => ({ kind: 'platform-keys', keys: await svc.keys.published() })),
-  );
+  scope.get('/platform-keys', (req, reply) => read(req, reply, async () => ({ kind: 'platform-keys', keys: await svc.keys.published() })));
 }
 
 /** 405 METHOD_NOT_ALLOWED (platform envelope) for the other methods of the mounted open paths. */

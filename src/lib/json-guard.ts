@@ -263,6 +263,13 @@ function scanJson(s: string): ScanResult | null {
     // ---- scan one value at i (whitespace already skipped) ----
     if (i >= n) return null;
     const c = s.charCodeAt(i);
+    if (!tracking) {
+      // Past the first refusal only the grammar is checked: a run of '[' opens its arrays at once.
+      while (c === LBRACKET && i + 1 < n && s.charCodeAt(i + 1) === LBRACKET) {
+        frames[++depth] = 0;
+        i++;
+      }
+    }
     let enteredContainer = false;
     if (c === LBRACE || c === LBRACKET) {
       const isObject = c === LBRACE;
@@ -324,6 +331,12 @@ function scanJson(s: string): ScanResult | null {
         i++;
         if (tracking) keySets[depth] = null;
         depth--;
+        // A run of ']' closing arrays, at once.
+        while (depth > 0 && i < n && s.charCodeAt(i) === RBRACKET && (frames[depth]! & FRAME_OBJECT) === 0) {
+          if (tracking) keySets[depth] = null;
+          depth--;
+          i++;
+        }
       }
     }
 

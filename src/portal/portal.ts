@@ -16,14 +16,25 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import qrcode from 'qrcode';
 import { AdminError } from '../backoffice-http/errors.ts';
 import { DomainError } from '../domain/errors.ts';
-import { MERCHANT_PERMISSIONS, type MerchantActor, type MerchantPermission, merchantCan } from '../domain/merchant-users.ts';
-import { actorLabel } from '../domain/operators.ts';
+import { type MerchantActor, type MerchantPermission, merchantCan } from '../domain/merchant-users.ts';
 import { ORDER_STATUSES, REFUND_STATES } from '../domain/states.ts';
 import { CHANNELS } from '../domain/open-schemas.ts';
 import { statementCompression, statementFileName } from '../domain/statements.ts';
-import { accountView, allocationView, appView, tradesView } from '../backoffice-http/views.ts';
+import { appView } from '../backoffice-http/views.ts';
+import {
+  appWithKeysView,
+  auditPageView,
+  eventDetailView,
+  eventsView,
+  keyView,
+  orderDetailView,
+  ordersPageView,
+  refundsView,
+  sessionView,
+  settlementView,
+} from './answers.ts';
 import { bodyOf, installBackOffice } from '../backoffice-http/common.ts';
-import { int, nextOrderCursor, oneOf, orderSearchOf, queryOf, text, time } from '../backoffice-http/query.ts';
+import { int, oneOf, orderSearchOf, queryOf, text, time } from '../backoffice-http/query.ts';
 import {
   acceptInvitationSchema,
   addKeySchema,
@@ -49,8 +60,6 @@ import {
 } from '../backoffice-http/session-surface.ts';
 import { uiAssets } from '../lib/ui-bundle.ts';
 import type { Services } from '../services.ts';
-import type { AuditRow } from '../store/audit.ts';
-import type { AppKeyRow } from '../store/merchants.ts';
 import * as mu from '../usecases/merchant-users.ts';
 import { invitationView, userView } from '../backoffice-http/merchant-user-views.ts';
 import * as portal from '../usecases/portal.ts';
@@ -114,54 +123,10 @@ async function authenticate(req: FastifyRequest, reply: FastifyReply, svc: Servi
   }
 }
 
-// --- views ---------------------------------------------------------------------------------------
-
-function sessionView(a: { actor: MerchantActor; csrfToken: string; expiresAt: Date }, merchantName: string, totpEnabled: boolean) {
-  return {
-    user: { userId: a.actor.merchantUserId, login: a.actor.merchantUserName, role: a.actor.role, totpEnabled },
-    merchant: { merchantId: a.actor.merchantId, name: merchantName },
-    permissions: MERCHANT_PERMISSIONS.filter((p) => merchantCan(a.actor.role, p)),
-    csrfToken: a.csrfToken,
-    expiresAt: a.expiresAt.toISOString(),
-  };
-}
-
-function keyView(k: AppKeyRow, nowMs: number) {
-  const valid = k.status === 'ACTIVE' && (k.validUntil === null || k.validUntil.getTime() > nowMs);
-  return {
-    keyId: k.keyId,
-    status: k.status,
-    valid,
-    validUntil: k.validUntil?.toISOString() ?? null,
-    publicKeyPem: k.publicKeyPem,
-    createdAt: k.createdAt.toISOString(),
-  };
-}
-
-/** An audit entry as the merchant sees it: its own users by login, the platform's operators as "platform". */
-function auditView(e: AuditRow) {
-  const merchantUser = e.actorKind === 'MERCHANT_USER';
-  return {
-    id: e.id,
-    at: e.at.toISOString(),
-    actor: merchantUser ? actorLabel({ ...e, kind: e.actorKind }) : 'platform',
-    actorKind: merchantUser ? 'MERCHANT_USER' : 'PLATFORM',
-    channel: e.channel,
-    sourceIp: merchantUser ? e.sourceIp : null,
-    requestId: e.requestId,
-    action: e.action,
-    entityType: e.entityType,
-    entityId: e.entityId,
-    before: e.before,
-    after: e.after,
-  };
-}
-
 type P = { Params: Record<string, string> };
 
 export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services }): Promise<void> {
   const { svc } = opts;
-  const d = svc.backOffice;
   servePages(scope, { name: 'portal', title: 'Merchant portal · Merchant Payment Service', assets: portalAssets });
 
   await scope.register(
@@ -170,279 +135,258 @@ export async function portalPlugin(scope: FastifyInstance, opts: { svc: Services
       api.addHook('onRoute', (r) => {
         for (const m of [r.method].flat()) if (m !== 'HEAD') PORTAL_ROUTES.add(`${m} ${r.url.slice(api.prefix.length)}`);
       });
-
-      // --- session ---
-      api.post('/session', perm('public'), async (req, reply) => {
-        const b = bodyOf(req, portalSignInSchema);
-        const sourceIp = sourceIpOf(req, svc);
-        const requestId = requestIdOf(req);
-        const previous = portalCookie.read(req, svc);
-        let created: mu.PortalSession;
-        try {
-          created = await mu.signInMerchantUser(svc, {
-            login: b.login as string,
-            password: b.password as string,
-            totpCode: (b.totpCode as string | null | undefined) ?? null,
-            sourceIp,
-            userAgent: typeof req.headers['user-agent'] === 'string' ? req.headers['user-agent'] : null,
-            requestId,
-          });
-        } catch (err) {
-          if (!(err instanceof SignInRefused)) throw err;
-          return refuseSignIn(reply, err, 'PORTAL');
-        }
-        // Whatever session the browser held, signing in starts a new one (and ends that one).
-        if (previous !== null) {
-          const old = await mu.portalSessionOf(svc, previous);
-          if (old) {
-            const actor = mu.merchantActorOf(
-              { id: old.userId, login: old.login, role: old.role, merchantId: old.merchantId },
-              { sourceIp, requestId },
-            );
-            await mu.signOutMerchantUser(svc, actor, previous);
-          }
-        }
-        portalCookie.write(reply, svc, created.sessionId);
-        const actor = mu.merchantActorOf(created.user, { sourceIp, requestId });
-        const m = await portal.merchantOverview(d, actor);
-        return sessionView(
-          { actor, csrfToken: created.csrfToken, expiresAt: created.expiresAt },
-          m.merchant.name,
-          created.user.totpEnabled,
-        );
-      });
-
-      api.get('/session', perm('self'), async (req) => {
-        const a = authenticated(req);
-        const [m, u] = await Promise.all([portal.merchantOverview(d, a.actor), mu.ownUser(svc, a.actor)]);
-        return sessionView(a, m.merchant.name, u.totpEnabled);
-      });
-
-      api.delete('/session', perm('self'), async (req, reply) => {
-        const a = authenticated(req);
-        await mu.signOutMerchantUser(svc, a.actor, a.sessionId);
-        portalCookie.write(reply, svc, null);
-        return reply.code(204).send();
-      });
-
-      api.post('/password', perm('self'), async (req, reply) => {
-        const a = authenticated(req);
-        const b = bodyOf(req, changePasswordSchema);
-        await mu.changeOwnPassword(svc, a.actor, a.sessionId, b.currentPassword as string, b.newPassword as string);
-        return reply.code(204).send();
-      });
-
-      // --- invitations (no session: the link is the credential) ---
-      api.get<P>('/invitations/:token', perm('public'), async (req) => mu.invitationUser(svc, req.params.token!));
-
-      api.post<P>('/invitations/:token/accept', perm('public'), async (req) => {
-        const b = bodyOf(req, acceptInvitationSchema);
-        const u = await mu.acceptInvitation(svc, {
-          token: req.params.token!,
-          password: b.password as string,
-          sourceIp: sourceIpOf(req, svc),
-          requestId: requestIdOf(req),
-        });
-        return { login: u.login, status: u.status };
-      });
-
-      // --- the second factor (TOTP) ---
-      api.post('/totp', perm('self'), async (req) => mu.startTotpSetup(svc, actorOf(req)));
-      api.get('/totp/qr.svg', perm('self'), async (req, reply) => {
-        const svg = await qrcode.toString(await mu.pendingTotpUri(svc, actorOf(req)), { type: 'svg', margin: 1 });
-        return reply.type('image/svg+xml').send(svg);
-      });
-      api.post('/totp/confirm', perm('self'), async (req, reply) => {
-        await mu.confirmTotp(svc, actorOf(req), bodyOf(req, totpCodeSchema).code as string);
-        return reply.code(204).send();
-      });
-      api.post('/totp/disable', perm('self'), async (req, reply) => {
-        await mu.disableTotp(svc, actorOf(req), bodyOf(req, currentPasswordSchema).currentPassword as string);
-        return reply.code(204).send();
-      });
-
-      // --- orders and refunds ---
-      api.get('/orders', perm('orders.read'), async (req) => {
-        const f = orderSearchOf(req, ORDER_STATUSES, CHANNELS);
-        const rows = await portal.searchOrders(d, actorOf(req), f);
-        return { orders: rows.map(({ merchantName: _n, ...o }) => o), nextCursor: nextOrderCursor(rows, f.limit) };
-      });
-
-      api.get<P>('/orders/:openOrderId', perm('orders.read'), async (req) => {
-        const { order: o, attempts, trades, refunds, events } = await portal.orderDetail(d, actorOf(req), req.params.openOrderId!);
-        return {
-          openOrderId: o.id,
-          appId: o.appId,
-          outTradeNo: o.outTradeNo,
-          channel: o.channel,
-          status: o.status,
-          closedReason: o.closedReason,
-          amountFen: o.amountFen,
-          subject: o.subject,
-          stateVersion: o.stateVersion,
-          createdAt: o.createdAt.toISOString(),
-          paidAt: o.paidAt?.toISOString() ?? null,
-          expireAt: o.expireAt.toISOString(),
-          // No payment material leaves through the portal either.
-          attempts: attempts.map((a) => ({
-            attemptId: a.id,
-            seq: a.seq,
-            state: a.state,
-            expireAt: a.expireAt,
-            createdAt: a.createdAt,
-            trades: tradesView(trades, a.id),
-          })),
-          refunds: refunds.map((r) => ({
-            refundAttemptId: r.id,
-            outRefundNo: r.outRefundNo,
-            amountFen: r.amountFen,
-            state: r.state,
-            reason: r.reason,
-            failureReason: r.failureReason,
-            createdAt: r.createdAt,
-            updatedAt: r.updatedAt,
-          })),
-          events: events.map((e) => ({ ...e.event, payload: undefined, deliveries: e.deliveries })),
-        };
-      });
-
-      api.get('/refunds', perm('orders.read'), async (req) => {
-        const q = queryOf(req, { state: oneOf(REFUND_STATES), appId: text(64), limit: int(1, 500) });
-        return { refunds: await portal.listRefunds(d, actorOf(req), { state: q.state, appId: q.appId, limit: q.limit ?? 100 }) };
-      });
-
-      // --- events ---
-      api.get('/events', perm('events.read'), async (req) => {
-        const q = queryOf(req, { status: oneOf(['PENDING', 'DELIVERED', 'DEAD'] as const), appId: text(64), limit: int(1, 500) });
-        return { events: await portal.listEvents(d, actorOf(req), { status: q.status, appId: q.appId, limit: q.limit ?? 100 }) };
-      });
-
-      api.get<P>('/events/:eventId', perm('events.read'), async (req) => {
-        const { event, deliveries } = await portal.eventDetail(d, actorOf(req), req.params.eventId!);
-        return { ...event, deliveries };
-      });
-
-      api.post<P>('/events/:eventId/redeliver', perm('events.redeliver'), async (req, reply) => {
-        try {
-          const r = await portal.redeliverEvent(d, actorOf(req), req.params.eventId!);
-          return reply.code(202).send({ eventId: req.params.eventId, status: 'PENDING', nextAttemptAt: r.nextAttemptAt.toISOString() });
-        } catch (err) {
-          if (err instanceof DomainError && err.code === 'RATE_LIMITED') {
-            return reply
-              .code(429)
-              .header('retry-after', String(err.retryAfterSeconds ?? 60))
-              .send({ code: 'PORTAL_RATE_LIMITED', message: err.explanation ?? 'too many redeliveries' });
-          }
-          throw err;
-        }
-      });
-
-      // --- apps, keys, platform keys ---
-      api.get('/apps', perm('apps.read'), async (req) => {
-        const actor = actorOf(req);
-        const { apps } = await portal.merchantOverview(d, actor);
-        const now = svc.clock.now();
-        const withKeys = await Promise.all(apps.map((a) => portal.appWithKeys(d, actor, a.id)));
-        return { apps: withKeys.map(({ app, keys }) => ({ ...appView(app), keys: keys.map((k) => keyView(k, now)) })) };
-      });
-
-      api.get<P>('/apps/:appId', perm('apps.read'), async (req) => {
-        const { app, keys } = await portal.appWithKeys(d, actorOf(req), req.params.appId!);
-        return { ...appView(app), keys: keys.map((k) => keyView(k, svc.clock.now())) };
-      });
-
-      api.patch<P>('/apps/:appId', perm('apps.write'), async (req) => {
-        const b = bodyOf(req, portalAppSchema) as { notifyUrl?: string | null; ipAllowlist?: string[] };
-        return appView(await portal.changeApp(d, actorOf(req), req.params.appId!, b));
-      });
-
-      api.post<P>('/apps/:appId/keys', perm('keys.write'), async (req, reply) => {
-        const b = bodyOf(req, addKeySchema);
-        const k = await portal.addKey(d, actorOf(req), req.params.appId!, b.keyId as string, b.publicKeyPem as string);
-        return reply.code(201).send(keyView(k, svc.clock.now()));
-      });
-
-      api.post<P>('/apps/:appId/keys/:keyId/retire', perm('keys.write'), async (req) => {
-        const b = bodyOf(req, retireKeySchema);
-        const k = await portal.retireKey(d, actorOf(req), req.params.appId!, req.params.keyId!, b.afterSeconds as number | null);
-        return keyView(k, svc.clock.now());
-      });
-
-      api.get('/platform-keys', perm('apps.read'), async () => platformKeysBody(await svc.keys.published()));
-
-      // --- statements and settlement ---
-      api.get<P>('/apps/:appId/statements/:day', perm('statements.read'), async (req, reply) => {
-        try {
-          const s = await portal.statement(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
-          return statementBody(s);
-        } catch (err) {
-          if (tooManyStatements(err, reply)) return reply;
-          throw err;
-        }
-      });
-
-      api.get<P>('/apps/:appId/statements/:day/file', perm('statements.read'), async (req, reply) => {
-        let file;
-        try {
-          file = await portal.statementDownload(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
-        } catch (err) {
-          if (tooManyStatements(err, reply)) return reply;
-          throw err;
-        }
-        const { summary: s, body } = file;
-        body.on('error', (err) => {
-          req.log.error({ err }, 'statement download failed; connection cut');
-          req.raw.socket?.destroy();
-        });
-        return reply
-          .type(statementContentType(s.compression))
-          .header('content-length', String(s.digest.sizeBytes))
-          .header('x-content-sha256', s.digest.sha256)
-          .header('content-disposition', `attachment; filename="${statementFileName(s.appId, s.day.day, s.compression)}"`)
-          .send(body);
-      });
-
-      api.get('/settlement', perm('settlement.read'), async (req) => {
-        const { accounts, allocation } = await portal.settlement(d, actorOf(req));
-        return { accounts: accounts.map(accountView), allocation: allocation && allocationView(allocation) };
-      });
-
-      // --- the audit log ---
-      api.get('/audit', perm('audit.read'), async (req) => {
-        const q = queryOf(req, { action: text(64), from: time, to: time, before: int(1, 2 ** 53 - 1), limit: int(1, 500) });
-        const limit = q.limit ?? 100;
-        const rows = await portal.auditLog(d, actorOf(req), {
-          action: q.action,
-          from: q.from,
-          to: q.to,
-          beforeId: q.before === null ? null : String(q.before),
-          limit,
-        });
-        return { entries: rows.map(auditView), nextBefore: rows.length === limit ? rows.at(-1)!.id : null };
-      });
-
-      // --- the merchant's users ---
-      api.get('/users', perm('users.manage'), async (req) => ({ users: (await mu.listUsers(svc, actorOf(req).merchantId)).map(userView) }));
-
-      api.post('/users', perm('users.manage'), async (req, reply) => {
-        const b = bodyOf(req, inviteUserSchema) as { login: string; role: MerchantActor['role'] };
-        const actor = actorOf(req);
-        return reply.code(201).send(invitationView(svc, await mu.inviteUser(svc, actor, actor.merchantId, b)));
-      });
-
-      api.patch<P>('/users/:userId', perm('users.manage'), async (req) => {
-        const b = bodyOf(req, patchUserSchema) as { role?: MerchantActor['role']; status?: 'ACTIVE' | 'DISABLED' };
-        const actor = actorOf(req);
-        return userView(await mu.updateUser(svc, actor, actor.merchantId, req.params.userId!, b));
-      });
-
-      api.post<P>('/users/:userId/invitation', perm('users.manage'), async (req) => {
-        const actor = actorOf(req);
-        return invitationView(svc, await mu.reissueInvitation(svc, actor, actor.merchantId, req.params.userId!));
-      });
+      for (const routes of [sessionRoutes, credentialRoutes, orderRoutes, eventRoutes, appRoutes, statementRoutes, merchantRoutes])
+        routes(api, svc);
     },
     { prefix: '/api' },
   );
+}
+
+/** Signing in and out, and the password. */
+function sessionRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.post('/session', perm('public'), async (req, reply) => {
+    const b = bodyOf(req, portalSignInSchema);
+    const sourceIp = sourceIpOf(req, svc);
+    const requestId = requestIdOf(req);
+    const previous = portalCookie.read(req, svc);
+    let created: mu.PortalSession;
+    try {
+      created = await mu.signInMerchantUser(svc, {
+        login: b.login as string,
+        password: b.password as string,
+        totpCode: (b.totpCode as string | null | undefined) ?? null,
+        sourceIp,
+        userAgent: typeof req.headers['user-agent'] === 'string' ? req.headers['user-agent'] : null,
+        requestId,
+      });
+    } catch (err) {
+      if (!(err instanceof SignInRefused)) throw err;
+      return refuseSignIn(reply, err, 'PORTAL');
+    }
+    // Whatever session the browser held, signing in starts a new one (and ends that one).
+    if (previous !== null) {
+      const old = await mu.portalSessionOf(svc, previous);
+      if (old) {
+        const actor = mu.merchantActorOf(
+          { id: old.userId, login: old.login, role: old.role, merchantId: old.merchantId },
+          { sourceIp, requestId },
+        );
+        await mu.signOutMerchantUser(svc, actor, previous);
+      }
+    }
+    portalCookie.write(reply, svc, created.sessionId);
+    const actor = mu.merchantActorOf(created.user, { sourceIp, requestId });
+    const m = await portal.merchantOverview(d, actor);
+    return sessionView({ actor, csrfToken: created.csrfToken, expiresAt: created.expiresAt }, m.merchant.name, created.user.totpEnabled);
+  });
+
+  api.get('/session', perm('self'), async (req) => {
+    const a = authenticated(req);
+    const [m, u] = await Promise.all([portal.merchantOverview(d, a.actor), mu.ownUser(svc, a.actor)]);
+    return sessionView(a, m.merchant.name, u.totpEnabled);
+  });
+
+  api.delete('/session', perm('self'), async (req, reply) => {
+    const a = authenticated(req);
+    await mu.signOutMerchantUser(svc, a.actor, a.sessionId);
+    portalCookie.write(reply, svc, null);
+    return reply.code(204).send();
+  });
+
+  api.post('/password', perm('self'), async (req, reply) => {
+    const a = authenticated(req);
+    const b = bodyOf(req, changePasswordSchema);
+    await mu.changeOwnPassword(svc, a.actor, a.sessionId, b.currentPassword as string, b.newPassword as string);
+    return reply.code(204).send();
+  });
+}
+
+/** Invitations (no session: the link is the credential) and the second factor (TOTP). */
+function credentialRoutes(api: FastifyInstance, svc: Services): void {
+  api.get<P>('/invitations/:token', perm('public'), async (req) => mu.invitationUser(svc, req.params.token!));
+
+  api.post<P>('/invitations/:token/accept', perm('public'), async (req) => {
+    const b = bodyOf(req, acceptInvitationSchema);
+    const u = await mu.acceptInvitation(svc, {
+      token: req.params.token!,
+      password: b.password as string,
+      sourceIp: sourceIpOf(req, svc),
+      requestId: requestIdOf(req),
+    });
+    return { login: u.login, status: u.status };
+  });
+
+  api.post('/totp', perm('self'), async (req) => mu.startTotpSetup(svc, actorOf(req)));
+  api.get('/totp/qr.svg', perm('self'), async (req, reply) => {
+    const svg = await qrcode.toString(await mu.pendingTotpUri(svc, actorOf(req)), { type: 'svg', margin: 1 });
+    return reply.type('image/svg+xml').send(svg);
+  });
+  api.post('/totp/confirm', perm('self'), async (req, reply) => {
+    await mu.confirmTotp(svc, actorOf(req), bodyOf(req, totpCodeSchema).code as string);
+    return reply.code(204).send();
+  });
+  api.post('/totp/disable', perm('self'), async (req, reply) => {
+    await mu.disableTotp(svc, actorOf(req), bodyOf(req, currentPasswordSchema).currentPassword as string);
+    return reply.code(204).send();
+  });
+}
+
+/** The merchant's orders and refunds. */
+function orderRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.get('/orders', perm('orders.read'), async (req) => {
+    const f = orderSearchOf(req, ORDER_STATUSES, CHANNELS);
+    return ordersPageView(await portal.searchOrders(d, actorOf(req), f), f.limit);
+  });
+
+  api.get<P>('/orders/:openOrderId', perm('orders.read'), async (req) =>
+    orderDetailView(await portal.orderDetail(d, actorOf(req), req.params.openOrderId!)),
+  );
+
+  api.get('/refunds', perm('orders.read'), async (req) => {
+    const q = queryOf(req, { state: oneOf(REFUND_STATES), appId: text(64), limit: int(1, 500) });
+    return refundsView(await portal.listRefunds(d, actorOf(req), { state: q.state, appId: q.appId, limit: q.limit ?? 100 }));
+  });
+}
+
+/** The merchant's events, with their delivery log, and redelivery. */
+function eventRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.get('/events', perm('events.read'), async (req) => {
+    const q = queryOf(req, { status: oneOf(['PENDING', 'DELIVERED', 'DEAD'] as const), appId: text(64), limit: int(1, 500) });
+    return eventsView(await portal.listEvents(d, actorOf(req), { status: q.status, appId: q.appId, limit: q.limit ?? 100 }));
+  });
+
+  api.get<P>('/events/:eventId', perm('events.read'), async (req) => {
+    return eventDetailView(await portal.eventDetail(d, actorOf(req), req.params.eventId!));
+  });
+
+  api.post<P>('/events/:eventId/redeliver', perm('events.redeliver'), async (req, reply) => {
+    try {
+      const r = await portal.redeliverEvent(d, actorOf(req), req.params.eventId!);
+      return reply.code(202).send({ eventId: req.params.eventId, status: 'PENDING', nextAttemptAt: r.nextAttemptAt.toISOString() });
+    } catch (err) {
+      if (err instanceof DomainError && err.code === 'RATE_LIMITED') {
+        return reply
+          .code(429)
+          .header('retry-after', String(err.retryAfterSeconds ?? 60))
+          .send({ code: 'PORTAL_RATE_LIMITED', message: err.explanation ?? 'too many redeliveries' });
+      }
+      throw err;
+    }
+  });
+}
+
+/** The merchant's apps, their keys, and the platform's keys. */
+function appRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.get('/apps', perm('apps.read'), async (req) => {
+    const actor = actorOf(req);
+    const { apps } = await portal.merchantOverview(d, actor);
+    const now = svc.clock.now();
+    const withKeys = await Promise.all(apps.map((a) => portal.appWithKeys(d, actor, a.id)));
+    return { apps: withKeys.map((a) => appWithKeysView(a, now)) };
+  });
+
+  api.get<P>('/apps/:appId', perm('apps.read'), async (req) => {
+    return appWithKeysView(await portal.appWithKeys(d, actorOf(req), req.params.appId!), svc.clock.now());
+  });
+
+  api.patch<P>('/apps/:appId', perm('apps.write'), async (req) => {
+    const b = bodyOf(req, portalAppSchema) as { notifyUrl?: string | null; ipAllowlist?: string[] };
+    return appView(await portal.changeApp(d, actorOf(req), req.params.appId!, b));
+  });
+
+  api.post<P>('/apps/:appId/keys', perm('keys.write'), async (req, reply) => {
+    const b = bodyOf(req, addKeySchema);
+    const k = await portal.addKey(d, actorOf(req), req.params.appId!, b.keyId as string, b.publicKeyPem as string);
+    return reply.code(201).send(keyView(k, svc.clock.now()));
+  });
+
+  api.post<P>('/apps/:appId/keys/:keyId/retire', perm('keys.write'), async (req) => {
+    const b = bodyOf(req, retireKeySchema);
+    const k = await portal.retireKey(d, actorOf(req), req.params.appId!, req.params.keyId!, b.afterSeconds as number | null);
+    return keyView(k, svc.clock.now());
+  });
+
+  api.get('/platform-keys', perm('apps.read'), async () => platformKeysBody(await svc.keys.published()));
+}
+
+/** A day's statement of an app (its summary, its file) and the settlement accounts. */
+function statementRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.get<P>('/apps/:appId/statements/:day', perm('statements.read'), async (req, reply) => {
+    try {
+      const s = await portal.statement(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
+      return statementBody(s);
+    } catch (err) {
+      if (tooManyStatements(err, reply)) return reply;
+      throw err;
+    }
+  });
+
+  api.get<P>('/apps/:appId/statements/:day/file', perm('statements.read'), async (req, reply) => {
+    let file;
+    try {
+      file = await portal.statementDownload(d, actorOf(req), req.params.appId!, req.params.day!, compressionOf(req));
+    } catch (err) {
+      if (tooManyStatements(err, reply)) return reply;
+      throw err;
+    }
+    const { summary: s, body } = file;
+    body.on('error', (err) => {
+      req.log.error({ err }, 'statement download failed; connection cut');
+      req.raw.socket?.destroy();
+    });
+    return reply
+      .type(statementContentType(s.compression))
+      .header('content-length', String(s.digest.sizeBytes))
+      .header('x-content-sha256', s.digest.sha256)
+      .header('content-disposition', `attachment; filename="${statementFileName(s.appId, s.day.day, s.compression)}"`)
+      .send(body);
+  });
+
+  api.get('/settlement', perm('settlement.read'), async (req) => {
+    return settlementView(await portal.settlement(d, actorOf(req)));
+  });
+}
+
+/** The merchant's audit log and its users. */
+function merchantRoutes(api: FastifyInstance, svc: Services): void {
+  const d = svc.backOffice;
+  api.get('/audit', perm('audit.read'), async (req) => {
+    const q = queryOf(req, { action: text(64), from: time, to: time, before: int(1, 2 ** 53 - 1), limit: int(1, 500) });
+    const limit = q.limit ?? 100;
+    const rows = await portal.auditLog(d, actorOf(req), {
+      action: q.action,
+      from: q.from,
+      to: q.to,
+      beforeId: q.before === null ? null : String(q.before),
+      limit,
+    });
+    return auditPageView(rows, limit);
+  });
+
+  // --- the merchant's users ---
+  api.get('/users', perm('users.manage'), async (req) => ({ users: (await mu.listUsers(svc, actorOf(req).merchantId)).map(userView) }));
+
+  api.post('/users', perm('users.manage'), async (req, reply) => {
+    const b = bodyOf(req, inviteUserSchema) as { login: string; role: MerchantActor['role'] };
+    const actor = actorOf(req);
+    return reply.code(201).send(invitationView(svc, await mu.inviteUser(svc, actor, actor.merchantId, b)));
+  });
+
+  api.patch<P>('/users/:userId', perm('users.manage'), async (req) => {
+    const b = bodyOf(req, patchUserSchema) as { role?: MerchantActor['role']; status?: 'ACTIVE' | 'DISABLED' };
+    const actor = actorOf(req);
+    return userView(await mu.updateUser(svc, actor, actor.merchantId, req.params.userId!, b));
+  });
+
+  api.post<P>('/users/:userId/invitation', perm('users.manage'), async (req) => {
+    const actor = actorOf(req);
+    return invitationView(svc, await mu.reissueInvitation(svc, actor, actor.merchantId, req.params.userId!));
+  });
 }
 
 /** `?compression=gzip|none` (none by default), refused otherwise. */

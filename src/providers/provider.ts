@@ -3,7 +3,7 @@
  * refund id), so a repeated call is idempotent at the provider. A call either returns an outcome,
  * throws ProviderRejectedError (the provider said no: nothing happened), or throws
  * ProviderUncertainError (transport failure, timeout, or an answer that does not say: it may or may
- * not have happened; the caller records UNKNOWN and the reconciler asks again later).
+ * not have happened; the caller records UNKNOWN and the provider check asks again later).
  *
  * Amounts are integer fen on both sides of this interface; an adapter converts to its provider's
  * unit exactly (never through a float). Answers carry the amount and currency the provider holds

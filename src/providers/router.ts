@@ -24,7 +24,7 @@ export class ProviderRouter {
 
   /**
    * The provider that holds a payment. One that is not configured any more cannot be asked: the
-   * call's outcome is uncertain, and the reconciler asks again once it is configured.
+   * call's outcome is uncertain, and the provider check asks again once it is configured.
    */
   byName(name: string): PaymentProvider {
     const p = this.#byName.get(name);

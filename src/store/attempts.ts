@@ -3,7 +3,7 @@
  * take a Transition checked against the tables of src/domain/states.ts and apply it only from its
  * source state, with the order's row locked by the caller.
  */
-import type { AttemptState, Transition } from '../domain/states.ts';
+import type { AttemptState } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 import type { OrderRow } from './orders.ts';
 
@@ -20,7 +20,7 @@ export interface AttemptRow {
   /** The provider that holds the payment (src/providers/router.ts). */
   provider: string;
   expireAt: Date;
-  /** When the request that created it recorded its outcome; null while being made or if the reconciler settled it. */
+  /** When the request that created it recorded its outcome; null while being made or if the provider check settled it. */
   madeAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
@@ -96,35 +96,6 @@ export async function insertAttempt(tx: Tx, order: OrderRow, a: NewAttempt, now:
  */
 export async function withdrawPendingAttempt(tx: Tx, id: string): Promise<void> {
   await tx.query(`DELETE FROM attempts WHERE id = $1 AND state = 'PENDING'`, [id]);
-}
-
-export interface AttemptChange {
-  providerRef?: string | null;
-  qrCode?: string | null;
-  redirectUrl?: string | null;
-  /** Set by the request that created the attempt when it records the provider's outcome. */
-  madeAt?: Date | null;
-}
-
-/** Applies `t` to the attempt if it is still in `t.from`; answers whether it did. */
-export async function setAttemptState(tx: Queryable, id: string, t: Transition<'attempt'>, c: AttemptChange, now: Date): Promise<boolean> {
-  const r = await tx.query({
-    name: 'attempt_set_state',
-    text: `UPDATE attempts SET state = $3, provider_ref = COALESCE($4, provider_ref), qr_code = COALESCE($5, qr_code),
-            redirect_url = COALESCE($8, redirect_url), made_at = COALESCE($6, made_at), updated_at = $7
-      WHERE id = $1 AND state = $2`,
-    values: [id, t.from, t.to, c.providerRef ?? null, c.qrCode ?? null, c.madeAt ?? null, now, c.redirectUrl ?? null],
-  });
-  return r.rowCount === 1;
-}
-
-/**
- * Records the provider's reference of an attempt as its payment report gives it (a provider may
- * assign its own trade number only when the buyer pays: Alipay's trade_no, WeChat Pay's
- * transaction_id).
- */
-export async function noteAttemptProviderRef(tx: Tx, id: string, providerRef: string): Promise<void> {
-  await tx.query('UPDATE attempts SET provider_ref = $2 WHERE id = $1 AND provider_ref IS DISTINCT FROM $2', [id, providerRef]);
 }
 
 /**

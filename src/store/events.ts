@@ -6,12 +6,12 @@
  */
 import type { EventType, WebhookEventPayload } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
-import type { DeliveryState } from '../domain/states.ts';
+import type { DeliveryState, Transition } from '../domain/states.ts';
 import { type Db, type Queryable, type Tx } from './db.ts';
 import { atOrFromStates, fromStates } from './states-sql.ts';
 
-/** An outcome of a delivery attempt is recorded only over a PENDING event (a failed attempt leaves it PENDING). */
-const DELIVERY_ENDS_FROM = fromStates('delivery', 'DELIVERED', 'DEAD');
+/** A failed delivery attempt is no transition: it is recorded over a PENDING event, which it leaves PENDING. */
+const RETRIED: DeliveryState = 'PENDING';
 /** A delivered or dead event goes back to the queue. */
 const REQUEUE_FROM = fromStates('delivery', 'PENDING');
 /** The merchant's redelivery: a PENDING event stays PENDING (made due now), the others go back to the queue. */
@@ -144,7 +144,12 @@ export async function claimDueEvents(
 export interface DeliveryRecord {
   eventId: string;
   token: string;
-  status: DeliveryState;
+  /**
+   * The attempt's outcome as a transition of the event from the state its claim read (PENDING to
+   * DELIVERED or DEAD, checked against the tables by the caller), or null for a failed attempt,
+   * which leaves the event PENDING (due again). Recorded only over that source state.
+   */
+  move: Transition<'delivery'> | null;
   attempts: number;
   nextAttemptAt: Date | null;
   lastError: string | null;
@@ -170,19 +175,19 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
   const r = await db.query<{ idx: number; fenced: boolean }>({
     name: 'event_record_deliveries',
     text: `WITH i AS (
-        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, event_id text, token text, status text, attempts integer,
+        SELECT * FROM json_to_recordset($1::json) AS t(idx integer, event_id text, token text, "from" text, "to" text, attempts integer,
           next_attempt_at timestamptz, last_error text, now timestamptz, attempt_no integer, started_at timestamptz,
           status_code integer, error text, duration_ms integer, notify_url text, excerpt text)
       ), upd AS (
-        UPDATE events SET status = i.status, attempts = i.attempts,
-               next_attempt_at = CASE WHEN i.status = 'PENDING'
+        UPDATE events SET status = i."to", attempts = i.attempts,
+               next_attempt_at = CASE WHEN i."to" = 'PENDING'
                                        AND ((SELECT a.notify_url FROM apps a WHERE a.id = events.app_id) IS DISTINCT FROM i.notify_url
                                             OR events.redelivery_requested_at >= i.started_at)
                                       THEN i.now ELSE coalesce(i.next_attempt_at, events.next_attempt_at) END,
                last_error = i.last_error,
-               delivered_at = CASE WHEN i.status = 'DELIVERED' THEN i.now ELSE events.delivered_at END,
+               delivered_at = CASE WHEN i."to" = 'DELIVERED' THEN i.now ELSE events.delivered_at END,
                locked_by = NULL, locked_until = NULL
-          FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status IN ${DELIVERY_ENDS_FROM}
+          FROM i WHERE events.id = i.event_id AND events.locked_by = i.token AND events.status = i."from"
         RETURNING events.id
       ), ins AS (
         INSERT INTO event_deliveries(event_id, attempt_no, attempted_at, status_code, error, duration_ms, response_excerpt)
@@ -195,7 +200,8 @@ export async function recordDeliveries(db: Queryable, ds: DeliveryRecord[]): Pro
           idx,
           event_id: d.eventId,
           token: d.token,
-          status: d.status,
+          from: d.move?.from ?? RETRIED,
+          to: d.move?.to ?? RETRIED,
           attempts: d.attempts,
           next_attempt_at: d.nextAttemptAt,
           last_error: d.lastError,

@@ -14,6 +14,8 @@ export interface AppRow {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
+  /** Statement files of the app made at once across instances; null: STATEMENT_DOWNLOADS_PER_APP. */
+  statementDownloadsAtOnce: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -21,7 +23,7 @@ export interface AppRow {
 const APP_COLS = `id, merchant_id AS "merchantId", status, notify_url AS "notifyUrl", channels, trade_scopes AS "tradeScopes",
   voided_links AS "voidedLinks", ip_allowlist AS "ipAllowlist", payment_window_seconds AS "paymentWindowSeconds",
   daily_amount_ceiling_fen AS "dailyAmountCeilingFen", rate_limit_per_second AS "rateLimitPerSecond",
-  created_at AS "createdAt", updated_at AS "updatedAt"`;
+  statement_downloads_at_once AS "statementDownloadsAtOnce", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** `lock`: FOR UPDATE, for a change that records the row as it was (the audit log's before). */
 export async function getApp(db: Queryable, appId: string, lock = false): Promise<AppRow | null> {
@@ -142,13 +144,14 @@ export interface NewApp {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
+  statementDownloadsAtOnce: number | null;
 }
 
 export async function insertApp(db: Queryable, a: NewApp, now: Date): Promise<AppRow> {
   const r = await db.query<AppRow>(
     `INSERT INTO apps(id, merchant_id, notify_url, channels, trade_scopes, voided_links, ip_allowlist, payment_window_seconds,
-                      daily_amount_ceiling_fen, rate_limit_per_second, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING ${APP_COLS}`,
+                      daily_amount_ceiling_fen, rate_limit_per_second, statement_downloads_at_once, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12) RETURNING ${APP_COLS}`,
     [
       a.id,
       a.merchantId,
@@ -160,6 +163,7 @@ export async function insertApp(db: Queryable, a: NewApp, now: Date): Promise<Ap
       a.paymentWindowSeconds,
       a.dailyAmountCeilingFen,
       a.rateLimitPerSecond,
+      a.statementDownloadsAtOnce,
       now,
     ],
   );
@@ -178,6 +182,7 @@ const APP_PATCH_COLUMNS: Record<keyof AppPatch, string> = {
   paymentWindowSeconds: 'payment_window_seconds',
   dailyAmountCeilingFen: 'daily_amount_ceiling_fen',
   rateLimitPerSecond: 'rate_limit_per_second',
+  statementDownloadsAtOnce: 'statement_downloads_at_once',
   status: 'status',
 };
 

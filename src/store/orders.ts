@@ -8,7 +8,7 @@
  * attempt-acceptance.ts.
  */
 import type { FeeProjection } from '../domain/money.ts';
-import type { ClosedReason, OrderStatus, Transition } from '../domain/states.ts';
+import type { ClosedReason, OrderStatus } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 
 export interface OrderRow {
@@ -87,34 +87,6 @@ export async function lockOrder(tx: Tx, id: string): Promise<void> {
   await tx.query({ name: 'order_lock', text: 'SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', values: [id] });
 }
 
-export interface OrderChange {
-  closedReason?: ClosedReason;
-  failureReason?: string;
-  paidAttemptId?: string;
-  /** With paidAttemptId: the trade of it that was paid, when not its own provider order. */
-  paidTradeNo?: string;
-}
-
-/**
- * Applies `t` to the order (it must be in `t.from`, the caller holding its lock), bumps its
- * shared stateVersion, and answers the fresh row. A final state clears a pending close.
- */
-export async function setOrderStatus(tx: Tx, id: string, t: Transition<'order'>, c: OrderChange, now: Date): Promise<OrderRow> {
-  const r = await tx.query<OrderRow>({
-    name: 'order_set_status',
-    text: `UPDATE orders SET status = $3, closed_reason = COALESCE($4, closed_reason), failure_reason = COALESCE($5, failure_reason),
-            paid_attempt_id = COALESCE($6, paid_attempt_id), paid_trade_no = COALESCE($8, paid_trade_no),
-            paid_at = CASE WHEN $3 = 'SUCCEEDED' THEN $7 ELSE paid_at END,
-            close_pending = CASE WHEN $3 IN ('SUCCEEDED', 'CLOSED', 'FAILED') THEN NULL ELSE close_pending END,
-            state_version = state_version + 1, updated_at = $7
-      WHERE id = $1 AND status = $2 RETURNING ${ORDER_COLS}`,
-    values: [id, t.from, t.to, c.closedReason ?? null, c.failureReason ?? null, c.paidAttemptId ?? null, now, c.paidTradeNo ?? null],
-  });
-  const fresh = r.rows[0];
-  if (!fresh) throw new Error(`order ${id} is not ${t.from}: the caller must hold its lock`);
-  return fresh;
-}
-
 /** Bumps the order's shared state counter (orders and their refunds); returns the fresh row. */
 export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Promise<OrderRow> {
   const r = await tx.query<OrderRow>({
@@ -139,8 +111,6 @@ export interface JoinedClaim {
 
 /** How long a close holds the order while it asks the provider (FINISH_CLOSE runs only after it). */
 export const CLOSE_HOLD_MS = 30_000;
-/** How soon a close kept pending (UNKNOWN_KEPT) is finished by FINISH_CLOSE. */
-export const KEPT_CLOSE_RETRY_MS = 2_000;
 
 /**
  * Records a close under the order's lock (close_pending, held until now + CLOSE_HOLD_MS by
@@ -190,25 +160,6 @@ export async function markClosePending(
   });
   const row = r.rows[0]!;
   return { mark: row.marked ? { before: row.before, heldUntil: row.heldUntil! } : null, claimed: row.claimed };
-}
-
-/** Withdraws the close this caller marked, if no other close marked or kept the order since (the hold is still the one it wrote). */
-export async function withdrawClosePending(tx: Tx, orderId: string, heldUntil: Date): Promise<boolean> {
-  const r = await tx.query(
-    `UPDATE orders SET close_pending = NULL, close_held_until = NULL, close_held_by = NULL WHERE id = $1 AND close_held_until = $2`,
-    [orderId, heldUntil],
-  );
-  return r.rowCount === 1;
-}
-
-/** A close whose outcome is uncertain: kept pending, held briefly (FINISH_CLOSE finishes it once the hold lapses). */
-export async function keepClosePending(tx: Tx, orderId: string, reason: ClosedReason, now: Date): Promise<void> {
-  const until = new Date(now.getTime() + KEPT_CLOSE_RETRY_MS);
-  await tx.query(`UPDATE orders SET close_pending = $2, close_held_until = $3, close_held_by = NULL WHERE id = $1`, [
-    orderId,
-    reason,
-    until,
-  ]);
 }
 
 /**

@@ -4,16 +4,12 @@
  * of provider_discrepancies (source STATEMENT), the one place an operator looks.
  */
 import { FLAGGED_OUTCOMES, type LineOutcome, type StatementLine } from '../domain/reconciliation.ts';
-import type { RunState } from '../domain/states.ts';
+import type { RunState, Transition } from '../domain/states.ts';
 import type { Db, Queryable, Tx } from './db.ts';
 import { withTx } from './db.ts';
-import { fromStates } from './states-sql.ts';
 
 export type RunTrigger = 'SCHEDULED' | 'ON_DEMAND';
 export type RunStatus = RunState;
-const START_FROM = fromStates('run', 'RUNNING');
-const COMPLETE_FROM = fromStates('run', 'COMPLETED');
-const FAIL_FROM = fromStates('run', 'FAILED');
 
 export interface RunRow {
   id: string;
@@ -60,14 +56,15 @@ export async function ensureScheduledRun(db: Queryable, provider: string, day: s
 }
 
 /**
- * A run starts (its RECONCILE_STATEMENT job was claimed): RUNNING, one try more, its previous
- * lines dropped. Null when it is not to run (completed, or unknown).
+ * A run starts (its RECONCILE_STATEMENT job was claimed): `t` (to RUNNING, from the state the
+ * caller read), one try more, its previous lines dropped. Null when the run is not in `t.from`
+ * (it moved on meanwhile, or is unknown).
  */
-export async function startRun(db: Queryable, runId: string, now: Date): Promise<RunRow | null> {
+export async function startRun(db: Queryable, runId: string, t: Transition<'run'>, now: Date): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
-    `UPDATE reconciliation_runs SET status = 'RUNNING', tries = tries + 1, started_at = $2, error = NULL
-      WHERE id = $1 AND status IN ${START_FROM} RETURNING ${RUN_COLS}`,
-    [runId, now],
+    `UPDATE reconciliation_runs SET status = $3, tries = tries + 1, started_at = $2, error = NULL
+      WHERE id = $1 AND status = $4 RETURNING ${RUN_COLS}`,
+    [runId, now, t.to, t.from],
   );
   if (r.rows[0]) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
   return r.rows[0] ?? null;
@@ -288,27 +285,45 @@ export interface RunCounts {
   discrepancies: number;
 }
 
-/** A running run completes with its counts; null when it is not RUNNING (only a run being executed completes). */
-/** A running run completed by the holder of its try `tries` (a holder whose run was started again by another completes nothing). */
-export async function completeRun(db: Queryable, runId: string, tries: number, c: RunCounts, now: Date): Promise<RunRow | null> {
+/**
+ * A running run completed with its counts (`t`: RUNNING to COMPLETED) by the holder of its try
+ * `tries`; null when it is not in `t.from` or not at that try (a holder whose run was started again
+ * by another completes nothing).
+ */
+export async function completeRun(
+  db: Queryable,
+  runId: string,
+  tries: number,
+  t: Transition<'run'>,
+  c: RunCounts,
+  now: Date,
+): Promise<RunRow | null> {
   const r = await db.query<RunRow>(
-    `UPDATE reconciliation_runs SET status = 'COMPLETED', finished_at = $2, provider_lines = $3, ledger_lines = $4,
+    `UPDATE reconciliation_runs SET status = $9, finished_at = $2, provider_lines = $3, ledger_lines = $4,
             matched = $5, converged = $6, discrepancies = $7, error = NULL
-      WHERE id = $1 AND status IN ${COMPLETE_FROM} AND tries = $8 RETURNING ${RUN_COLS}`,
-    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies, tries],
+      WHERE id = $1 AND status = $10 AND tries = $8 RETURNING ${RUN_COLS}`,
+    [runId, now, c.providerLines, c.ledgerLines, c.matched, c.converged, c.discrepancies, tries, t.to, t.from],
   );
   return r.rows[0] ?? null;
 }
 
 /**
- * A running run failed under the holder of its try `tries`: tried again from `retryAt` (its lines so far
- * dropped); answers whether it was that try's RUNNING run.
+ * A running run failed (`t`: RUNNING to FAILED) under the holder of its try `tries`: tried again
+ * from `retryAt` (its lines so far dropped); answers whether it was in `t.from` at that try.
  */
-export async function failRun(db: Queryable, runId: string, tries: number, error: string, now: Date, retryAt: Date): Promise<boolean> {
+export async function failRun(
+  db: Queryable,
+  runId: string,
+  tries: number,
+  t: Transition<'run'>,
+  error: string,
+  now: Date,
+  retryAt: Date,
+): Promise<boolean> {
   const r = await db.query(
-    `UPDATE reconciliation_runs SET status = 'FAILED', finished_at = $2, due_at = $3, error = $4
-      WHERE id = $1 AND status IN ${FAIL_FROM} AND tries = $5`,
-    [runId, now, retryAt, error.slice(0, 1000), tries],
+    `UPDATE reconciliation_runs SET status = $6, finished_at = $2, due_at = $3, error = $4
+      WHERE id = $1 AND status = $7 AND tries = $5`,
+    [runId, now, retryAt, error.slice(0, 1000), tries, t.to, t.from],
   );
   if (r.rowCount === 1) await db.query('DELETE FROM reconciliation_lines WHERE run_id = $1', [runId]);
   return r.rowCount === 1;

@@ -27,7 +27,7 @@ export interface OpenOutcome {
  * Both statements that open payments commit asynchronously (ASYNC_COMMIT). Safe: the service's
  * next write (the accepted attempt) commits synchronously, so the payment is on disk before the
  * service acts on it. A crash of PostgreSQL between the two forgets the payment; the service
- * then holds only the PENDING attempt it recorded before calling, and its reconciler finds the
+ * then holds only the PENDING attempt it recorded before calling, and its provider check finds the
  * payment NOT_FOUND: an attempt the provider never received. A real provider is a network call
  * here instead.
  */
@@ -175,7 +175,7 @@ export async function refundState(
 /**
  * Refunds whose settlement fell due by `now` and whose notice is not sent yet (at most `limit`):
  * settled, marked notified, and answered with their state. A notice is sent once; one the service
- * missed is converged by its reconciler through the refund query.
+ * missed is converged by its provider check through the refund query.
  */
 export async function claimDueRefundNotices(
   db: Queryable,

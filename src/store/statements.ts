@@ -5,7 +5,7 @@
  */
 import type { EventType } from '../domain/events.ts';
 import type { StatementCompression, StatementRow, StatementTotals } from '../domain/statements.ts';
-import type { Queryable } from './db.ts';
+import { type Db, type Queryable, withTx } from './db.ts';
 
 /** Where a page of rows ends: the next page starts after it (events_app_created keyset). */
 export interface StatementCursor {
@@ -118,4 +118,48 @@ export async function saveStatementFile(db: Queryable, k: StatementFileKey, f: S
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
     [k.appId, k.day, k.formatVersion, k.compression, k.encoder, f.sha256, f.sizeBytes, f.rowCount, JSON.stringify(f.totals), now],
   );
+}
+
+// --- download leases (migration 0110) ------------------------------------------------------------
+
+export interface DownloadLeaseAsk {
+  leaseId: string;
+  appId: string;
+  instanceId: string;
+  /** The limit when the app has none of its own (STATEMENT_DOWNLOADS_PER_APP). */
+  defaultLimit: number;
+  now: Date;
+  /** A lease counts while its instance has beaten since then. */
+  aliveSince: Date;
+}
+
+/**
+ * Takes one of the app's statement download slots across instances: the app's leases held by live
+ * instances are counted under a per-app transaction lock (acquisitions of one app are serialized,
+ * nothing else waits on it), those of gone instances dropped, and a lease written when fewer than
+ * the app's limit are held. Answers the limit that applied and whether the lease was taken.
+ */
+export async function takeDownloadLease(db: Db, a: DownloadLeaseAsk): Promise<{ taken: boolean; limit: number }> {
+  return withTx(db, async (tx) => {
+    await tx.query(`SELECT pg_advisory_xact_lock(hashtext('statement_download_leases'), hashtext($1))`, [a.appId]);
+    await tx.query(
+      `DELETE FROM statement_download_leases l WHERE l.app_id = $1
+          AND NOT EXISTS (SELECT 1 FROM service_instances s WHERE s.id = l.instance_id AND s.heartbeat_at > $2)`,
+      [a.appId, a.aliveSince],
+    );
+    const r = await tx.query<{ limit: number; taken: number }>(
+      `WITH lim AS (SELECT COALESCE(statement_downloads_at_once, $2::int) AS n FROM apps WHERE id = $1),
+            held AS (SELECT count(*)::int AS n FROM statement_download_leases WHERE app_id = $1),
+            ins AS (INSERT INTO statement_download_leases(lease_id, app_id, instance_id, taken_at)
+                    SELECT $3, $1, $4, $5 FROM lim, held WHERE held.n < lim.n RETURNING 1)
+       SELECT COALESCE((SELECT n FROM lim), $2::int) AS "limit", (SELECT count(*)::int FROM ins) AS taken`,
+      [a.appId, a.defaultLimit, a.leaseId, a.instanceId, a.now],
+    );
+    return { taken: r.rows[0]!.taken === 1, limit: r.rows[0]!.limit };
+  });
+}
+
+/** Gives a download lease back. */
+export async function dropDownloadLease(db: Queryable, leaseId: string): Promise<void> {
+  await db.query('DELETE FROM statement_download_leases WHERE lease_id = $1', [leaseId]);
 }

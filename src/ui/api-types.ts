@@ -397,6 +397,7 @@ export interface CreateAppBody {
   paymentWindowSeconds?: number;
   dailyAmountCeilingFen?: number | null;
   rateLimitPerSecond?: number;
+  statementDownloadsAtOnce?: number | null;
 }
 
 export interface CreateMerchantBody {
@@ -457,6 +458,7 @@ export interface PatchAppBody {
   paymentWindowSeconds?: number;
   dailyAmountCeilingFen?: number | null;
   rateLimitPerSecond?: number;
+  statementDownloadsAtOnce?: number | null;
   status?: 'ACTIVE' | 'DISABLED';
 }
 

@@ -181,6 +181,7 @@ export const FIELDS_ZH: Record<string, string> = {
   paymentWindowSeconds: '支付时限',
   dailyAmountCeilingFen: '每日金额上限',
   rateLimitPerSecond: '每秒请求上限',
+  statementDownloadsAtOnce: '同时生成的对账单数',
   keyId: '密钥 ID',
   publicKeyPem: '公钥',
   mode: '分账模式',

@@ -8,16 +8,7 @@ import { ActionNote, Field, Loading, Section, Status, Table, formValues, useActi
 import { time } from './format.ts';
 import { t } from './i18n.ts';
 import { ROLES, roleLabel } from './roles.ts';
-
-interface User {
-  userId: string;
-  login: string;
-  role: string;
-  status: string;
-  totpEnabled: boolean;
-  invitationExpiresAt: string | null;
-  createdAt: string;
-}
+import type { User } from './rows.ts';
 
 /** The link shown once to whoever invited: to give to the invited user. */
 export function InvitationLink({ link }: { link: { url: string; expiresAt: string } | null }) {

@@ -54,6 +54,8 @@ export interface App {
   paymentWindowSeconds: number;
   dailyAmountCeilingFen: number | null;
   rateLimitPerSecond: number;
+  /** null: the instances' default (STATEMENT_DOWNLOADS_PER_APP). */
+  statementDownloadsAtOnce: number | null;
   createdAt: string;
 }
 
@@ -123,4 +125,30 @@ export interface OrderDetail {
     deliveredAt: string | null;
   }[];
   duplicatePayments: { id: string; attemptId: string; amountFen: number; refundState: string; createdAt: string }[];
+}
+
+/** An audit entry as both surfaces show it. */
+export interface AuditEntry {
+  id: string;
+  at: string;
+  actor: string;
+  channel: string;
+  sourceIp: string | null;
+  requestId: string;
+  action: string;
+  entityType: string;
+  entityId: string;
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
+}
+
+/** A merchant's portal user, as the portal's owner page and the console's merchant page show it. */
+export interface User {
+  userId: string;
+  login: string;
+  role: string;
+  status: string;
+  totpEnabled: boolean;
+  invitationExpiresAt: string | null;
+  createdAt: string;
 }

@@ -7,9 +7,9 @@ import type { ComponentChildren } from 'preact';
 import { Pre, Section, Status, Table } from './components.tsx';
 import { money, time } from './format.ts';
 import { t } from './i18n.ts';
-import type { Attempt, Delivery, Trade } from './rows.ts';
+import type { Attempt, AuditEntry, Delivery, Trade } from './rows.ts';
 
-export type { Attempt, Delivery, Trade };
+export type { Attempt, AuditEntry, Delivery, Trade };
 
 export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
   return (
@@ -25,20 +25,6 @@ export function Deliveries({ deliveries }: { deliveries: Delivery[] }) {
       ))}
     </Table>
   );
-}
-
-export interface AuditEntry {
-  id: string;
-  at: string;
-  actor: string;
-  channel: string;
-  sourceIp: string | null;
-  requestId: string;
-  action: string;
-  entityType: string;
-  entityId: string;
-  before: Record<string, unknown> | null;
-  after: Record<string, unknown> | null;
 }
 
 function show(v: unknown): string {

@@ -1,19 +1,19 @@
 /**
  * Making a payment attempt at the provider, shared by create order and re-create attempt: the
  * PENDING attempt is recorded first, the provider is called outside any transaction, then its
- * outcome is recorded with the order row locked.
+ * outcome is decided (src/domain/attempt-decisions.ts) and applied.
  */
 import type { Clock } from '../domain/clock.ts';
 import { DomainError } from '../domain/errors.ts';
+import { type AttemptOutcome, decideAttemptOutcome } from '../domain/attempt-decisions.ts';
 import { transition } from '../domain/states.ts';
 import { type CreateAttemptResult, ProviderRejectedError, ProviderUncertainError } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import type { AttemptRow } from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { closeStrayLater, confirmPaid, firstCheckAt, setAttempt, setOrderStatus } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
 import type { RequestUnit } from './request-units.ts';
 import type { OrderOutcome } from './results.ts';
 
@@ -49,7 +49,7 @@ export async function untilSettled<T>(
 /**
  * The order and its latest attempt once no attempt of it is being created by a concurrent request
  * (bounded wait). One still being created after that (a slow provider, or a request cut off by a
- * crash, until the reconciler settles it) is UNAVAILABLE: an answer without the attempt's outcome
+ * crash, until the provider check settles it) is UNAVAILABLE: an answer without the attempt's outcome
  * would be kept for the request id, and the retry it asks for gets the real one.
  */
 export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ order: OrderRow; attempt: AttemptRow | null }> {
@@ -72,10 +72,17 @@ export async function settledLatest(d: UseCaseDeps, orderId: string): Promise<{ 
 export type CreateOutcome = CreateAttemptResult | 'REJECTED' | 'UNCERTAIN';
 type Outcome = CreateOutcome;
 
+/** The provider's answer as the decision takes it. */
+function toOutcome(result: Outcome): AttemptOutcome {
+  if (result === 'REJECTED' || result === 'UNCERTAIN') return { kind: result };
+  if (result.outcome === 'PAID') return { kind: 'PAID', providerRef: result.providerRef };
+  return { kind: 'ACCEPTED', providerRef: result.providerRef, qrCode: result.material.qrCode, redirectUrl: result.material.redirectUrl };
+}
+
 /**
  * Calls the attempt's provider; a refusal and an uncertain outcome are outcomes too. The same
  * attempt asked again is the identical order (same number and parameters), which the providers
- * answer with the same material: how the reconciler recovers the material of an answer lost.
+ * answer with the same material: how the provider check recovers the material of an answer lost.
  */
 export async function callProvider(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow): Promise<Outcome> {
   try {
@@ -148,65 +155,17 @@ export async function runAttempt(
       return outcome;
     }
   }
-  const after = await withTx(d.db, async (tx): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
-    const o = (await orders.getOrderLocked(tx, order.id))!;
-    const a = (await attempts.getAttempt(tx, attempt.id))!;
-    const now = nowOf(d);
-    const made = { madeAt: now };
-    const settled = await (async (): Promise<{ order: OrderRow; attempt: AttemptRow }> => {
-      if (a.state !== 'PENDING') {
-        // The reconciler got there first (it ends a PENDING attempt the provider did not know after
-        // 150 s). A payment the provider reports now is applied all the same: the order succeeds
-        // if it can, else the payment is a duplicate, refunded. Never dropped.
-        if (typeof result === 'object' && result.outcome === 'PAID' && a.state !== 'PAID') {
-          await attempts.noteAttemptProviderRef(tx, a.id, result.providerRef);
-          const r = await confirmPaid(tx, flow, o, a, now);
-          return { order: r.order, attempt: a };
-        }
-        return { order: o, attempt: a };
-      }
-      if (result === 'REJECTED') {
-        await setAttempt(tx, flow, a, 'FAILED', made, now);
-        const fresh = o.status === 'PAYING' || o.status === 'UNKNOWN' ? await setOrderStatus(tx, flow, o, 'CREATED', {}, now) : o;
-        return { order: fresh, attempt: a };
-      }
-      if (result === 'UNCERTAIN') {
-        await setAttempt(tx, flow, a, 'UNKNOWN', { ...made, checkAt: firstCheckAt(now) }, now);
-        const fresh = o.status === 'CREATED' || o.status === 'PAYING' ? await setOrderStatus(tx, flow, o, 'UNKNOWN', {}, now) : o;
-        return { order: fresh, attempt: a };
-      }
-      if (result.outcome === 'PAID') {
-        await setAttempt(tx, flow, a, 'ACCEPTED', { ...made, providerRef: result.providerRef }, now);
-        const r = await confirmPaid(tx, flow, o, a, now);
-        return { order: r.order, attempt: a };
-      }
-      const accepted = {
-        ...made,
-        providerRef: result.providerRef,
-        qrCode: result.material.qrCode,
-        redirectUrl: result.material.redirectUrl,
-      };
-      await setAttempt(tx, flow, a, 'ACCEPTED', accepted, now);
-      if (o.status === 'CREATED' || o.status === 'UNKNOWN' || o.status === 'PAYING') {
-        const fresh = await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
-        return {
-          order: fresh,
-          attempt: { ...a, providerRef: result.providerRef, qrCode: result.material.qrCode, redirectUrl: result.material.redirectUrl },
-        };
-      }
-      // The order ended (closed or paid) while the provider answered: this attempt must not be payable.
-      return { order: o, attempt: a };
-    })();
-    const ended = settled.attempt.state === 'CLOSED' || settled.attempt.state === 'FAILED';
-    if (result !== 'REJECTED' && ((settled.attempt.state === 'ACCEPTED' && settled.order.status !== 'PAYING') || ended)) {
-      // The provider holds (or may hold) a payment for an attempt this order can no longer use:
-      // closed there; if it turns out paid, the payment is applied (a duplicate is refunded).
-      await closeStrayLater(tx, settled.attempt.id, now);
-    }
-    return settled;
-  });
+  // Any other outcome, or an order that moved meanwhile: decided from the order's records as they
+  // are now (src/domain/attempt-decisions.ts), applied only if they are still so.
+  const out = toOutcome(result);
+  const applied = await decideAndApply(
+    d,
+    () => d.records.read('order', order.id),
+    (rec, at) => ({ change: decideAttemptOutcome(rec, attempt.id, out, at, flow), verdict: null }),
+  );
   // Follow-ups this may have written (a stray close, a duplicate's refund) start now.
   d.wakeWorkers();
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
+  const after = { order: applied?.result.order ?? order, attempt: (await attempts.getAttempt(d.db, attempt.id)) ?? attempt };
   return { kind: 'order', order: after.order, attempt: after.attempt, replayed: false };
 }

@@ -4,7 +4,7 @@
  * a trade of it made when the page first needs it: a JSAPI order inside WeChat (for the buyer's
  * openid, from WeChat's silent web authorization), a Native order (a code to scan) on a computer.
  * Each trade has its own provider order number (migrations/0020); one paid pays the attempt, the
- * others are closed, a second payment is refunded (src/usecases/payment-state.ts, confirmPaid).
+ * others are closed, a second payment is refunded (src/domain/payment-decisions.ts, confirmPaid).
  *
  * Only a PAYABLE attempt gets a trade (the caller checks: the page's state), and the provider is
  * called outside any transaction; the outcome is recorded under the order's lock. A trade whose

@@ -55,28 +55,7 @@ export async function closeOrderById(
   if (o.status === 'SUCCEEDED') throw new DomainError('STATE_INVALID', 'The order has already been paid; query the order.');
   if (o.status === 'CLOSED') return { closeState: 'ALREADY_CLOSED', order: o };
   if (o.status === 'FAILED') throw new DomainError('STATE_INVALID', 'The order has failed; it cannot be closed.');
-  // The close is recorded first (close_pending, held for CLOSE_HOLD_MS by this instance: should this
-  // caller stop, FIND_DUE_WORK finds it once the hold lapses, or at once when this instance is gone,
-  // and FINISH_CLOSE finishes it), under the order's
-  // lock: a re-create that starts after this answers 409, and the attempt of one that started
-  // before is in the list read next. Without this, a re-create racing the close could open a
-  // payment the close never saw.
-  // The open API's request id is claimed in the same statement (when its unit does not hold it yet).
-  const claim = unit?.joinClaim() ?? null;
-  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId, claim);
-  let mark = marked.mark;
-  if (claim) {
-    unit!.joined(marked.claimed);
-    if (!marked.claimed) {
-      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
-      await unit!.claim();
-      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId));
-    }
-  }
-  // Withdrawn on a refusal if no close marked or kept the order since this one (the hold it wrote
-  // is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
-  // refused withdraws, and a close kept pending by another caller survives.
-  const markedHold = mark?.heldUntil ?? null;
+  const markedHold = await markClose(d, o, reason, unit);
   // An attempt still PENDING is being created at the provider right now: a close sent before that
   // call lands would find nothing to close, and the payment would open after it. Wait for it to
   // settle (a request briefly; background work not at all); one still pending is uncertain, and
@@ -87,15 +66,7 @@ export async function closeOrderById(
     (rec) => rec !== null && rec.attempts.some((a) => a.state === 'PENDING'),
     opts.background ? 0 : PENDING_WAIT_MS,
   );
-  const outcomes = new Map<string, Outcome>();
-  for (const a of (seen?.attempts ?? []).filter(isLiveAttempt)) {
-    outcomes.set(a.id, a.state === 'PENDING' ? 'UNCERTAIN' : await closeAtProvider(d, a.provider, a.id, opts));
-  }
-  // Every way the order can still be paid is closed: its attempts' trades too (JSAPI, Native).
-  const tradeOutcomes = new Map<string, Outcome>();
-  for (const t of (seen?.trades ?? []).filter((t) => t.state === 'NEW' || t.state === 'OPEN')) {
-    tradeOutcomes.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
-  }
+  const { attempts: outcomes, trades: tradeOutcomes } = await askToClose(d, seen, opts);
   // The records read before the provider's answers are decided from if they are still current
   // (the change is applied only if so); else read again.
   let unread = seen;
@@ -138,6 +109,52 @@ export async function closeOrderById(
   }
   if (r.closeState === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
   return r as { closeState: CloseState; order: OrderRow };
+}
+
+/**
+ * The close is recorded first (close_pending, held for CLOSE_HOLD_MS by this instance: should this
+ * caller stop, FIND_DUE_WORK finds it once the hold lapses, or at once when this instance is gone,
+ * and FINISH_CLOSE finishes it), under the order's lock: a re-create that starts after this answers
+ * 409, and the attempt of one that started before is in the list read next. Without this, a
+ * re-create racing the close could open a payment the close never saw. The open API's request id
+ * is claimed in the same statement (when its unit does not hold it yet). Answers the hold written,
+ * by which a refusal withdraws the close if no close marked or kept the order since this one (the
+ * hold is still there: another close rewrites it, UNKNOWN_KEPT sets its own), so the last close
+ * refused withdraws, and a close kept pending by another caller survives.
+ */
+async function markClose(d: UseCaseDeps, o: OrderRow, reason: ClosedReason, unit?: RequestUnit): Promise<Date | null> {
+  const claim = unit?.joinClaim() ?? null;
+  const marked = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId, claim);
+  let mark = marked.mark;
+  if (claim) {
+    unit!.joined(marked.claimed);
+    if (!marked.claimed) {
+      // Taken: the unit waits for it and replays its answer (RequestDecided), or takes it over.
+      await unit!.claim();
+      ({ mark } = await orders.markClosePending(d.db, o.id, reason, nowOf(d), d.instanceId));
+    }
+  }
+  return mark?.heldUntil ?? null;
+}
+
+/**
+ * Every way the order can still be paid, closed at its provider: its live attempts (one still
+ * PENDING is not asked: its outcome is uncertain) and their trades (JSAPI, Native).
+ */
+async function askToClose(
+  d: UseCaseDeps,
+  seen: changes.OrderRecords | null,
+  opts: CallOptions,
+): Promise<{ attempts: Map<string, Outcome>; trades: Map<string, Outcome> }> {
+  const attempts = new Map<string, Outcome>();
+  for (const a of (seen?.attempts ?? []).filter(isLiveAttempt)) {
+    attempts.set(a.id, a.state === 'PENDING' ? 'UNCERTAIN' : await closeAtProvider(d, a.provider, a.id, opts));
+  }
+  const trades = new Map<string, Outcome>();
+  for (const t of (seen?.trades ?? []).filter((t) => t.state === 'NEW' || t.state === 'OPEN')) {
+    trades.set(t.id, await closeAtProvider(d, t.provider, t.id, opts));
+  }
+  return { attempts, trades };
 }
 
 function closeResult(closeState: CloseState, order: OrderRow, latest: AttemptRow | null): OrderClose {

@@ -15,6 +15,7 @@ import type { OrderInserter } from '../store/order-inserts.ts';
 import type { OrderReader } from '../store/order-reads.ts';
 
 import type { StatementDownloads } from './statement-downloads.ts';
+import type { WorkTurns } from './work-turns.ts';
 
 export type { Log } from '../lib/log.ts';
 
@@ -34,6 +35,8 @@ export interface UseCaseDeps {
   acceptor: AttemptAcceptor;
   /** The budget of statement files made at once by this instance, and the first summaries being computed. */
   statementDownloads: StatementDownloads;
+  /** The main thread's share of expensive work: statement and reconciliation slices take turns in it. */
+  workTurns: WorkTurns;
   /** Decided changes of concurrent requests (provider notices, refund outcomes, closes), one statement per event-loop turn. */
   changes: ChangeApplier;
   /** The records those changes are decided from, read for concurrent requests in one statement per event-loop turn. */

@@ -1,6 +1,6 @@
 /**
  * Follow-up work, jobs written by a change in its own transaction (src/store/jobs.ts), so a crash
- * loses none of it and none of it waits for the reconciler:
+ * loses none of it and none of it waits for the provider check:
  *
  * - CLOSE_STRAY_ATTEMPT: an attempt accepted by the provider for an order that can no longer use
  *   it is closed there. A close that fails (uncertain, refused) is tried again after 2, 4, 8, 16
@@ -18,6 +18,7 @@
  *   reconciliation applies). A provider that reports it paid: the payment is applied (a duplicate,
  *   refunded).
  */
+import { decideStrayClosed, decideStrayHandOver, decideTradeClosed } from '../domain/attempt-decisions.ts';
 import { type DuplicateRefundState, transition } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
 import { withTx } from '../store/db.ts';
@@ -25,11 +26,10 @@ import * as jobs from '../store/jobs.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
-import * as trades from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { Job, JobOutcome } from './jobs.ts';
 import { applyNotification, ownerOfTradeNo } from './notifications.ts';
-import { reopenIfNoLiveAttempt, setAttempt, setTrade } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
 
 /** Retries of a stray close before it is handed to CHECK_ATTEMPT. */
 export const STRAY_CLOSE_RETRIES = 5;
@@ -48,23 +48,20 @@ export async function closeStrayAttempt(d: UseCaseDeps, job: Job): Promise<JobOu
   } catch (err) {
     // The runs before this one that failed.
     if (job.runs - 1 < STRAY_CLOSE_RETRIES) return 'retry';
-    await handOver(d, attempt.id, err);
+    await handOver(d, attempt.id, attempt.orderId, err);
     return 'done';
   }
   if (out.outcome === 'PAID') {
     await applyNotification(d, { kind: 'PAYMENT', attemptId: attempt.id, state: 'PAID', reason: null });
     return 'done';
   }
-  await withTx(d.db, async (tx) => {
-    const order = (await orders.getOrderLocked(tx, attempt.orderId))!;
-    const fresh = (await attempts.getAttempt(tx, attempt.id))!;
-    if (fresh.state !== 'ACCEPTED' && fresh.state !== 'UNKNOWN') return;
-    const now = nowOf(d);
-    await setAttempt(tx, 'close stray attempt', fresh, 'CLOSED', {}, now);
-    // An order left PAYING without any live attempt (a re-create cut off before closing the old
-    // ones) is payable again.
-    await reopenIfNoLiveAttempt(tx, 'close stray attempt', order, now);
-  });
+  // An order left PAYING without any live attempt (a re-create cut off before closing the old
+  // ones) is payable again.
+  await decideAndApply(
+    d,
+    () => d.records.read('order', attempt.orderId),
+    (rec, now) => ({ change: decideStrayClosed(rec, attempt.id, now), verdict: null }),
+  );
   return 'done';
 }
 
@@ -72,16 +69,13 @@ export async function closeStrayAttempt(d: UseCaseDeps, job: Job): Promise<JobOu
  * A stray close given up: an attempt still ACCEPTED is marked UNKNOWN and checked in 30 s
  * (CHECK_ATTEMPT), which asks the provider and, finding it open, closes it again.
  */
-async function handOver(d: UseCaseDeps, attemptId: string, err: unknown): Promise<void> {
-  const handed = await withTx(d.db, async (tx) => {
-    await orders.lockOrder(tx, (await attempts.getAttempt(tx, attemptId))!.orderId);
-    const a = (await attempts.getAttempt(tx, attemptId))!;
-    const now = nowOf(d);
-    if (a.state !== 'ACCEPTED') return false;
-    await setAttempt(tx, 'hand a stray close to the reconciler', a, 'UNKNOWN', { checkAt: new Date(now.getTime() + 30_000) }, now);
-    return true;
-  });
-  d.log.warn({ err, attemptId, handedToReconciler: handed }, 'stray attempt not closed yet');
+async function handOver(d: UseCaseDeps, attemptId: string, orderId: string, err: unknown): Promise<void> {
+  const out = await decideAndApply(
+    d,
+    () => d.records.read('order', orderId),
+    (rec, now) => ({ change: decideStrayHandOver(rec, attemptId, now), verdict: null }),
+  );
+  d.log.warn({ err, attemptId, handedToProviderCheck: out?.result.applied ?? false }, 'stray attempt not closed yet');
 }
 
 /** CLOSE_TRADE: done when the provider order is closed (or found paid, and applied), or given up. */
@@ -107,11 +101,11 @@ export async function closeTrade(d: UseCaseDeps, job: Job): Promise<JobOutcome> 
     return 'done';
   }
   if (trade) {
-    await withTx(d.db, async (tx) => {
-      await orders.lockOrder(tx, trade.orderId);
-      const fresh = await trades.getTrade(tx, trade.id);
-      if (fresh && (fresh.state === 'NEW' || fresh.state === 'OPEN')) await setTrade(tx, 'close trade', fresh, 'CLOSED', {}, nowOf(d));
-    });
+    await decideAndApply(
+      d,
+      () => d.records.read('order', trade.orderId),
+      (rec, now) => ({ change: decideTradeClosed(rec, trade.id, now), verdict: null }),
+    );
   }
   return 'done';
 }

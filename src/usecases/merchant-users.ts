@@ -34,13 +34,14 @@ import {
   endSession,
   liveSessionOf,
   passwordMatches,
+  withPasswordSlot,
   sha256,
   startSession,
   underThrottle,
   type SignInDeps,
 } from './sessions.ts';
 
-type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
+type Deps = Pick<UseCaseDeps, 'db' | 'clock' | 'signIns'>;
 
 const notFound = (entity: string) => new DomainError('NOT_FOUND', undefined, { entity });
 const invalid = (message: string) => new DomainError('VALIDATION_FAILED', message);
@@ -204,7 +205,8 @@ export async function acceptInvitation(
   d: Deps,
   c: { token: string; password: string; sourceIp: string; requestId: string },
 ): Promise<MerchantUserRow> {
-  const passwordHash = await hashPassword(checkNewPassword(c.password));
+  const password = checkNewPassword(c.password);
+  const passwordHash = await withPasswordSlot(d, () => hashPassword(password));
   return withTx(d.db, async (tx) => {
     const now = nowOf(d);
     const before = await users.userByInvitation(tx, sha256(c.token), now);
@@ -343,14 +345,16 @@ export async function signOutMerchantUser(d: Deps, actor: MerchantActor, session
 /** The current password, asked again before a change of the user's own credentials. */
 async function checkCurrentPassword(d: Deps, actor: MerchantActor, current: string) {
   const row = await users.userForSignIn(d.db, { id: actor.merchantUserId });
-  if (!row || !(await passwordMatches(current, row.passwordHash))) throw invalid('the current password is not right');
+  if (!row || !(await withPasswordSlot(d, () => passwordMatches(current, row.passwordHash))))
+    throw invalid('the current password is not right');
   return row;
 }
 
 /** A user changes its own password (the current one is asked again); its other sessions end. */
 export async function changeOwnPassword(d: Deps, actor: MerchantActor, sessionId: string, current: string, next: string): Promise<void> {
   await checkCurrentPassword(d, actor, current);
-  const passwordHash = await hashPassword(checkNewPassword(next));
+  const password = checkNewPassword(next);
+  const passwordHash = await withPasswordSlot(d, () => hashPassword(password));
   await audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     await users.updateUser(tx, actor.merchantUserId, { passwordHash }, now);

@@ -1,7 +1,7 @@
 /**
  * Provider notices (payment paid / failed / closed, refund settled / failed): verified by the
  * provider's adapter, applied idempotently (the same notice twice changes nothing). The sandbox's
- * buyer actions arrive here too, and so do the reconciler's findings.
+ * buyer actions arrive here too, and so do the provider check's findings.
  *
  * A notice is applied only when it matches the ledger: it comes from the provider that holds the
  * payment, and the amount and currency it carries (when it carries them) are the order's or the
@@ -86,49 +86,64 @@ export async function ownerOfTradeNo(db: Queryable, no: string): Promise<{ attem
 
 /**
  * The provider's word about a payment or refund, applied if it matches the ledger. `from`: who
- * said it (a notice, or the reconciler's query); the service's own findings pass none. A payment
+ * said it (a notice, or the provider check's query); the service's own findings pass none. A payment
  * names the provider order (`attemptId`): an attempt's own, or one of its trades.
  */
 export async function applyNotification(d: UseCaseDeps, n: ProviderNotification, from?: NoticeOrigin): Promise<NoticeOutcome> {
-  if (n.kind === 'PAYMENT') {
-    let checked = !from;
-    let kept = false;
-    const word = { tradeNo: n.attemptId, state: n.state, providerRef: n.providerRef ?? null, reason: n.reason ?? null };
-    const out = await decideAndApply(
-      d,
-      () => d.records.read('tradeNo', n.attemptId),
-      (rec, now) => {
-        if (!checked) {
-          checked = true;
-          kept = mismatch(rec, n) !== null;
-          if (kept) return { change: emptyChange(), verdict: null };
-        }
-        return { change: decidePaymentNotice(rec, word, now), verdict: null };
-      },
-    );
-    if (!out) return 'UNKNOWN_SUBJECT';
-    if (kept) {
-      const m = mismatch(out.records, n)!;
-      await keep(d, from!, m.kind, n.attemptId, m.expected, { ...m.reported, state: n.state });
-      return 'KEPT_FOR_OPERATOR';
-    }
-    return 'APPLIED';
+  return n.kind === 'PAYMENT' ? applyPaymentWord(d, n, from) : applyRefundWord(d, n, from);
+}
 
-    function mismatch(rec: changes.OrderRecords, p: Extract<ProviderNotification, { kind: 'PAYMENT' }>) {
-      const trade = rec.trades.find((t) => t.id === p.attemptId);
-      const attempt = rec.attempts.find((a) => a.id === (trade ? trade.attemptId : p.attemptId))!;
-      const holder = trade?.provider ?? attempt.provider;
-      if (from!.provider !== holder)
-        return { kind: 'PROVIDER_MISMATCH', expected: { provider: holder }, reported: { provider: from!.provider } };
-      if (p.amountFen != null && p.amountFen !== rec.order.amountFen) {
-        return { kind: 'AMOUNT_MISMATCH', expected: { amountFen: rec.order.amountFen }, reported: { amountFen: p.amountFen } };
+/** A payment's word: decided from the order's records (decidePaymentNotice), unless it does not match the ledger (kept). */
+async function applyPaymentWord(
+  d: UseCaseDeps,
+  n: Extract<ProviderNotification, { kind: 'PAYMENT' }>,
+  from?: NoticeOrigin,
+): Promise<NoticeOutcome> {
+  let checked = !from;
+  let kept = false;
+  const word = { tradeNo: n.attemptId, state: n.state, providerRef: n.providerRef ?? null, reason: n.reason ?? null };
+  const out = await decideAndApply(
+    d,
+    () => d.records.read('tradeNo', n.attemptId),
+    (rec, now) => {
+      if (!checked) {
+        checked = true;
+        kept = mismatch(rec, n) !== null;
+        if (kept) return { change: emptyChange(), verdict: null };
       }
-      if (p.currency != null && p.currency !== rec.order.currency) {
-        return { kind: 'CURRENCY_MISMATCH', expected: { currency: rec.order.currency }, reported: { currency: p.currency } };
-      }
-      return null;
-    }
+      return { change: decidePaymentNotice(rec, word, now), verdict: null };
+    },
+  );
+  if (!out) return 'UNKNOWN_SUBJECT';
+  if (kept) {
+    const m = mismatch(out.records, n)!;
+    await keep(d, from!, m.kind, n.attemptId, m.expected, { ...m.reported, state: n.state });
+    return 'KEPT_FOR_OPERATOR';
   }
+  return 'APPLIED';
+
+  function mismatch(rec: changes.OrderRecords, p: Extract<ProviderNotification, { kind: 'PAYMENT' }>) {
+    const trade = rec.trades.find((t) => t.id === p.attemptId);
+    const attempt = rec.attempts.find((a) => a.id === (trade ? trade.attemptId : p.attemptId))!;
+    const holder = trade?.provider ?? attempt.provider;
+    if (from!.provider !== holder)
+      return { kind: 'PROVIDER_MISMATCH', expected: { provider: holder }, reported: { provider: from!.provider } };
+    if (p.amountFen != null && p.amountFen !== rec.order.amountFen) {
+      return { kind: 'AMOUNT_MISMATCH', expected: { amountFen: rec.order.amountFen }, reported: { amountFen: p.amountFen } };
+    }
+    if (p.currency != null && p.currency !== rec.order.currency) {
+      return { kind: 'CURRENCY_MISMATCH', expected: { currency: rec.order.currency }, reported: { currency: p.currency } };
+    }
+    return null;
+  }
+}
+
+/** A refund's word: decided from the refund's records (decideRefund), unless it does not match the ledger (kept). */
+async function applyRefundWord(
+  d: UseCaseDeps,
+  n: Extract<ProviderNotification, { kind: 'REFUND' }>,
+  from?: NoticeOrigin,
+): Promise<NoticeOutcome> {
   const rec0 = await d.records.read('refund', n.refundId);
   if (!rec0) return 'UNKNOWN_SUBJECT';
   const r0 = rec0.refund!;

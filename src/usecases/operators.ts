@@ -20,13 +20,14 @@ import {
   endSession,
   liveSessionOf,
   passwordMatches,
+  withPasswordSlot,
   sha256,
   startSession,
   underThrottle,
   type SignInDeps,
 } from './sessions.ts';
 
-type Deps = Pick<UseCaseDeps, 'db' | 'clock'>;
+type Deps = Pick<UseCaseDeps, 'db' | 'clock' | 'signIns'>;
 
 const notFound = (entity: string) => new DomainError('NOT_FOUND', undefined, { entity });
 
@@ -55,7 +56,8 @@ async function operatorOf(d: Deps, id: string): Promise<OperatorRow> {
 
 export async function createOperator(d: Deps, actor: Actor, b: { name: string; role: Role; password: string }): Promise<OperatorRow> {
   const name = checkName(b.name);
-  const passwordHash = await hashPassword(checkNewPassword(b.password));
+  const password = checkNewPassword(b.password);
+  const passwordHash = await withPasswordSlot(d, () => hashPassword(password));
   return audited(d, actor, async (tx, record) => {
     const o = await operators.insertOperator(
       tx,
@@ -93,7 +95,8 @@ export async function updateOperator(
   id: string,
   b: { role?: Role; status?: 'ACTIVE' | 'DISABLED'; password?: string },
 ): Promise<OperatorRow> {
-  const passwordHash = b.password === undefined ? undefined : await hashPassword(checkNewPassword(b.password));
+  const password = b.password === undefined ? undefined : checkNewPassword(b.password);
+  const passwordHash = password === undefined ? undefined : await withPasswordSlot(d, () => hashPassword(password));
   return audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     const before = await operators.getOperator(tx, id, true);
@@ -142,9 +145,11 @@ export async function changeOwnPassword(
   if (actor.operatorId === null) throw new DomainError('STATE_INVALID', 'the ADMIN_TOKEN has no password');
   const o = await operatorOf(d, actor.operatorId);
   const row = await operators.operatorForSignIn(d.db, o.name);
-  if (!row || !(await passwordMatches(current, row.passwordHash)))
-    throw new DomainError('VALIDATION_FAILED', 'the current password is not right');
-  const passwordHash = await hashPassword(checkNewPassword(next));
+  const passwordHash = await withPasswordSlot(d, async () => {
+    if (!row || !(await passwordMatches(current, row.passwordHash)))
+      throw new DomainError('VALIDATION_FAILED', 'the current password is not right');
+    return hashPassword(checkNewPassword(next));
+  });
   await audited(d, actor, async (tx, record) => {
     const now = nowOf(d);
     await operators.updateOperator(tx, o.id, { passwordHash }, now);

@@ -5,8 +5,8 @@
  * outcome is uncertain or whose request stalled; FIND_DUE_WORK finds the jobs that rows imply.
  */
 import { DomainError } from '../domain/errors.ts';
-import { REFUND_NOT_RECEIVED, isLiveAttempt } from '../domain/states.ts';
-import { withTx } from '../store/db.ts';
+import { type AttemptCheck, decideAttemptCheck, decideRefundCheck } from '../domain/attempt-decisions.ts';
+import { isLiveAttempt } from '../domain/states.ts';
 import * as attempts from '../store/attempts.ts';
 import { PENDING_RECHECK_MS } from '../store/attempts.ts';
 import * as jobs from '../store/jobs.ts';
@@ -19,10 +19,9 @@ import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { Job, JobOutcome } from './jobs.ts';
 import { INSTANCE_GONE_AFTER_MS } from './request-units.ts';
 import { applyNotification, keep } from './notifications.ts';
-import { closeStrayLater, reopenIfNoLiveAttempt, setAttempt, setOrderStatus, setRefundState } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
 
-/** A refund the provider has not known for this long was never received by it (longer than any provider call may take). */
-export const REFUND_NOT_RECEIVED_AFTER_MS = 300_000;
+export { REFUND_NOT_RECEIVED_AFTER_MS } from '../domain/attempt-decisions.ts';
 /** FIND_DUE_WORK adds at most this many jobs of each kind per run. */
 const FIND_LIMIT = 200;
 
@@ -108,63 +107,21 @@ export async function checkAttempt(d: UseCaseDeps, job: Job): Promise<JobOutcome
     if (again !== 'REJECTED' && again !== null) material = again.material;
     else unrecoverable = true;
   }
-  const strays = await withTx(d.db, async (tx): Promise<number> => {
-    const o = (await orders.getOrderLocked(tx, a0.orderId))!;
-    const a = (await attempts.getAttempt(tx, id))!;
-    if (a.state !== 'UNKNOWN' && a.state !== 'PENDING') return 0;
-    const flow = 'reconcile attempt';
-    const now = nowOf(d);
-    const latest = await attempts.latestAttempt(tx, o.id);
-    const isLatest = latest?.id === a.id;
-    if (q.state === 'OPEN') {
-      await setAttempt(
-        tx,
-        flow,
-        a,
-        'ACCEPTED',
-        { providerRef: q.providerRef, qrCode: material?.qrCode ?? null, redirectUrl: material?.redirectUrl ?? null },
-        now,
-      );
-      if (unrecoverable) {
-        // The provider would not give its material again: closed there, and the order is
-        // payable again with a new attempt (nextAction: CREATE_ATTEMPT), never PAYING without a way to pay.
-        if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
-        await closeStrayLater(tx, a.id, now);
-        return 1;
-      }
-      if (isLatest && (o.status === 'UNKNOWN' || o.status === 'CREATED')) {
-        await setOrderStatus(tx, flow, o, 'PAYING', {}, now);
-        return 0;
-      }
-      // Open at the provider, but the order can no longer use it: closed there afterwards.
-      if (!isLatest || o.status !== 'PAYING') {
-        await closeStrayLater(tx, a.id, now);
-        return 1;
-      }
-      return 0;
-    }
-    if (q.state === 'FAILED') {
-      await setAttempt(tx, flow, a, 'FAILED', {}, now);
-      if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'FAILED', { failureReason: 'PAYMENT_FAILED' }, now);
-      return 0;
-    }
-    // NOT_FOUND (never created) or CLOSED: the attempt is over; the order becomes payable again.
-    await setAttempt(tx, flow, a, q.state === 'CLOSED' ? 'CLOSED' : 'FAILED', {}, now);
-    if (isLatest && o.status === 'UNKNOWN') await setOrderStatus(tx, flow, o, 'CREATED', {}, now);
-    else if (isLatest && o.status === 'PAYING') {
-      // A re-create cut off (a crash) during the new attempt's provider call. If it had closed
-      // the old attempts, none is live: the order is payable again (CREATED) now. If it was cut
-      // off before closing them, they are closed now, finishing what the merchant asked for (the
-      // order would otherwise read PAYING with no payable attempt while an old link still paid);
-      // the stray close then reopens the order the same way (src/usecases/follow-ups.ts).
-      await reopenIfNoLiveAttempt(tx, flow, o, now);
-      const open = (await attempts.attemptsOf(tx, o.id)).filter((x) => x.state === 'ACCEPTED');
-      for (const x of open) await closeStrayLater(tx, x.id, now);
-      return open.length;
-    }
-    return 0;
-  });
-  if (strays > 0) d.wakeWorkers();
+  const check: AttemptCheck =
+    q.state === 'OPEN'
+      ? {
+          state: 'OPEN',
+          providerRef: q.providerRef,
+          qrCode: material?.qrCode ?? null,
+          redirectUrl: material?.redirectUrl ?? null,
+          unrecoverable,
+        }
+      : { state: q.state };
+  await decideAndApply(
+    d,
+    () => d.records.read('order', a0.orderId),
+    (rec, now) => ({ change: decideAttemptCheck(rec, id, check, now), verdict: null }),
+  );
   return 'done';
 }
 
@@ -201,31 +158,13 @@ export async function checkRefund(d: UseCaseDeps, job: Job): Promise<JobOutcome>
     d.log.warn({ err, refundId: id }, 'provider refund query failed; will retry');
     return 'retry';
   }
-  return withTx(d.db, async (tx): Promise<JobOutcome> => {
-    const r0 = await refunds.getRefund(tx, id);
-    if (!r0) return 'done';
-    await orders.lockOrder(tx, r0.orderId);
-    const rf = (await refunds.getRefund(tx, id))!;
-    const now = nowOf(d);
-    const flow = 'reconcile refund';
-    if (rf.state === 'SUCCEEDED' || rf.state === 'FAILED') return 'done';
-    if (state === 'SUCCEEDED' || state === 'FAILED') {
-      await setRefundState(tx, flow, rf, state, { failureReason: state === 'FAILED' ? 'PROVIDER_FAILED' : null }, now);
-      return 'done';
-    }
-    if (state === 'PENDING') {
-      await setRefundState(tx, flow, rf, 'PENDING', {}, now);
-      return 'retry';
-    }
-    if (now.getTime() - rf.createdAt.getTime() > REFUND_NOT_RECEIVED_AFTER_MS || (rf.state === 'REQUESTED' && requesterGone)) {
-      // NOT_FOUND for 5 minutes (longer than any provider call may take), or NOT_FOUND while the
-      // request that asked the provider died with its instance: the provider never received it;
-      // nothing was refunded, and the amount is released. Should the provider report it after all
-      // (a request that reached it as the instance died), the refund takes the provider's state
-      // again (reviveLostRefund).
-      await setRefundState(tx, flow, rf, 'FAILED', { failureReason: REFUND_NOT_RECEIVED }, now);
-      return 'done';
-    }
-    return 'retry';
-  });
+  const out = await decideAndApply(
+    d,
+    () => d.records.read('refund', id),
+    (rec, now) => {
+      const { change, again } = decideRefundCheck(rec.refund!, state, requesterGone, now);
+      return { change, verdict: again };
+    },
+  );
+  return out?.verdict ? 'retry' : 'done';
 }

@@ -20,7 +20,8 @@
  * daily run of yesterday for each provider that has statements, created from RECONCILIATION_HOUR
  * (SCHEDULE_RECONCILIATION), and runs asked for by an operator for any day. A run works in the
  * background of the worker loop, renewing its job's lease, so a large statement does not hold up
- * the other jobs.
+ * the other jobs; an instance executes one run at a time, and parses its bill in slices that take
+ * their turns in the main thread's share of expensive work (WorkTurns), as statement files do.
  */
 import { DomainError } from '../domain/errors.ts';
 import type { Actor } from '../domain/operators.ts';
@@ -29,6 +30,7 @@ import * as orders from '../store/orders.ts';
 import * as recon from '../store/reconciliation.ts';
 import type { LineRow, RunRow } from '../store/reconciliation.ts';
 import { FLAGGED_OUTCOMES, type LineOutcome } from '../domain/reconciliation.ts';
+import { canTransition, transition } from '../domain/states.ts';
 import { shanghaiDay } from '../domain/money.ts';
 import { shanghaiDayStart } from '../domain/statements.ts';
 import * as refunds from '../store/refunds.ts';
@@ -46,6 +48,8 @@ export const RECONCILIATION_HOUR = 10;
 // 6 times in all: the RECONCILE_STATEMENT kind's backoff (src/domain/jobs.ts).
 /** Statement lines stored per statement; lines classified per statement. */
 const LINE_BATCH = 2000;
+/** Bill lines parsed in one slice of the main thread (a few µs each). */
+const SLICE_LINES = 256;
 const CLASSIFY_RANGE = 50_000;
 /** Ledger lines missing from a statement that are asked of the provider, at most, per run; the rest are UNCHECKED. */
 export const MAX_PROVIDER_CHECKS = 1000;
@@ -122,11 +126,28 @@ export async function scheduleReconciliation(d: UseCaseDeps): Promise<JobOutcome
 
 /** RECONCILE_STATEMENT: the run the job names, executed to its end; a failed run is tried again by the job's backoff. */
 export async function reconcileStatement(d: UseCaseDeps, job: Job): Promise<JobOutcome> {
-  const run = await recon.startRun(d.db, job.subjectId, nowOf(d));
+  const run = await startRun(d, job.subjectId);
   if (run === null) return 'done';
   const retry = retryDelayMs('RECONCILE_STATEMENT', job.runs);
   const done = await executeRun(d, run, job.renew, retry === null ? null : new Date(d.clock.now() + retry));
   return done.status === 'FAILED' ? 'retry' : 'done';
+}
+
+/** A run's start attempts at most (each after another instance moved the run meanwhile). */
+const START_TRIES = 3;
+
+/**
+ * The run RUNNING, from the state it is read in (QUEUED, FAILED, or RUNNING under a holder that
+ * stopped), one try more; null when it is not to run (COMPLETED, or unknown).
+ */
+async function startRun(d: UseCaseDeps, runId: string): Promise<RunRow | null> {
+  for (let i = 0; i < START_TRIES; i++) {
+    const run = await recon.getRun(d.db, runId);
+    if (!run || !canTransition('run', run.status, 'RUNNING')) return null;
+    const started = await recon.startRun(d.db, runId, transition('run', 'start reconciliation run', run.status, 'RUNNING'), nowOf(d));
+    if (started) return started;
+  }
+  return null;
 }
 
 class LeaseLost extends Error {}
@@ -136,7 +157,12 @@ class LeaseLost extends Error {}
  * `retryAt`, when given). `renew` extends the job's lease as it works; false: another instance
  * took the run over, and this one stops.
  */
-export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
+export function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
+  // One run at a time per instance: a bill is parsed on the main thread, in slices (below).
+  return d.workTurns.oneAtATime('reconciliation', () => execute(d, run, renewLease, retryAt));
+}
+
+async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
   const renew = async () => {
     if (!(await renewLease())) throw new LeaseLost();
   };
@@ -147,28 +173,14 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
     const end = new Date(start.getTime() + DAY_MS);
 
     // 1. The statement's lines, stored as they come.
-    let lineNo = 1;
-    let batch: ProviderStatementLine[] = [];
-    const flush = async () => {
-      if (batch.length === 0) return;
-      await recon.insertProviderLines(d.db, run.id, lineNo, batch);
-      lineNo += batch.length;
-      batch = [];
-      await renew();
-    };
-    for await (const line of await provider.downloadStatement(run.day)) {
-      batch.push(line);
-      if (batch.length >= LINE_BATCH) await flush();
-    }
-    await flush();
-    const providerLines = lineNo - 1;
+    const providerLines = await storeStatement(d, run, provider.downloadStatement.bind(provider), renew);
 
     // 2. Matched against the ledger, set-based.
     for (let from = 1; from <= providerLines; from += CLASSIFY_RANGE) {
       await recon.classifyProviderLines(d.db, run.id, run.provider, from, Math.min(providerLines, from + CLASSIFY_RANGE - 1));
       await renew();
     }
-    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, lineNo);
+    const ledgerLines = await recon.addLedgerOnlyLines(d.db, run.id, run.provider, start, end, providerLines + 1);
 
     // 3. Paid (or refunded) there, not here: through the notice path.
     await eachLine(d, run.id, 'TO_CONVERGE', async (l) => {
@@ -189,6 +201,7 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       d.db,
       run.id,
       run.tries,
+      transition('run', 'complete reconciliation run', run.status, 'COMPLETED'),
       {
         providerLines,
         ledgerLines,
@@ -214,9 +227,41 @@ export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => 
       { err, runId: run.id, provider: run.provider, day: run.day, try: run.tries },
       'reconciliation run failed; tried again later',
     );
-    await recon.failRun(d.db, run.id, run.tries, why, nowOf(d), retryAt ?? nowOf(d));
+    const failed = transition('run', 'fail reconciliation run', run.status, 'FAILED');
+    await recon.failRun(d.db, run.id, run.tries, failed, why, nowOf(d), retryAt ?? nowOf(d));
     return (await recon.getRun(d.db, run.id))!;
   }
+}
+
+/** A run's provider statement, its lines stored as they come, in batches (the lease renewed after each); answers how many. */
+async function storeStatement(
+  d: UseCaseDeps,
+  run: RunRow,
+  download: (day: string) => Promise<AsyncIterable<ProviderStatementLine>>,
+  renew: () => Promise<void>,
+): Promise<number> {
+  let lineNo = 1;
+  let batch: ProviderStatementLine[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    await recon.insertProviderLines(d.db, run.id, lineNo, batch);
+    lineNo += batch.length;
+    batch = [];
+    await renew();
+  };
+  // The bill is parsed as its lines are taken: SLICE_LINES at a time, each slice in its turn
+  // among the main thread's expensive work (WorkTurns), so a big bill never holds the event loop.
+  let sliced = 0;
+  for await (const line of await download(run.day)) {
+    batch.push(line);
+    if (batch.length >= LINE_BATCH) await flush();
+    if (++sliced === SLICE_LINES) {
+      sliced = 0;
+      await d.workTurns.turn();
+    }
+  }
+  await flush();
+  return lineNo - 1;
 }
 
 /** Every line of the run with `outcome`, a page at a time (the callback changes its outcome). */

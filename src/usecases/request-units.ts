@@ -173,7 +173,7 @@ export class RequestUnits {
   /**
    * A stop that cuts requests off: the leases this instance holds end now, so a retry (on another
    * instance, or after a restart) takes the id over at once. What such an execution left is
-   * protected as after any lost holder: by the order and refund numbers, and by the reconciler
+   * protected as after any lost holder: by the order and refund numbers, and by the provider check
    * for an attempt whose provider call had not answered. Answers how many.
    */
   endLeasesHeldHere(): Promise<number> {

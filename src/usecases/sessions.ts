@@ -77,6 +77,26 @@ export async function passwordMatches(password: string, stored: string | null): 
 }
 
 /**
+ * Runs `work` (a password hashed for a new account or a new password, or the current password
+ * checked again before a change) holding one of this instance's sign-in slots
+ * (SIGN_IN_MAX_CONCURRENT), the capacity sign-ins take: with all taken it is refused at once,
+ * UNAVAILABLE with Retry-After, before anything is hashed or written.
+ */
+export async function withPasswordSlot<T>(d: Pick<UseCaseDeps, 'signIns'>, work: () => Promise<T>): Promise<T> {
+  const release = d.signIns.tryTake();
+  if (!release) {
+    throw new DomainError('UNAVAILABLE', 'too many passwords are being checked at once; try again in a moment', {
+      retryAfterSeconds: SIGN_IN_BUSY_RETRY_SECONDS,
+    });
+  }
+  try {
+    return await work();
+  } finally {
+    release();
+  }
+}
+
+/**
  * Runs a sign-in's checks under the throttle, holding one of this instance's sign-in slots
  * (SIGN_IN_MAX_CONCURRENT) throughout: with all taken the sign-in is refused at once as BUSY, before
  * any row is written or password hashed, so a flood from any number of addresses costs the

@@ -117,7 +117,7 @@ export async function statementSummary(
     // Computed once however many ask at once (the others wait for it), within the budget.
     const flight = `${key.appId} ${key.day} ${key.formatVersion} ${key.compression} ${key.encoder}`;
     digest = await d.statementDownloads.once(flight, async () => {
-      const release = d.statementDownloads.acquire(caller.app.id);
+      const release = await d.statementDownloads.acquire(caller.app.id);
       try {
         const made = await digestOf(d, caller.app.id, sd, compression);
         await statements.saveStatementFile(d.db, key, made, nowOf(d));
@@ -184,7 +184,7 @@ export async function statementFile(
       cb(null, held ?? undefined);
     },
   });
-  const release = d.statementDownloads.acquire(caller.app.id);
+  const release = await d.statementDownloads.acquire(caller.app.id);
   let body: Readable;
   try {
     body = pipeline(fileBytes(d, caller.app.id, summary.day, compression, emptyTotals()), check, () => {});

@@ -2,7 +2,7 @@
  * The service in live mode (PROVIDER=live) against the two gateway simulators, end to end through
  * the open API: create (both channels) -> cashier -> the buyer pays at the simulator -> the
  * provider's notification -> PAYMENT_SUCCEEDED to the merchant -> refund -> REFUND_SUCCEEDED; and
- * the uncertain paths (no answer on create, close and refund) converge through the reconciler.
+ * the uncertain paths (no answer on create, close and refund) converge through the provider check.
  * A listening service (the simulators post their notifications to it) with a clock the tests move.
  */
 import assert from 'node:assert/strict';
@@ -39,7 +39,7 @@ async function attemptOf(openOrderId: string): Promise<string> {
   return adm.attempts.at(-1).attemptId as string;
 }
 
-/** The workers run until `what` holds (the dispatcher delivers events, the reconciler converges). */
+/** The workers run until `what` holds (the dispatcher delivers events, the provider check converges). */
 async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
   await waitFor(what, async () => {
     await t.workers.tick();
@@ -214,7 +214,7 @@ describe('live mode against the simulators', () => {
     await sims.wechatpay.controls.pay(attemptId);
     const duplicates = async () =>
       (await t.admin('GET', `/orders/${o.openOrderId}`)).json().duplicatePayments as { tradeNo: string; refundState: string }[];
-    // Refunded at WeChat Pay, and the ledger's duplicate converged (the duplicate reconciler's query).
+    // Refunded at WeChat Pay, and the ledger's duplicate converged (the duplicate's provider check).
     await until('the second payment refunded', async () => {
       clock.advance(4_000);
       return (await duplicates())[0]?.refundState === 'REFUNDED';
@@ -251,14 +251,14 @@ describe('live mode against the simulators', () => {
     await until('PAYMENT_CLOSED delivered', async () => eventsOf(no).some((e) => e.eventType === 'PAYMENT_CLOSED'));
   });
 
-  test('a refund the provider does not answer is UNKNOWN, then converges through the reconciler', async () => {
+  test('a refund the provider does not answer is UNKNOWN, then converges through the provider check', async () => {
     const body = orderBody({ channel: 'ALIPAY_H5', amountFen: 900 });
     const no = String(body.outTradeNo);
     const o = (await api('POST', '/api/open/v1/payments', body)).json();
     await pay('ALIPAY_H5', await attemptOf(o.openOrderId));
     await until('the order paid', async () => (await api('GET', `/api/open/v1/payments/${no}`)).json().status === 'SUCCEEDED');
     sims.alipay.programFault('alipay.trade.refund', { kind: 'timeout' }, 1);
-    // Its settlement notice is lost too: only the reconciler can learn the outcome.
+    // Its settlement notice is lost too: only the provider check can learn the outcome.
     sims.alipay.loseNotifications(1);
     const rf = await api('POST', '/api/open/v1/refunds', { outTradeNo: no, outRefundNo: `RF_${no}`, refundAmountFen: 900 });
     assert.equal(rf.statusCode, 201, rf.body);

@@ -156,11 +156,11 @@ test('expiry that the provider keeps rejecting backs off: the other due orders s
   assert.equal(pending.rows[0].n, 0, 'a rejected close is withdrawn: the orders stay as they were');
 });
 
-test('a PAID answer for an attempt the reconciler ended meanwhile is applied: the order succeeds', async () => {
+test('a PAID answer for an attempt the provider check ended meanwhile is applied: the order succeeds', async () => {
   await withProvider(
     'createAttempt',
     async (input) => {
-      // The reconciler judged the slow PENDING attempt unknown to the provider and ended it meanwhile.
+      // The provider check judged the slow PENDING attempt unknown to the provider and ended it meanwhile.
       await t.svc.db.query(`UPDATE attempts SET state = 'FAILED' WHERE id = $1`, [input.attemptId]);
       return { outcome: 'PAID', providerRef: 'prov_paid_late_1' };
     },

@@ -955,7 +955,7 @@ describe('re-create attempt', () => {
     ]);
   }
 
-  test('a re-create cut off after closing the old attempt: once the reconciler finds the new one never created, the order is CREATED again', async () => {
+  test('a re-create cut off after closing the old attempt: once the provider check finds the new one never created, the order is CREATED again', async () => {
     const body = orderBody();
     const c = (await create(body)).json();
     await cutOffRecreate(c.openOrderId, true);
@@ -1018,7 +1018,7 @@ describe('re-create attempt', () => {
     const kept = await t.svc.db.query('SELECT 1 FROM request_replays WHERE app_id = $1 AND request_id = $2', [m.appId, rid]);
     assert.equal(kept.rowCount, 0, 'the 503 is not kept for the request id');
 
-    // The reconciler finds the attempt never created: the order is payable again.
+    // The provider check finds the attempt never created: the order is payable again.
     await stall(c.openOrderId);
     await runDueWork(t);
     const settled = await recreate(no, m, { requestId: rid });
@@ -1396,7 +1396,7 @@ describe('background work', () => {
     assert.equal((await t.sandbox('GET', '/faults')).json().faults.length, 0);
   });
 
-  test('the reconciler converges an UNKNOWN attempt by asking the provider', async () => {
+  test('the provider check converges an UNKNOWN attempt by asking the provider', async () => {
     await fault('CREATE_ATTEMPT', 'TIMEOUT');
     const body = orderBody();
     const o = (await create(body)).json();

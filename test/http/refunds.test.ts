@@ -531,7 +531,7 @@ describe('create refund: provider outcomes', () => {
     assert.equal(done.unknown, false);
   });
 
-  test('provider TIMEOUT with the notice lost: the reconciler converges it through the provider refund query', async () => {
+  test('provider TIMEOUT with the notice lost: the provider check converges it through the provider refund query', async () => {
     const sandbox = t.svc.sandbox!;
     const o = await paidOrder(1000);
     // Every sandbox notice is lost on the way to the service until the sink is restored.
@@ -544,14 +544,14 @@ describe('create refund: provider outcomes', () => {
       const r = await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 250 });
       assert.equal(r.statusCode, 201, r.body);
       assert.equal(r.json().state, 'UNKNOWN');
-      // The sandbox settles 1 s after acceptance (its notice is lost); the reconciler checks the
+      // The sandbox settles 1 s after acceptance (its notice is lost); the provider check checks the
       // refund 2 s after the answer (CHECK_REFUND).
       clock.advance(1500);
       await t.workers.tick();
-      assert.equal((await queryRefund(no)).json().state, 'UNKNOWN', 'nothing converges it before the reconciler checks');
+      assert.equal((await queryRefund(no)).json().state, 'UNKNOWN', 'nothing converges it before the provider check checks');
       clock.advance(1000);
       await t.workers.tick();
-      assert.equal((await queryRefund(no)).json().state, 'SUCCEEDED', 'the reconciler asked the provider');
+      assert.equal((await queryRefund(no)).json().state, 'SUCCEEDED', 'the provider check asked the provider');
       const ev = (await adminOrder(o.openOrderId)).events.filter((e) => e.eventType === 'REFUND_SUCCEEDED');
       assert.equal(ev.length, 1);
     } finally {
@@ -606,7 +606,7 @@ describe('create refund: a refund judged lost that the provider accepts after al
     await fault('REFUND', 'DELAY_MS', 1, 1500);
     const pending = refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 1000 });
     // While the provider call is slow, the refund is REQUESTED and unknown to the provider. Made
-    // to look 6 minutes old, the reconciler judges it lost and releases its amount.
+    // to look 6 minutes old, the provider check judges it lost and releases its amount.
     let judged = false;
     for (let i = 0; i < 20 && !judged; i++) {
       await sleep(50);
@@ -623,7 +623,7 @@ describe('create refund: a refund judged lost that the provider accepts after al
         judged = (await queryRefund(no)).json().state === 'FAILED';
       }
     }
-    assert.ok(judged, 'the reconciler judged the slow refund lost');
+    assert.ok(judged, 'the provider check judged the slow refund lost');
     const r = await pending;
     assert.equal(r.statusCode, 201, r.body);
     assert.notEqual(r.json().state, 'FAILED', 'the provider accepted it: the answer is its real state');

@@ -3,12 +3,15 @@
  * it a console or portal sign-in is refused at once, 503 `_UNAVAILABLE` with Retry-After, before
  * anything is counted, so the refused ones are no failures of the name or the address. Sign-ins
  * from many addresses at once are the flood the per-name and per-address throttles do not see.
+ * Every other password hash (an account created, a password set or changed, the current password
+ * asked again) takes the same slots: beyond them, the same 503 with Retry-After, nothing written.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type TestApp, startTestApp } from '../helpers/app.ts';
 import { FakeClock } from '../helpers/events.ts';
-import { PASSWORD, createOperator } from '../helpers/operators.ts';
+import { PASSWORD, asSession, createOperator, signIn } from '../helpers/operators.ts';
+import { createPortalUser, invitationToken, portalCall, portalSignIn } from '../helpers/portal.ts';
 
 let t: TestApp;
 const CAP = 2;
@@ -70,5 +73,70 @@ describe('the cap on sign-ins in progress', () => {
     // Four failures so far: the fifth is still judged, and the right password signs in.
     const ok = await signInAt('console', { name: 'crowded', password: PASSWORD }, '192.0.2.51');
     assert.equal(ok.statusCode, 200, ok.body);
+  });
+});
+
+describe('other password hashes take the same slots', () => {
+  function unavailable(rs: { statusCode: number; headers: Record<string, unknown>; json(): { code: string } }[], code: string) {
+    for (const r of rs.filter((x) => x.statusCode === 503)) {
+      assert.equal(r.json().code, code);
+      assert.equal(r.headers['retry-after'], '1');
+    }
+  }
+
+  test('operators created at once: as many as the slots, the others 503 ADMIN_UNAVAILABLE with Retry-After and not created', async () => {
+    const rs = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => t.admin('POST', '/operators', { name: `burst-${i}`, role: 'support', password: PASSWORD })),
+    );
+    assert.deepEqual(tally(rs), { 201: CAP, 503: 6 - CAP });
+    unavailable(rs, 'ADMIN_UNAVAILABLE');
+    const names = ((await t.admin('GET', '/operators')).json().operators as { name: string }[]).map((o) => o.name);
+    assert.equal(names.filter((n) => n.startsWith('burst-')).length, CAP);
+  });
+
+  test("operators' passwords set at once by an admin, and changed by their owners: the same cap", async () => {
+    const o = await createOperator(t, 'changer', 'support');
+    const set = await Promise.all(
+      Array.from({ length: 6 }, () => t.admin('PATCH', `/operators/${o.operatorId}`, { password: `${PASSWORD}!` })),
+    );
+    assert.deepEqual(tally(set), { 200: CAP, 503: 6 - CAP });
+    unavailable(set, 'ADMIN_UNAVAILABLE');
+    const s = await signIn(t, 'changer', `${PASSWORD}!`);
+    const own = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        asSession(t, s, 'POST', '/console/api/password', { currentPassword: 'not the password!', newPassword: `${PASSWORD}?` }),
+      ),
+    );
+    assert.deepEqual(tally(own), { 400: CAP, 503: 6 - CAP });
+    unavailable(own, 'ADMIN_UNAVAILABLE');
+  });
+
+  test('portal: invitations accepted and passwords changed at once, the same cap, 503 PORTAL_UNAVAILABLE', async () => {
+    const m = await t.admin('POST', '/merchants', { name: 'Capacity Shop', entityType: 'CORPORATE' });
+    const merchantId = m.json().merchantId as string;
+    const tokens = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await t.admin('POST', `/merchants/${merchantId}/users`, { login: `cap-${i}@shop.example`, role: 'developer' });
+      assert.equal(r.statusCode, 201, r.body);
+      tokens.push(invitationToken(r.json().invitationUrl));
+    }
+    const accepted = await Promise.all(
+      tokens.map((tk) => portalCall(t, null, 'POST', `/invitations/${tk}/accept`, { password: PASSWORD })),
+    );
+    assert.deepEqual(tally(accepted), { 200: CAP, 503: 6 - CAP });
+    unavailable(accepted, 'PORTAL_UNAVAILABLE');
+    // A refused acceptance changed nothing: its link still works.
+    const again = tokens[accepted.findIndex((r) => r.statusCode === 503)]!;
+    assert.equal((await portalCall(t, null, 'POST', `/invitations/${again}/accept`, { password: PASSWORD })).statusCode, 200);
+
+    await createPortalUser(t, merchantId, 'owner-cap@shop.example', 'owner');
+    const s = await portalSignIn(t, 'owner-cap@shop.example');
+    const own = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        portalCall(t, s, 'POST', '/password', { currentPassword: 'not the password!', newPassword: `${PASSWORD}?` }),
+      ),
+    );
+    assert.deepEqual(tally(own), { 400: CAP, 503: 6 - CAP });
+    unavailable(own, 'PORTAL_UNAVAILABLE');
   });
 });

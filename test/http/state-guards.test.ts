@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { transition } from '../../src/domain/states.ts';
+import { type RunState, TransitionError, transition } from '../../src/domain/states.ts';
 import { ProviderRejectedError, type PaymentProvider } from '../../src/providers/provider.ts';
 import type { ProviderRouter } from '../../src/providers/router.ts';
 import * as events from '../../src/store/events.ts';
@@ -16,6 +16,7 @@ import * as refunds from '../../src/store/refunds.ts';
 import * as replays from '../../src/store/replays.ts';
 import type { UseCaseDeps } from '../../src/usecases/deps.ts';
 import { checkDuplicateRefund, refundDuplicate } from '../../src/usecases/follow-ups.ts';
+import { reconcileStatement } from '../../src/usecases/reconciliation.ts';
 import type { Job } from '../../src/usecases/jobs.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { FakeClock } from '../helpers/events.ts';
@@ -132,23 +133,43 @@ describe('duplicate-payment refunds', () => {
 });
 
 describe('reconciliation runs', () => {
-  test('only a running run completes or fails; a completed run never starts again', async () => {
+  test('each step is a transition of the tables, applied only from its source state and try', async () => {
     const day = '2026-01-02';
     const counts = { providerLines: 0, ledgerLines: 0, matched: 0, converged: 0, discrepancies: 0 };
+    const step = (from: RunState, to: RunState) => transition('run', 'test', from, to);
     const run = await recon.queueRun(t.svc.db, 'sandbox', day, now());
     assert.equal(run.status, 'QUEUED');
-    assert.equal(await recon.completeRun(t.svc.db, run.id, 0, counts, now()), null, 'QUEUED does not complete');
-    assert.equal(await recon.failRun(t.svc.db, run.id, 0, 'x', now(), now()), false, 'QUEUED does not fail');
-    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.status, 'RUNNING');
-    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.tries, 2, 'RUNNING starts again (a holder that stopped)');
-    assert.equal(await recon.failRun(t.svc.db, run.id, 1, 'stale holder', now(), now()), false, 'the first try no longer fails it');
-    assert.equal(await recon.completeRun(t.svc.db, run.id, 1, counts, now()), null, 'nor completes it');
-    assert.equal(await recon.failRun(t.svc.db, run.id, 2, 'provider down', now(), now()), true);
-    assert.equal((await recon.startRun(t.svc.db, run.id, now()))?.status, 'RUNNING', 'FAILED is tried again');
-    assert.equal((await recon.completeRun(t.svc.db, run.id, 3, counts, now()))?.status, 'COMPLETED');
-    assert.equal(await recon.failRun(t.svc.db, run.id, 3, 'late', now(), now()), false, 'COMPLETED is final');
-    assert.equal(await recon.startRun(t.svc.db, run.id, now()), null);
+    assert.equal(
+      await recon.completeRun(t.svc.db, run.id, 0, step('RUNNING', 'COMPLETED'), counts, now()),
+      null,
+      'QUEUED does not complete',
+    );
+    assert.equal(await recon.failRun(t.svc.db, run.id, 0, step('RUNNING', 'FAILED'), 'x', now(), now()), false, 'QUEUED does not fail');
+    assert.equal(await recon.startRun(t.svc.db, run.id, step('FAILED', 'RUNNING'), now()), null, 'not from a state it is not in');
+    assert.equal((await recon.startRun(t.svc.db, run.id, step('QUEUED', 'RUNNING'), now()))?.status, 'RUNNING');
+    const again = await recon.startRun(t.svc.db, run.id, step('RUNNING', 'RUNNING'), now());
+    assert.equal(again?.tries, 2, 'RUNNING starts again (a holder that stopped)');
+    assert.equal(
+      await recon.failRun(t.svc.db, run.id, 1, step('RUNNING', 'FAILED'), 'stale holder', now(), now()),
+      false,
+      'the first try no longer fails it',
+    );
+    assert.equal(await recon.completeRun(t.svc.db, run.id, 1, step('RUNNING', 'COMPLETED'), counts, now()), null, 'nor completes it');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 2, step('RUNNING', 'FAILED'), 'provider down', now(), now()), true);
+    assert.equal((await recon.startRun(t.svc.db, run.id, step('FAILED', 'RUNNING'), now()))?.status, 'RUNNING', 'FAILED is tried again');
+    assert.equal((await recon.completeRun(t.svc.db, run.id, 3, step('RUNNING', 'COMPLETED'), counts, now()))?.status, 'COMPLETED');
+    assert.equal(await recon.failRun(t.svc.db, run.id, 3, step('RUNNING', 'FAILED'), 'late', now(), now()), false, 'COMPLETED is final');
+    assert.throws(() => step('COMPLETED', 'RUNNING'), TransitionError, 'the tables refuse to start a completed run');
+    assert.equal(await recon.startRun(t.svc.db, run.id, step('RUNNING', 'RUNNING'), now()), null);
     assert.equal((await recon.getRun(t.svc.db, run.id))?.status, 'COMPLETED');
+  });
+
+  test('the job of a completed run does not start it again', async () => {
+    const run = await recon.queueRun(t.svc.db, 'sandbox', '2026-01-03', now());
+    await t.svc.db.query(`UPDATE reconciliation_runs SET status = 'COMPLETED' WHERE id = $1`, [run.id]);
+    assert.equal(await reconcileStatement(t.svc, job('RECONCILE_STATEMENT', run.id)), 'done');
+    const after = await recon.getRun(t.svc.db, run.id);
+    assert.deepEqual([after?.status, after?.tries], ['COMPLETED', run.tries]);
   });
 });
 
@@ -168,6 +189,43 @@ describe('request units', () => {
 });
 
 describe('event deliveries', () => {
+  test("a delivery's outcome is a transition from the state its claim read, recorded only over that state", async () => {
+    const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
+    const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();
+    const paid = await t.sandbox('POST', `/payments/${created.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(paid.statusCode, 200, paid.body);
+    const ev = (await t.svc.db.query<{ id: string }>(`SELECT id FROM events WHERE order_id = $1`, [created.openOrderId])).rows[0]!;
+    const record = (token: string, move: events.DeliveryRecord['move']) =>
+      events.recordDeliveries(t.svc.db, [
+        {
+          eventId: ev.id,
+          token,
+          move,
+          attempts: 1,
+          nextAttemptAt: null,
+          lastError: null,
+          now: now(),
+          attemptNo: 1,
+          startedAt: now(),
+          statusCode: 200,
+          error: null,
+          excerpt: null,
+          durationMs: 1,
+          notifyUrl: null,
+        },
+      ]);
+    const delivered = transition('delivery', 'test', 'PENDING', 'DELIVERED');
+    // The event went DEAD (say) while a holder's lease still named it: neither its delivery nor a retry is recorded over it.
+    await t.svc.db.query(`UPDATE events SET status = 'DEAD', locked_by = 'tok-1' WHERE id = $1`, [ev.id]);
+    assert.deepEqual(await record('tok-1', delivered), [false]);
+    assert.deepEqual(await record('tok-1', null), [false], 'a failed attempt leaves only a PENDING event PENDING');
+    assert.equal((await t.svc.db.query(`SELECT status FROM events WHERE id = $1`, [ev.id])).rows[0].status, 'DEAD');
+    await t.svc.db.query(`UPDATE events SET status = 'PENDING', locked_by = 'tok-2' WHERE id = $1`, [ev.id]);
+    assert.deepEqual(await record('tok-2', delivered), [true]);
+    assert.equal((await t.svc.db.query(`SELECT status FROM events WHERE id = $1`, [ev.id])).rows[0].status, 'DELIVERED');
+    assert.throws(() => transition('delivery', 'test', 'DELIVERED', 'DEAD'), TransitionError);
+  });
+
   test('a PENDING event is not requeued, and a delivered one is requeued once', async () => {
     const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
     const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();

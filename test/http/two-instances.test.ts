@@ -169,7 +169,7 @@ describe('two instances on one database', () => {
     await new Promise((r) => setTimeout(r, leaseMs + 100));
 
     // b's workers take the work over and see it through: the provider refunds the duplicate
-    // (the reconciler on b then finds the refund settled).
+    // (the provider check on b then finds the refund settled).
     const deadline = Date.now() + 20_000;
     let state = '';
     while (Date.now() < deadline) {

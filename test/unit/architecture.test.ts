@@ -186,7 +186,7 @@ const MACHINE_COLUMNS: Record<string, string> = {
 
 /**
  * The UPDATE statements of a store module that set a machine's state column without a WHERE
- * condition on that column (`state = $n`, `state = 'X'`, `state IN (...)`): a change applied
+ * condition on that column (`state = $n`, `state = 'X'`, `state IN (...)`, `state = i."from"`): a change applied
  * whatever the row's state, as `setDuplicateRefundState` once overwrote a REFUNDED duplicate.
  */
 function unguardedStateWrites(text: string): string[] {
@@ -200,7 +200,8 @@ function unguardedStateWrites(text: string): string[] {
     const where = stmt.search(/\bWHERE\b/);
     const set = where < 0 ? stmt : stmt.slice(0, where);
     if (!new RegExp(`(?:\\bSET|,)\\s*${col}\\s*=`).test(set)) continue;
-    const guard = new RegExp(`\\b(?:\\w+\\.)?${col}\\s*(?:=\\s*(?:\\$\\d+|'[A-Z_]+')|IN\\b)`);
+    // `= $n`, `= 'X'`, `IN (...)`, or a batch's own source state (`= i."from"`, a transition per row).
+    const guard = new RegExp(`\\b(?:\\w+\\.)?${col}\\s*(?:=\\s*(?:\\$\\d+|'[A-Z_]+'|\\w+\\."from")|IN\\b)`);
     if (where < 0 || !guard.test(stmt.slice(where))) out.push(`${m[0]} ${stmt.trim().split('\n')[0]!.slice(0, 80)}`);
   }
   return out;
@@ -332,6 +333,8 @@ describe('architecture', () => {
     );
     assert.deepEqual(unguardedStateWrites('q(`UPDATE refunds SET state = $3 WHERE id = $1 AND state = $2`)'), []);
     assert.deepEqual(unguardedStateWrites('q(`UPDATE events SET status = i.status FROM i WHERE events.status IN ${X}`)'), []);
+    assert.deepEqual(unguardedStateWrites('q(`UPDATE events SET status = i."to" FROM i WHERE events.status = i."from"`)'), []);
+    assert.equal(unguardedStateWrites('q(`UPDATE events SET status = i."to" FROM i WHERE events.id = i.event_id`)').length, 1);
     assert.deepEqual(unguardedStateWrites('q(`UPDATE orders SET close_pending = NULL WHERE id = $1`)'), [], 'not a state change');
     assert.ok(!STATUS_CODE_RE.test('const status = order.status;'));
   });

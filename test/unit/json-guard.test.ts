@@ -262,6 +262,17 @@ const cases: [name: string, body: string | Uint8Array, expected: Expected][] = [
   ['60,000 { (unclosed)', '{'.repeat(60000), 'INVALID_JSON'],
   ['13,000 {"a": (unclosed)', '{"a":'.repeat(13000), 'INVALID_JSON'],
   ['too deep then syntax error is INVALID_JSON', `${deep(MAX_JSON_DEPTH + 1)},`, 'INVALID_JSON'],
+  // runs of brackets past the depth limit (taken a run at a time)
+  ['70 [ then 69 ] (one unclosed)', '['.repeat(70) + ']'.repeat(69), 'INVALID_JSON'],
+  ['70 [ then 71 ]', '['.repeat(70) + ']'.repeat(71), 'INVALID_JSON'],
+  ['70 [ closed by } at the end', '['.repeat(70) + ']'.repeat(69) + '}', 'INVALID_JSON'],
+  ['70 [ with blanks between', '[ '.repeat(70) + ' ]'.repeat(70), 'TOO_DEEP'],
+  ['70 [ around an object holding arrays', '['.repeat(70) + '{"a":[[1],[2]]}' + ']'.repeat(70), 'TOO_DEEP'],
+  ['70 [ around an object closed by ]', '['.repeat(70) + '{"a":1]' + ']'.repeat(70), 'INVALID_JSON'],
+  ['70 [ then a value and more arrays', '['.repeat(70) + '1,[[2]],[]' + ']'.repeat(70), 'TOO_DEEP'],
+  ['70 [ then a comma', '['.repeat(70) + ',' + ']'.repeat(70), 'INVALID_JSON'],
+  ['objects past the limit, then a run of [', '{"a":'.repeat(70) + '[[[1]]]' + '}'.repeat(70), 'TOO_DEEP'],
+  ['a run of [ closed by } past the limit', '{"a":'.repeat(70) + '[[[1]]}' + '}'.repeat(70), 'INVALID_JSON'],
   // first refusal in document order wins
   ['duplicate before too deep', `[{"a":1,"a":2},${deep(MAX_JSON_DEPTH)}]`, 'DUPLICATE_KEY'],
   ['too deep before duplicate', `[${deep(MAX_JSON_DEPTH)},{"a":1,"a":2}]`, 'TOO_DEEP'],

@@ -281,7 +281,7 @@ export class SandboxProvider implements PaymentProvider {
       try {
         await this.#notify({ kind: 'REFUND', refundId: r.refundKey, state: 'SUCCEEDED', reason: null });
       } catch (err) {
-        this.#log('sandbox refund settlement notice failed; the reconciler will converge it', err);
+        this.#log('sandbox refund settlement notice failed; the provider check will converge it', err);
       }
     }
     return due.length;

@@ -7,7 +7,7 @@
  *   asks to call again with the same parameters, so the call may have been carried out;
  * - 429 FREQUENCY_LIMITED is UNCERTAIN: for refunds the documentation says the refund may be
  *   being accepted ("该笔退款为受理中"), and a throttled create or close is simply asked again;
- * - a 4xx code the table does not know is UNCERTAIN: the reconciler's query then finds out what
+ * - a 4xx code the table does not know is UNCERTAIN: the provider check's query then finds out what
  *   happened, which is safe where guessing REJECTED is not.
  *
  * The outcomes: REJECTED (nothing happened: ProviderRejectedError with the code as reason),

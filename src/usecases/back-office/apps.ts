@@ -24,6 +24,8 @@ export interface AppInput {
   paymentWindowSeconds?: number;
   dailyAmountCeilingFen?: number | null;
   rateLimitPerSecond?: number;
+  /** null: the instances' default (STATEMENT_DOWNLOADS_PER_APP). */
+  statementDownloadsAtOnce?: number | null;
 }
 
 export async function createApp(d: BackOfficeDeps, actor: Actor, merchantId: string, b: AppInput): Promise<AppRow> {
@@ -39,6 +41,7 @@ export async function createApp(d: BackOfficeDeps, actor: Actor, merchantId: str
     paymentWindowSeconds: b.paymentWindowSeconds ?? 900,
     dailyAmountCeilingFen: b.dailyAmountCeilingFen ?? null,
     rateLimitPerSecond: b.rateLimitPerSecond ?? 1000,
+    statementDownloadsAtOnce: b.statementDownloadsAtOnce ?? null,
   };
   return audited(d, actor, async (tx, record) => {
     const app = await merchants.insertApp(tx, input, nowOf(d));
@@ -68,6 +71,7 @@ export async function updateApp(
   if ('paymentWindowSeconds' in b) patch.paymentWindowSeconds = b.paymentWindowSeconds;
   if ('dailyAmountCeilingFen' in b) patch.dailyAmountCeilingFen = b.dailyAmountCeilingFen;
   if ('rateLimitPerSecond' in b) patch.rateLimitPerSecond = b.rateLimitPerSecond;
+  if ('statementDownloadsAtOnce' in b) patch.statementDownloadsAtOnce = b.statementDownloadsAtOnce;
   if ('status' in b) patch.status = b.status;
   const now = nowOf(d);
   const app = await audited(d, actor, async (tx, record) => {

@@ -182,6 +182,8 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
         <dd>{app.dailyAmountCeilingFen === null ? t('none') : money(app.dailyAmountCeilingFen)}</dd>
         <dt>{t('Rate limit')}</dt>
         <dd>{app.rateLimitPerSecond} / s</dd>
+        <dt>{t('Statement downloads at once')}</dt>
+        <dd>{app.statementDownloadsAtOnce ?? t('default')}</dd>
       </dl>
       {write ? (
         <form
@@ -193,6 +195,7 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
               await patch(`/apps/${app.appId}`, {
                 notifyUrl: v.notifyUrl ? v.notifyUrl : null,
                 rateLimitPerSecond: Number(v.rateLimitPerSecond),
+                statementDownloadsAtOnce: v.statementDownloadsAtOnce ? Number(v.statementDownloadsAtOnce) : null,
                 ipAllowlist: v.ipAllowlist ? v.ipAllowlist.split(/[\s,]+/).filter(Boolean) : [],
               });
               reload();
@@ -204,6 +207,15 @@ function AppCard({ app, reload }: { app: App; reload: () => void }) {
           </Field>
           <Field label={t('Rate limit per second')}>
             <input name="rateLimitPerSecond" type="number" min={1} max={100000} defaultValue={String(app.rateLimitPerSecond)} />
+          </Field>
+          <Field label={t('Statement downloads at once (empty = default)')}>
+            <input
+              name="statementDownloadsAtOnce"
+              type="number"
+              min={1}
+              max={1000}
+              defaultValue={app.statementDownloadsAtOnce === null ? '' : String(app.statementDownloadsAtOnce)}
+            />
           </Field>
           <Field label={t('IP allowlist (CIDRs, empty = any)')}>
             <input name="ipAllowlist" defaultValue={app.ipAllowlist.join(' ')} />

@@ -8,23 +8,7 @@ import { ActionNote, Field, Loading, Section, Status, Table, formValues, useActi
 import { time } from '../../../ui/format.ts';
 import { PublicKeyForm } from '../../../ui/merchant-views.tsx';
 import { t } from '../../../ui/i18n.ts';
-
-interface Key {
-  keyId: string;
-  status: string;
-  valid: boolean;
-  validUntil: string | null;
-  createdAt: string;
-}
-
-interface App {
-  appId: string;
-  status: string;
-  notifyUrl: string | null;
-  channels: string[];
-  ipAllowlist: string[];
-  keys: Key[];
-}
+import type { App } from '../rows.ts';
 
 const OVERLAPS: { seconds: number; label: () => string }[] = [
   { seconds: 3600, label: () => t('in 1 hour') },

@@ -3,11 +3,12 @@ import { get, query } from '../../../ui/api.ts';
 import { DayRangeFields, ErrorNote, Field, Section, formValues, usePages } from '../../../ui/components.tsx';
 import { dayRange } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
-import { type AuditEntry, AuditTable } from '../../../ui/views.tsx';
+import { AuditTable } from '../../../ui/views.tsx';
+import type { AuditPage } from '../rows.ts';
 
 export function AuditPage() {
   const pages = usePages(async (f, before) => {
-    const r = await get<{ entries: AuditEntry[]; nextBefore: string | null }>(`/audit${query({ ...f, before, limit: 100 })}`);
+    const r = await get<AuditPage>(`/audit${query({ ...f, before, limit: 100 })}`);
     return { rows: r.entries, next: r.nextBefore };
   });
   return (

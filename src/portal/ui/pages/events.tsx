@@ -5,25 +5,8 @@ import { ActionNote, Loading, Section, Status, Table, useAction, useCan, useLoad
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
 import { EventFilter } from '../../../ui/lists.tsx';
-import { type Delivery, EventSections } from '../../../ui/views.tsx';
-
-interface EventSummary {
-  eventId: string;
-  appId: string;
-  openOrderId: string;
-  eventType: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string;
-  lastError: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-}
-
-interface EventDetail extends EventSummary {
-  payload: unknown;
-  deliveries: Delivery[];
-}
+import { EventSections } from '../../../ui/views.tsx';
+import type { EventDetail, EventSummary } from '../rows.ts';
 
 /** Asks for the event to be delivered again (once a minute per event, 20 a minute per app). */
 export function RedeliverButton({ event, onDone }: { event: { eventId: string; status: string }; onDone: () => void }) {

@@ -2,9 +2,10 @@
 import { get, post } from '../../../ui/api.ts';
 import { ActionNote, Field, LanguageSwitch, Loading, formValues, useAction, useLoad } from '../../../ui/components.tsx';
 import { t } from '../../../ui/i18n.ts';
+import type { Invitation } from '../rows.ts';
 
 export function InvitationPage({ token }: { token: string }) {
-  const loaded = useLoad(() => get<{ login: string; merchantName: string }>(`/invitations/${encodeURIComponent(token)}`), [token]);
+  const loaded = useLoad(() => get<Invitation>(`/invitations/${encodeURIComponent(token)}`), [token]);
   const accept = useAction();
   return (
     <main class="sign-in">

@@ -5,23 +5,13 @@ import { Loading, Section, Status, Table, useLoad, usePages } from '../../../ui/
 import { money, time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
 import { OrderSearch, RefundFilter } from '../../../ui/lists.tsx';
-import { type Attempt, AttemptsSection, Deliveries, type Delivery, Timeline } from '../../../ui/views.tsx';
+import { AttemptsSection, Deliveries, Timeline } from '../../../ui/views.tsx';
+import type { OrderDetail, OrdersPage, Refund } from '../rows.ts';
 import { RedeliverButton } from './events.tsx';
-
-interface OrderRow {
-  openOrderId: string;
-  appId: string;
-  outTradeNo: string;
-  channel: string;
-  amountFen: number;
-  status: string;
-  createdAt: string;
-  paidAt: string | null;
-}
 
 export function OrdersPage() {
   const pages = usePages(async (f, cursor) => {
-    const r = await get<{ orders: OrderRow[]; nextCursor: string | null }>(`/orders${query({ ...f, cursor })}`);
+    const r = await get<OrdersPage>(`/orders${query({ ...f, cursor })}`);
     return { rows: r.orders, next: r.nextCursor };
   });
   return (
@@ -54,33 +44,6 @@ export function OrdersPage() {
       />
     </>
   );
-}
-
-interface OrderDetail {
-  openOrderId: string;
-  appId: string;
-  outTradeNo: string;
-  channel: string;
-  status: string;
-  closedReason: string | null;
-  amountFen: number;
-  subject: string;
-  stateVersion: number;
-  createdAt: string;
-  paidAt: string | null;
-  expireAt: string;
-  attempts: Attempt[];
-  refunds: {
-    refundAttemptId: string;
-    outRefundNo: string;
-    amountFen: number;
-    state: string;
-    reason: string | null;
-    failureReason: string | null;
-    createdAt: string;
-    updatedAt: string;
-  }[];
-  events: { eventId: string; eventType: string; status: string; createdAt: string; deliveries: Delivery[] }[];
 }
 
 export function OrderPage({ orderId }: { orderId: string }) {
@@ -149,17 +112,6 @@ export function OrderPage({ orderId }: { orderId: string }) {
       </Loading>
     </>
   );
-}
-
-interface Refund {
-  refundAttemptId: string;
-  outRefundNo: string;
-  openOrderId?: string;
-  amountFen: number;
-  state: string;
-  reason?: string | null;
-  failureReason: string | null;
-  createdAt: string;
 }
 
 function RefundTable({ refunds }: { refunds: Refund[] }) {

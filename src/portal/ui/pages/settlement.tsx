@@ -1,16 +1,10 @@
 /** The merchant's settlement accounts and collection allocation (read-only: the platform sets them). */
 import { get } from '../../../ui/api.ts';
-import type { AllocationBody } from '../../../ui/api-types.ts';
 import { Loading, Section, useLoad } from '../../../ui/components.tsx';
 import { time } from '../../../ui/format.ts';
 import { t } from '../../../ui/i18n.ts';
-import { type Account, AccountsTable } from '../../../ui/merchant-views.tsx';
-
-interface Settlement {
-  accounts: Account[];
-  /** As the platform set it (the back office's allocation body, generated from its schema), and when. */
-  allocation: (AllocationBody & { updatedAt: string }) | null;
-}
+import { AccountsTable } from '../../../ui/merchant-views.tsx';
+import type { Settlement } from '../rows.ts';
 
 export function SettlementPage() {
   const loaded = useLoad(() => get<Settlement>('/settlement'), []);
