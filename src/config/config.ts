@@ -263,7 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
     ...statementDownloads(env),
     passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
-    passwordHashBusyPercent: int(env, 'PASSWORD_HASH_BUSY_PERCENT', 100, 1, 100),
+    passwordHashBusyPercent: int(env, 'PASSWORD_HASH_BUSY_PERCENT', 50, 1, 100),
     signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
     refusalsPerAddressPerSecond: int(env, 'REFUSALS_PER_ADDRESS_PER_SECOND', 100, 1, 1_000_000),
     refusalsBurstPerAddress: int(env, 'REFUSALS_BURST_PER_ADDRESS', 1000, 1, 1_000_000),
