@@ -4,7 +4,7 @@
  * the dispatcher (src/events/dispatcher.ts) claims due events with a lease and records each
  * attempt, fenced by the lease's token.
  */
-import type { EventType, WebhookEventPayload } from '../domain/events.ts';
+import type { EventType } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
 import type { DeliveryState, Transition } from '../domain/states.ts';
 import { type Db, type Queryable, type Tx } from './db.ts';
@@ -16,20 +16,6 @@ const RETRIED: DeliveryState = 'PENDING';
 const REQUEUE_FROM = fromStates('delivery', 'PENDING');
 /** The merchant's redelivery: a PENDING event stays PENDING (made due now), the others go back to the queue. */
 const REDELIVER_FROM = atOrFromStates('delivery', 'PENDING');
-
-/** Writes the event (its payload is the exact text that will be delivered and signed). */
-export async function insertEvent(
-  tx: Tx,
-  e: { id: string; appId: string; orderId: string; refundId: string | null; type: EventType; payload: WebhookEventPayload },
-  now: Date,
-): Promise<void> {
-  await tx.query({
-    name: 'event_insert',
-    text: `INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
-    values: [e.id, e.appId, e.orderId, e.refundId, e.type, e.payload.stateVersion, JSON.stringify(e.payload), now],
-  });
-}
 
 /** Due events read to find the apps with a due event before switching to one probe per app. */
 const DUE_SAMPLE = 256;
