@@ -8,7 +8,6 @@ import type { DuplicateRefundState, RefundState, Transition } from '../domain/st
 import type { Queryable, Tx } from './db.ts';
 import { type JoinedClaim, ORDER_COLS, type OrderRow } from './orders.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
-import { fromStates } from './states-sql.ts';
 
 export interface RefundRow {
   id: string;
@@ -268,21 +267,6 @@ export async function setDuplicateRefundState(
     `UPDATE duplicate_payments SET refund_state = $3, provider_ref = COALESCE($4, provider_ref), updated_at = $5
       WHERE id = $1 AND refund_state = $2`,
     [id, t.from, t.to, providerRef, now],
-  );
-  return r.rowCount === 1;
-}
-
-const REFUNDED_FROM = fromStates('duplicateRefund', 'REFUNDED');
-
-/**
- * The provider reports a duplicate's refund settled: REFUNDED from whichever state the table lets
- * reach it (the money is back, whatever was recorded meanwhile); answers whether it changed.
- */
-export async function markDuplicateRefunded(db: Queryable, id: string, providerRef: string | null, now: Date): Promise<boolean> {
-  const r = await db.query(
-    `UPDATE duplicate_payments SET refund_state = 'REFUNDED', provider_ref = COALESCE($3, provider_ref), updated_at = $2
-      WHERE id = $1 AND refund_state IN ${REFUNDED_FROM}`,
-    [id, now, providerRef],
   );
   return r.rowCount === 1;
 }
