@@ -51,7 +51,7 @@ import { summarizeProfile } from './lib/profile.ts';
 import { type ScenarioResult, ceilingLine, checkTargets, detailTables, markdown, summaryTables, targetsTable } from './lib/report.ts';
 import { ADMIN_TOKEN, type MemoryBreakdown, type PgStats, type Provisioned, REPO_ROOT, Service } from './lib/service.ts';
 import { type DayResult, dayScenario } from './lib/ledger-day.ts';
-import { type LedgerResult, fillLedger } from './lib/ledger.ts';
+import { type LedgerResult, existingLedger, fillLedger } from './lib/ledger.ts';
 import { statementScenario } from './lib/statement.ts';
 import { type Neighbours, prepareNeighbours, startStalledDownloads } from './lib/stalled-downloads.ts';
 import { crashScenario } from './lib/crash.ts';
@@ -72,6 +72,10 @@ const HELP = `Usage: npm run bench -- [options]
   --ledger <n>            first fill the database with a year of history of n orders, bulk-loaded in SQL
                           (bench/lib/ledger.ts: attempts, refunds, events and deliveries, the sandbox's
                           books, request ids, audit, digests, reconciliation runs), then run the scenarios
+  --data-dir <dir>        embedded PostgreSQL only: keep the service's DATA_DIR in <dir> (created if missing)
+                          instead of a temporary one, and reuse it: a folder whose ledger already holds the
+                          --ledger orders is not filled again (a 20-million-order fill takes half an hour).
+                          Delete the folder when done: it is the whole database
   --day-orders <n>        day scenario: the orders of the closed day of one app (default 100000; --quick: 5000)
   --noisy <q,c,s>         noisy scenario (bench/lib/noisy.ts; --scenarios noisy): the merchant's query and create
                           rates and the sign-in flood's rate, per second (default 100,50,64)
@@ -130,6 +134,7 @@ const { values: a } = parseArgs({
     'load-tool': { type: 'string' },
     quick: { type: 'boolean', default: false },
     'database-url': { type: 'string' },
+    'data-dir': { type: 'string' },
     profile: { type: 'boolean', default: false },
     workers: { type: 'boolean', default: true },
     'server-node-options': { type: 'string', default: '' },
@@ -317,6 +322,7 @@ const svc = new Service({
   workersEnabled: opts.workers,
   nodeOptions: opts.nodeOptions,
   pgSettings: opts.pgSettings,
+  dataDir: a['data-dir'] ?? null,
   env: opts.serverEnv,
   logFile: path.join(opts.outDir, `${stamp}-service.log`),
   log,
@@ -392,9 +398,16 @@ async function main(): Promise<boolean> {
   pool = new SignPool([mainApp, freeApp, notifyApp]);
   let ledger: LedgerResult | null = null;
   if (ledgerOrders > 0) {
-    log(`ledger: writing a year of history, ${ledgerOrders} orders`);
-    ledger = await fillLedger(svc.dbUrl, { orders: ledgerOrders, log });
-    log(`ledger: written in ${ledger.seconds.toFixed(0)} s: ${JSON.stringify(ledger.rows)}`);
+    ledger = await existingLedger(svc.dbUrl, ledgerOrders);
+    if (ledger) {
+      log(`ledger: the data folder already holds it: ${JSON.stringify(ledger.rows)} (estimated rows)`);
+    } else {
+      log(`ledger: writing a year of history, ${ledgerOrders} orders`);
+      ledger = await fillLedger(svc.dbUrl, { orders: ledgerOrders, log });
+      log(
+        `ledger: written in ${ledger.seconds.toFixed(0)} s (${(ledger.databaseBytes / 1e9).toFixed(1)} GB): ${JSON.stringify(ledger.rows)}`,
+      );
+    }
   }
   const pgVersion = (await svc.sql<{ v: string }>("SELECT current_setting('server_version') AS v").catch(() => [{ v: '?' }]))[0]?.v ?? '?';
   const pgSettings = Object.fromEntries(
@@ -878,7 +891,13 @@ async function main(): Promise<boolean> {
   }
 
   const statement = statementPayments > 0 ? await statementScenario(svc, freeApp, statementPayments, log) : null;
-  const day: DayResult | null = dayOrders > 0 ? await dayScenario(svc, notifyApp, dayOrders, log) : null;
+  const day: DayResult | null =
+    dayOrders > 0
+      ? await dayScenario(svc, notifyApp, dayOrders, log, () => {
+          const a = ownCpu();
+          return () => ownCpuSince(a, ownCpu());
+        })
+      : null;
   if (wanted.includes('noisy')) await ensureOrders(seedCount);
   const noisy = !wanted.includes('noisy')
     ? null
@@ -1022,14 +1041,15 @@ async function main(): Promise<boolean> {
   }
   if (day) {
     lines.push(
-      `### A closed day of ${day.orders} orders of one app (${day.day}; written in ${day.seedSeconds.toFixed(0)} s)`,
+      `### A closed day of ${day.orders} orders of one app (${day.day}; written in ${day.seedSeconds.toFixed(0)} s; ` +
+        `${day.otherOrdersOfDay} orders of other apps that day)`,
       '',
       markdown(
         [
           'statement rows',
-          'statement summary',
+          'statement summary (CPU)',
           'statement file',
-          'reconciliation run (sandbox)',
+          'reconciliation run (sandbox; CPU)',
           'provider / ledger lines',
           'matched',
           'discrepancies',
@@ -1037,9 +1057,9 @@ async function main(): Promise<boolean> {
         [
           [
             String(day.statementRows),
-            `${day.statementSummarySeconds.toFixed(2)} s`,
+            `${day.statementSummarySeconds.toFixed(2)} s (${day.statementSummaryCpuSeconds.toFixed(2)} s)`,
             `${day.statementFileSeconds.toFixed(2)} s`,
-            `${day.reconciliationSeconds.toFixed(2)} s / ${day.reconciliationRunSeconds.toFixed(2)} s`,
+            `${day.reconciliationSeconds.toFixed(2)} s / ${day.reconciliationRunSeconds.toFixed(2)} s (${day.reconciliationCpuSeconds.toFixed(2)} s)`,
             `${day.reconciliation.providerLines} / ${day.reconciliation.ledgerLines}`,
             String(day.reconciliation.matched),
             String(day.reconciliation.discrepancies),

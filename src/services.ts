@@ -19,7 +19,7 @@ import { IpPolicyHolder } from './gate/ip-policy.ts';
 import { NONCE_TTL_SECONDS, type NonceStore, RedisNonceStore, redisNonceRisks } from './gate/nonce-store.ts';
 import { AppRateLimiter } from './gate/rate-limit.ts';
 import { InFlight } from './lib/in-flight.ts';
-import { setPasswordHashThreads } from './lib/password-hash.ts';
+import { setPasswordHashBusyPercent, setPasswordHashThreads } from './lib/password-hash.ts';
 import { Slots } from './lib/slots.ts';
 import type { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
@@ -167,6 +167,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
   // Expensive work (statement files, reconciliation bills) gives way while the open API's requests are in progress, and only then.
   const workTurns = new WorkTurns(() => openRequests.count > 0);
   setPasswordHashThreads(config.passwordHashThreads);
+  setPasswordHashBusyPercent(config.passwordHashBusyPercent);
   const notifyUrlPolicy: NotifyUrlPolicy = {
     allowLoopback: config.webhookAllowLoopback,
     allowPrivateTargets: config.webhookAllowPrivateTargets,

@@ -24,11 +24,19 @@ export interface DayResult {
   /** The run itself: from its (last) start to its end. */
   reconciliationRunSeconds: number;
   reconciliation: { providerLines: number | null; ledgerLines: number | null; matched: number | null; discrepancies: number | null };
+  /** CPU seconds of the service and PostgreSQL from the request to the answer (statement) or the run's completion (reconciliation). */
+  statementSummaryCpuSeconds: number;
+  reconciliationCpuSeconds: number;
+  /** Orders of the day in the ledger besides the app's (the reconciliation covers the provider's whole day). */
+  otherOrdersOfDay: number;
 }
 
 const DAY_MS = 86_400_000;
-/** Order numbers of the day's fill start here (past any ledger the benchmark writes). */
-const DAY_FIRST = 500_000_000;
+/**
+ * Order numbers of the day's fill start past any ledger the benchmark writes, at a point of the
+ * clock, so that another run on a reused data folder (--data-dir) writes other orders.
+ */
+const dayFirst = () => 500_000_000_000 + (Math.floor(Date.now() / 1000) % 400_000) * 1_000_000;
 
 interface RunView {
   runId: string;
@@ -41,13 +49,41 @@ interface RunView {
   discrepancies: number | null;
 }
 
-export async function dayScenario(svc: Service, mch: Provisioned, orders: number, log: (m: string) => void): Promise<DayResult> {
+export async function dayScenario(
+  svc: Service,
+  mch: Provisioned,
+  orders: number,
+  log: (m: string) => void,
+  /** Starts a CPU reading (service and PostgreSQL); the function it answers tells the seconds since. */
+  cpu: () => () => number,
+): Promise<DayResult> {
   const todayStart = Math.floor((Date.now() + 8 * 3600_000) / DAY_MS) * DAY_MS - 8 * 3600_000;
-  const endBefore = new Date(todayStart - 2 * DAY_MS);
+  // Three days ago; on a reused data folder the first day back from there that no earlier run wrote
+  // (a day's reconciliation covers every app of the provider's day).
+  let endBefore = new Date(todayStart - 2 * DAY_MS);
+  let otherOrdersOfDay = 0;
+  for (let back = 0; back < 30; back++) {
+    const e = new Date(todayStart - (2 + back) * DAY_MS);
+    const r = await svc.sql<{ ours: number; others: number }>(
+      `SELECT count(*) FILTER (WHERE app_id NOT LIKE 'svcop_ledger%')::int AS ours, count(*) FILTER (WHERE app_id LIKE 'svcop_ledger%')::int AS others
+         FROM orders WHERE created_at >= $1 AND created_at < $2`,
+      [new Date(e.getTime() - DAY_MS), e],
+    );
+    endBefore = e;
+    otherOrdersOfDay = r[0]?.others ?? 0;
+    if ((r[0]?.ours ?? 0) === 0) break;
+  }
   const day = new Date(endBefore.getTime() - DAY_MS + 8 * 3600_000).toISOString().slice(0, 10);
-  log(`day: writing ${orders} orders of ${day} for ${mch.appId}`);
+  log(`day: writing ${orders} orders of ${day} for ${mch.appId} (the ledger holds ${otherOrdersOfDay} other orders of that day)`);
   const t0 = performance.now();
-  await fillLedger(svc.dbUrl, { orders, days: 1, endBefore, first: DAY_FIRST, app: { appId: mch.appId, merchantId: mch.merchantId } });
+  await fillLedger(svc.dbUrl, {
+    orders,
+    days: 1,
+    endBefore,
+    first: dayFirst(),
+    app: { appId: mch.appId, merchantId: mch.merchantId },
+    log,
+  });
   const seedSeconds = (performance.now() - t0) / 1000;
   log(`day: written in ${seedSeconds.toFixed(1)} s`);
   const keys = await svc.admin<unknown>('GET', '/platform-keys');
@@ -62,8 +98,10 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
     maxRetries: 0,
   });
   const t1 = performance.now();
+  const statementCpu = cpu();
   const summary = await client.getStatement(day, { compression: 'none' });
   const t2 = performance.now();
+  const statementSummaryCpuSeconds = statementCpu();
   const sink = new Writable({
     write(_chunk: Buffer, _e, cb) {
       cb();
@@ -73,6 +111,7 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
   const t3 = performance.now();
   log(`day: statement ${summary.body.rowCount} rows, summary ${((t2 - t1) / 1000).toFixed(2)} s, file ${((t3 - t2) / 1000).toFixed(2)} s`);
   const t4 = performance.now();
+  const reconciliationCpu = cpu();
   const req = await svc.admin<{ runs: RunView[] }>('POST', '/reconciliation/runs', { day, provider: 'sandbox' });
   if (req.status !== 202 || !req.body.runs[0])
     throw new Error(`day: reconciliation request HTTP ${req.status} ${JSON.stringify(req.body)}`);
@@ -86,6 +125,7 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
     await new Promise((r) => setTimeout(r, 100));
   }
   const reconciliationSeconds = (performance.now() - t4) / 1000;
+  const reconciliationCpuSeconds = reconciliationCpu();
   log(`day: reconciliation ${run.status} in ${reconciliationSeconds.toFixed(2)} s (${JSON.stringify(run)})`);
   if (run.status !== 'COMPLETED') throw new Error(`day: reconciliation ${run.status}`);
   return {
@@ -97,6 +137,9 @@ export async function dayScenario(svc: Service, mch: Provisioned, orders: number
     statementFileSeconds: (t3 - t2) / 1000,
     reconciliationSeconds,
     reconciliationRunSeconds: (Date.parse(run.finishedAt ?? '') - Date.parse(run.startedAt ?? '')) / 1000,
+    statementSummaryCpuSeconds,
+    reconciliationCpuSeconds,
+    otherOrdersOfDay,
     reconciliation: {
       providerLines: run.providerLines,
       ledgerLines: run.ledgerLines,

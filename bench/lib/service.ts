@@ -28,6 +28,8 @@ export interface ServiceOptions {
   env: Record<string, string>;
   /** experiments only: PostgreSQL settings for the run's database (e.g. synchronous_commit=off) */
   pgSettings: [string, string][];
+  /** embedded only: this DATA_DIR (created if missing), kept after the run so that a filled ledger is reused; default a temporary one, removed */
+  dataDir?: string | null;
   logFile: string;
   log: (msg: string) => void;
 }
@@ -114,7 +116,8 @@ export class Service {
 
   async start(): Promise<void> {
     const { log } = this.opts;
-    this.dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mps-bench-'));
+    if (this.opts.dataDir) fs.mkdirSync(this.opts.dataDir, { recursive: true });
+    this.dataDir = this.opts.dataDir ? path.resolve(this.opts.dataDir) : fs.mkdtempSync(path.join(os.tmpdir(), 'mps-bench-'));
     // --server-env PORT=N: a port of one's own on a shared machine; else any free one
     this.port = Number(this.opts.env.PORT) || (await freePort());
     this.baseUrl = `http://127.0.0.1:${this.port}`;
@@ -388,6 +391,6 @@ export class Service {
         log(`could not drop database ${this.dbName}: ${(err as Error).message}`);
       }
     }
-    if (this.dataDir) fs.rmSync(this.dataDir, { recursive: true, force: true });
+    if (this.dataDir && !this.opts.dataDir) fs.rmSync(this.dataDir, { recursive: true, force: true });
   }
 }

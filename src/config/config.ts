@@ -66,6 +66,8 @@ export interface Config {
   embeddedPgSchedBatch: boolean;
   /** Threads of their own that hash passwords (src/lib/password-hash.ts), never libuv's pool. */
   passwordHashThreads: number;
+  /** The most of its time each hashing thread may be busy; it rests after each hash accordingly. */
+  passwordHashBusyPercent: number;
   /** Console and portal sign-ins in progress at once on this instance; one more is refused (503 with Retry-After). */
   signInMaxConcurrent: number;
   /** Refusals before authentication (and rate-limit 429s) answered at once to one address a second, past its burst; past it each is held (src/gate/refusal-pacer.ts). */
@@ -261,6 +263,7 @@ export function loadConfig(env: Env = process.env): Config {
     embeddedPgSchedBatch: bool(env, 'EMBEDDED_PG_SCHED_BATCH', true),
     ...statementDownloads(env),
     passwordHashThreads: int(env, 'PASSWORD_HASH_THREADS', 1, 1, 64),
+    passwordHashBusyPercent: int(env, 'PASSWORD_HASH_BUSY_PERCENT', 100, 1, 100),
     signInMaxConcurrent: int(env, 'SIGN_IN_MAX_CONCURRENT', 4, 1, 10_000),
     refusalsPerAddressPerSecond: int(env, 'REFUSALS_PER_ADDRESS_PER_SECOND', 100, 1, 1_000_000),
     refusalsBurstPerAddress: int(env, 'REFUSALS_BURST_PER_ADDRESS', 1000, 1, 1_000_000),

@@ -21,11 +21,22 @@ const P = 3;
 const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 
-type Pending = { job: ScryptJob; resolve: (key: Buffer) => void; reject: (err: Error) => void };
+type Pending = { job: ScryptJob; resolve: (key: Buffer) => void; reject: (err: Error) => void; startedAt: number };
+
+/**
+ * How long a hashing thread rests after a hash that kept it busy `busyMs`, so that it is busy at
+ * most `percent` of the time (`PASSWORD_HASH_BUSY_PERCENT`): a flood of sign-ins then takes at most
+ * that share of a core from the open API's threads and the database, whatever its nice value.
+ */
+export function restAfterHash(busyMs: number, percent: number): number {
+  if (percent >= 100 || !(busyMs > 0)) return 0;
+  return (busyMs * (100 - percent)) / percent;
+}
 
 /** A fixed number of hashing threads and a queue in front of them. Idle threads do not keep the process alive. */
 class ScryptPool {
   size: number;
+  busyPercent = 100;
   readonly #idle: Worker[] = [];
   readonly #busy = new Map<Worker, Pending>();
   readonly #queue: Pending[] = [];
@@ -42,6 +53,7 @@ class ScryptPool {
         job: { id: this.#nextId++, password: password.normalize('NFC'), salt, keyBytes: KEY_BYTES, n, r, p },
         resolve,
         reject,
+        startedAt: 0,
       });
       this.#pump();
     });
@@ -58,6 +70,7 @@ class ScryptPool {
       if (!w && this.#live.size < this.size) w = this.#spawn();
       if (!w) return;
       const next = this.#queue.shift()!;
+      next.startedAt = performance.now();
       this.#busy.set(w, next);
       w.ref();
       w.postMessage(next.job);
@@ -70,13 +83,20 @@ class ScryptPool {
     w.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
       const pending = this.#busy.get(w);
       this.#busy.delete(w);
-      w.unref();
-      this.#idle.push(w);
       if (pending) {
         if (m.key) pending.resolve(Buffer.from(m.key));
         else pending.reject(new Error(`scrypt failed: ${m.error}`));
       }
-      this.#pump();
+      const rest = pending ? restAfterHash(performance.now() - pending.startedAt, this.busyPercent) : 0;
+      const ready = () => {
+        if (!this.#live.has(w)) return;
+        w.unref();
+        this.#idle.push(w);
+        this.#pump();
+      };
+      // The thread stays referenced while it rests, so a queued hash is not dropped by an exit.
+      if (rest > 0) setTimeout(ready, rest);
+      else ready();
     });
     w.on('error', (err) => this.#lost(w, err));
     w.on('exit', (code) => this.#lost(w, new Error(`the hashing thread ended (${code})`)));
@@ -97,6 +117,14 @@ class ScryptPool {
 
 let pool: ScryptPool | null = null;
 let poolSize = 1;
+let poolBusyPercent = 100;
+
+/** The most of its time a hashing thread may be busy (`PASSWORD_HASH_BUSY_PERCENT`), set at start. */
+export function setPasswordHashBusyPercent(percent: number): void {
+  if (!Number.isInteger(percent) || percent < 1 || percent > 100) throw new Error('password hash busy percent must be 1 to 100');
+  poolBusyPercent = percent;
+  if (pool) pool.busyPercent = percent;
+}
 
 /**
  * The number of hashing threads of this process (`PASSWORD_HASH_THREADS`), set at start. Threads
@@ -109,7 +137,10 @@ export function setPasswordHashThreads(threads: number): void {
 }
 
 function derive(password: string, salt: Buffer, n: number, r: number, p: number): Promise<Buffer> {
-  pool ??= new ScryptPool(poolSize);
+  if (!pool) {
+    pool = new ScryptPool(poolSize);
+    pool.busyPercent = poolBusyPercent;
+  }
   return pool.derive(password, salt, n, r, p);
 }
 

@@ -115,7 +115,7 @@ export async function startEmbeddedPostgres(opts: {
       // (docs/performance.md, "New WAL segments not zero-filled"). Records are still checksummed
       // and flushed as before; the difference is that a full disk shows at a WAL write, not at the
       // segment's creation.
-      `-p ${PORT} -c max_connections=60 -c shared_buffers=64MB -c wal_init_zero=off`,
+      `-p ${PORT} -c max_connections=60 -c wal_init_zero=off ${memorySettings(os.totalmem())}`,
   ];
   for (let attempt = 1; ; attempt++) {
     const logOffset = await fileSize(logPath);
@@ -178,6 +178,21 @@ export async function startEmbeddedPostgres(opts: {
       return stopping;
     },
   };
+}
+
+/**
+ * The server's memory settings for a machine of `totalBytes`: shared_buffers a quarter of it (at
+ * least 128 MB, at most 8 GB), as for a database server sharing its machine with the service;
+ * effective_cache_size half of it (the planner's guess of what the page cache holds). With 64 MB, a
+ * ledger of millions of orders was read from the page cache lookup by lookup (the random ids of its
+ * primary keys): a day's statement and reconciliation took 2-4x their fresh-database time
+ * (docs/performance.md, "A year of data"). Memory is only used as pages are read.
+ */
+export function memorySettings(totalBytes: number): string {
+  const mb = Math.floor(totalBytes / 1024 / 1024);
+  const shared = Math.min(8192, Math.max(128, Math.floor(mb / 4)));
+  const cache = Math.max(512, Math.floor(mb / 2));
+  return `-c shared_buffers=${shared}MB -c effective_cache_size=${cache}MB`;
 }
 
 // ---------------------------------------------------------------------------------------------------

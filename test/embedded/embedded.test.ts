@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { type EmbeddedPostgres, startEmbeddedPostgres } from '../../src/store/embedded.ts';
+import { type EmbeddedPostgres, memorySettings, startEmbeddedPostgres } from '../../src/store/embedded.ts';
 import { InstanceLockedError, acquireInstanceLock } from '../../src/store/instance-lock.ts';
 
 const HOLD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'hold.ts');
@@ -77,6 +77,9 @@ async function killServer(dir: string): Promise<void> {
 
 async function query<T extends pg.QueryResultRow>(db: EmbeddedPostgres, sql: string): Promise<T[]> {
   const pool = new pg.Pool({ connectionString: db.connectionString, max: 1 });
+  // pool.end() does not wait for the server to close its side: a stop right after may still reach
+  // the ended connection as "terminating connection due to administrator command"
+  pool.on('error', () => {});
   try {
     return (await pool.query<T>(sql)).rows;
   } finally {
@@ -85,6 +88,13 @@ async function query<T extends pg.QueryResultRow>(db: EmbeddedPostgres, sql: str
 }
 
 describe('embedded PostgreSQL', () => {
+  test("memory settings: a quarter of the machine's memory for buffers (128 MB to 8 GB), half for the planner's cache", () => {
+    const GB = 1024 ** 3;
+    assert.equal(memorySettings(24 * GB), '-c shared_buffers=6144MB -c effective_cache_size=12288MB');
+    assert.equal(memorySettings(256 * GB), '-c shared_buffers=8192MB -c effective_cache_size=131072MB');
+    assert.equal(memorySettings(0.25 * GB), '-c shared_buffers=128MB -c effective_cache_size=512MB');
+  });
+
   test('restart keeps data; unix socket only; stop is idempotent', (t) =>
     inTempDir(async ({ dir, log, logs }) => {
       let t0 = performance.now();
@@ -98,6 +108,13 @@ describe('embedded PostgreSQL', () => {
       assert.equal(s?.la, '', 'no TCP listener');
       const [z] = await query<{ z: string }>(a, `SELECT current_setting('wal_init_zero') AS z`);
       assert.equal(z?.z, 'off', 'new WAL segments are not zero-filled (docs/performance.md, "New WAL segments not zero-filled")');
+      // Buffers for a service database: a quarter of the machine's memory (docs/configuration.md)
+      const [m] = await query<{ sb: string; ec: string }>(
+        a,
+        `SELECT (SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers')::text AS sb,
+                (SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'effective_cache_size')::text AS ec`,
+      );
+      assert.equal(`-c shared_buffers=${m?.sb}MB -c effective_cache_size=${m?.ec}MB`, memorySettings(os.totalmem()));
       await a.stop();
       await a.stop(); // idempotent
       assert.equal(await postmasterPid(dir), undefined);
