@@ -9,7 +9,7 @@
  *   node scripts/ha/cluster.ts down [dir]    stop it and remove its directory
  *
  * Needs Debian's `pg-auto-failover-cli` and `postgresql-15-auto-failover` (pg_autoctl, PostgreSQL
- * 15). As root, the servers run as the `postgres` user. Ports: HA_BASE_PORT (55400) for the
+ * 15). As root, the servers run as the `postgres` user. Ports: HA_BASE_PORT (25400) for the
  * monitor, the next ones for the nodes.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -65,7 +65,7 @@ export class HaCluster {
   readonly #runs = new Map<string, ChildProcess>();
   readonly #asRoot = process.getuid?.() === 0;
 
-  constructor(dir: string, basePort = Number(process.env.HA_BASE_PORT ?? 55400)) {
+  constructor(dir: string, basePort = Number(process.env.HA_BASE_PORT ?? 25400)) {
     this.dir = path.resolve(dir);
     this.monitorPort = basePort;
     this.nodes = [

@@ -447,7 +447,7 @@ if (isMain) {
     switchovers: Number(values.switchovers),
     clients: Number(values.clients),
     dir,
-    basePort: Number(process.env.HA_BASE_PORT ?? 55400),
+    basePort: Number(process.env.HA_BASE_PORT ?? 25400),
     calmMs: 5000,
     log: (l) => console.log(l),
   });

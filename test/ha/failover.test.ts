@@ -9,7 +9,7 @@
  * `npm run ha:drill`.
  *
  * Needs Debian's pg-auto-failover-cli and postgresql-15-auto-failover (skipped without them,
- * failed under MPS_TEST_REQUIRE_ALL=1). Ports: HA_BASE_PORT (55400) and the next 25.
+ * failed under MPS_TEST_REQUIRE_ALL=1). Ports: HA_BASE_PORT (25400) and the next 25.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -38,7 +38,7 @@ describe('high availability: failovers and a switchover under load', { skip: ski
           clients: 3,
           calmMs: 3000,
           dir,
-          basePort: Number(process.env.HA_BASE_PORT ?? 55400),
+          basePort: Number(process.env.HA_BASE_PORT ?? 25400),
           log: (line) => console.log(`# ${line}`),
         });
         console.log(`# ${JSON.stringify(report.drills)}`);
