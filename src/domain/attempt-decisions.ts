@@ -1,13 +1,23 @@
 /**
  * Decide, then apply, for an attempt's own outcome and for the answers of the background checks:
- * what a new attempt's provider answer, a provider check's answer about an attempt or a refund,
- * and the closes of a stray attempt, a trade or a re-create's old attempt do to an order's records.
+ * what a new attempt's provider answer, a trade's material given by the provider, a provider
+ * check's answer about an attempt or a refund, and the closes of a stray attempt, a trade or a
+ * re-create's old attempt do to an order's records.
  * Pure, as payment-decisions.ts (whose Planner they share, with its one confirmation of a payment):
  * each answers a `Change` that the store applies in one statement only if the records are still
  * as read (src/store/changes.ts).
  */
-import { type Change, FIRST_CHECK_MS, type PaymentFacts, Planner, type RefundFacts, emptyChange } from './payment-decisions.ts';
-import { REFUND_NOT_RECEIVED, type RefundState, isLiveAttempt, transition } from './states.ts';
+import {
+  type Change,
+  FIRST_CHECK_MS,
+  type OrderFacts,
+  type PaymentFacts,
+  Planner,
+  type RefundFacts,
+  emptyChange,
+} from './payment-decisions.ts';
+import { type PayableOrder, validAttempt } from './payability.ts';
+import { REFUND_NOT_RECEIVED, type RefundState, type TradeState, isLiveAttempt, transition } from './states.ts';
 import { refundEventType } from './events.ts';
 
 /** A stray close handed to the provider checks is first checked this soon. */
@@ -145,6 +155,43 @@ export function decideTradeClosed(f: PaymentFacts, tradeId: string, now: Date, f
   const t = p.trades.find((x) => x.id === tradeId);
   if (t && (t.state === 'NEW' || t.state === 'OPEN')) p.moveTrade(t, 'CLOSED');
   return p.c;
+}
+
+/** What recording a trade's material reads: the records, with what the order's payability needs. */
+export interface TradeMadeFacts extends PaymentFacts {
+  order: OrderFacts & PayableOrder;
+}
+
+/**
+ * The provider answered a trade's order with its material (the cashier, a trade made when the page
+ * first needs it, or asked again, identically, while it has none): a NEW trade becomes OPEN with
+ * it; an OPEN one takes it (a move from OPEN to OPEN). The provider now holds an open order: if
+ * nobody may pay it (the trade was closed while it was being made, or the attempt can no longer be
+ * paid: `validAttempt`, with the attempt's expiry `attemptExpireAt`, fixed when it was made), it is
+ * closed there afterwards (CLOSE_TRADE). A trade paid meanwhile is left as it is. Answers the
+ * change and the trade's state as it leaves it.
+ */
+export function decideTradeMade(
+  f: TradeMadeFacts,
+  tradeId: string,
+  material: string,
+  attemptExpireAt: Date,
+  now: Date,
+): { change: Change; state: TradeState } {
+  const flow = 'make trade';
+  const c = emptyChange();
+  const t = f.trades.find((x) => x.id === tradeId);
+  if (!t) throw new Error(`${flow}: trade ${tradeId} is not of order ${f.order.id}`);
+  const a = f.attempts.find((x) => x.id === t.attemptId);
+  if (!a) throw new Error(`${flow}: attempt ${t.attemptId} is not of order ${f.order.id}`);
+  let state = t.state;
+  if (state === 'NEW' || state === 'OPEN') {
+    if (state === 'NEW') state = transition('trade', flow, state, 'OPEN').to;
+    c.trades.push({ id: t.id, from: t.state, to: state, providerRef: null, material });
+  }
+  const payable = validAttempt(f.order, { state: a.state, expireAt: attemptExpireAt }, now.getTime()) !== null;
+  if (state === 'CLOSED' || (state === 'OPEN' && !payable)) c.jobs.push({ kind: 'CLOSE_TRADE', subjectId: t.id, at: now });
+  return { change: c, state };
 }
 
 /**

@@ -80,6 +80,10 @@ export interface AttemptMove extends RowMove<AttemptState> {
 }
 /** What an attempt's move may carry beyond its state. */
 export type AttemptExtra = Pick<AttemptMove, 'qrCode' | 'redirectUrl' | 'madeAt'>;
+/** A trade's move, with the material the provider's answer gave it (kept as it was where absent). */
+export interface TradeMove extends RowMove<TradeState> {
+  material?: string;
+}
 export interface RefundMove extends RowMove<RefundState> {
   failureReason: string | null;
 }
@@ -103,7 +107,7 @@ export interface Change {
   /** The order's stateVersion moves without a status of its own (a refund's change). */
   bump: boolean;
   attempts: AttemptMove[];
-  trades: RowMove<TradeState>[];
+  trades: TradeMove[];
   refund: RefundMove | null;
   duplicate: DuplicateWrite | null;
   /** The event the change reports (at the order's stateVersion + 1). */
@@ -303,13 +307,14 @@ export type RefundWord =
 
 /**
  * A refund's decision: a change, nothing (the ledger already says it, or another word got there
- * first), a refund judged lost that the provider accepted after all (`revive`, applied by the
- * caller with the sum of refunds checked), or a contradiction of a settled refund (logged).
+ * first), a refund judged lost that the provider accepted after all (`REVIVE`: its change, after
+ * which the caller checks the sum of refunds against the amount paid), or a contradiction of a
+ * settled refund (logged).
  */
 export type RefundDecision =
   | { kind: 'CHANGE'; change: Change }
   | { kind: 'NOTHING' }
-  | { kind: 'REVIVE'; to: 'PENDING' | 'SUCCEEDED'; providerRef: string | null }
+  | { kind: 'REVIVE'; change: Change }
   | { kind: 'CONTRADICTION'; recorded: RefundState; reported: string };
 
 function refundChange(
@@ -332,9 +337,31 @@ export function revivable(r: RefundFacts): boolean {
   return r.state === 'FAILED' && r.failureReason === REFUND_NOT_RECEIVED;
 }
 
+/**
+ * A FAILED refund the provider reports accepted (PENDING) or settled (SUCCEEDED): one the platform
+ * judged lost was received after all, and the money moved, so it takes the provider's state (and
+ * counts toward the cumulative limit again), with its event; one the provider itself refused
+ * contradicts the ledger and is never revived.
+ */
+function revival(r: RefundFacts, to: 'PENDING' | 'SUCCEEDED', providerRef: string | null, now: Date): RefundDecision {
+  if (!revivable(r)) return { kind: 'CONTRADICTION', recorded: r.state, reported: to };
+  const change = refundChange('refund reported after it was judged lost', r, to, {
+    providerRef,
+    failureReason: null,
+    checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_REFUND_CHECK_MS) : undefined,
+  });
+  change.notes.push(`refund ${r.id} judged lost was accepted by the provider after all (${to}); recorded`);
+  return { kind: 'REVIVE', change };
+}
+
+/** The change of a refund's decision (none for nothing or a contradiction). */
+export function changeOf(d: RefundDecision): Change {
+  return d.kind === 'CHANGE' || d.kind === 'REVIVE' ? d.change : emptyChange();
+}
+
 export function decideRefund(r: RefundFacts, w: RefundWord, now: Date): RefundDecision {
   if (w.kind === 'NOTICE') {
-    if (r.state === 'FAILED' && w.state === 'SUCCEEDED') return { kind: 'REVIVE', to: 'SUCCEEDED', providerRef: w.providerRef };
+    if (r.state === 'FAILED' && w.state === 'SUCCEEDED') return revival(r, 'SUCCEEDED', w.providerRef, now);
     if (r.state === 'SUCCEEDED' || r.state === 'FAILED') {
       return r.state === w.state ? { kind: 'NOTHING' } : { kind: 'CONTRADICTION', recorded: r.state, reported: w.state };
     }
@@ -347,7 +374,7 @@ export function decideRefund(r: RefundFacts, w: RefundWord, now: Date): RefundDe
   if (r.state !== 'REQUESTED') {
     // A notification or the provider check got there first. A refund the platform judged lost that
     // the provider accepted after all: the provider's word stands.
-    if (r.state === 'FAILED' && w.kind === 'ANSWER') return { kind: 'REVIVE', to: w.outcome, providerRef: w.providerRef };
+    if (r.state === 'FAILED' && w.kind === 'ANSWER') return revival(r, w.outcome, w.providerRef, now);
     return { kind: 'NOTHING' };
   }
   if (w.kind === 'REJECTED')

@@ -173,15 +173,5 @@ export function transition<K extends Entity>(entity: K, flow: string, from: Stat
   return { entity, from, to };
 }
 
-/**
- * The states a change into `to` may start from (the table read backwards), for a repository that
- * applies it to whatever state its row is in: `WHERE state = ANY(sourcesOf(...))`.
- */
-export function sourcesOf<K extends Entity>(entity: K, to: StateOf<K>): StateOf<K>[] {
-  return Object.entries(TABLES[entity] as Record<string, readonly string[]>)
-    .filter(([, tos]) => tos.includes(to))
-    .map(([from]) => from as StateOf<K>);
-}
-
 /** Refund states that hold refundable amount (decisions.md section 6). */
 export const REFUND_COUNTING_STATES: readonly RefundState[] = ['REQUESTED', 'PENDING', 'SUCCEEDED', 'UNKNOWN'];

@@ -1,7 +1,7 @@
 /**
  * Repository: decide, then apply (src/domain/payment-decisions.ts). An order's records are read in
  * one statement (the order, every attempt and trade of it, a refund of it, and their fingerprint);
- * the decision's change is written in one statement (`mps_apply_changes`, migrations/0090) with
+ * the decision's change is written in one statement (`mps_apply_changes`, migrations/0090, 0100, 0102) with
  * its event and follow-up jobs, only if the records are still as read: otherwise nothing is written
  * and the caller reads and decides again. Concurrent changes of one event-loop turn share the
  * statement (src/store/batcher.ts), each decided from its own order's records and applied under
@@ -219,7 +219,7 @@ function item(
       redirect_url: m.redirectUrl ?? null,
       made_at: m.madeAt ?? null,
     })),
-    trades: c.trades.map((m) => ({ id: m.id, from: m.from, to: m.to, provider_ref: m.providerRef })),
+    trades: c.trades.map((m) => ({ id: m.id, from: m.from, to: m.to, provider_ref: m.providerRef, material: m.material ?? null })),
     refund: c.refund,
     duplicate: c.duplicate,
     jobs: c.jobs.map((j) => ({ kind: j.kind, subject_id: j.subjectId, at: j.at })),

@@ -4,32 +4,13 @@
  * the dispatcher (src/events/dispatcher.ts) claims due events with a lease and records each
  * attempt, fenced by the lease's token.
  */
-import type { EventType, WebhookEventPayload } from '../domain/events.ts';
+import type { EventType } from '../domain/events.ts';
 import { TurnBatcher } from './batcher.ts';
 import type { DeliveryState, Transition } from '../domain/states.ts';
 import { type Db, type Queryable, type Tx } from './db.ts';
-import { atOrFromStates, fromStates } from './states-sql.ts';
 
-/** A failed delivery attempt is no transition: it is recorded over a PENDING event, which it leaves PENDING. */
+/** A failed delivery attempt, or a redelivery asked of a PENDING event, is no transition: recorded over a PENDING event, which it leaves PENDING. */
 const RETRIED: DeliveryState = 'PENDING';
-/** A delivered or dead event goes back to the queue. */
-const REQUEUE_FROM = fromStates('delivery', 'PENDING');
-/** The merchant's redelivery: a PENDING event stays PENDING (made due now), the others go back to the queue. */
-const REDELIVER_FROM = atOrFromStates('delivery', 'PENDING');
-
-/** Writes the event (its payload is the exact text that will be delivered and signed). */
-export async function insertEvent(
-  tx: Tx,
-  e: { id: string; appId: string; orderId: string; refundId: string | null; type: EventType; payload: WebhookEventPayload },
-  now: Date,
-): Promise<void> {
-  await tx.query({
-    name: 'event_insert',
-    text: `INSERT INTO events(id, app_id, order_id, refund_id, event_type, state_version, payload, next_attempt_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
-    values: [e.id, e.appId, e.orderId, e.refundId, e.type, e.payload.stateVersion, JSON.stringify(e.payload), now],
-  });
-}
 
 /** Due events read to find the apps with a due event before switching to one probe per app. */
 const DUE_SAMPLE = 256;
@@ -271,16 +252,23 @@ export async function rescheduleAppEvents(db: Queryable, appId: string, now: Dat
   return r.rowCount ?? 0;
 }
 
-/** A dead or delivered event goes back to the queue, due now (attempts restart; the log keeps counting). */
-export async function requeueEvent(db: Queryable, eventId: string, now: Date): Promise<'REQUEUED' | 'ALREADY_QUEUED' | 'NOT_FOUND'> {
+/** An event's delivery state, null when there is no such event. */
+export async function eventStatus(db: Queryable, eventId: string): Promise<DeliveryState | null> {
+  const r = await db.query<{ status: DeliveryState }>('SELECT status FROM events WHERE id = $1', [eventId]);
+  return r.rows[0]?.status ?? null;
+}
+
+/**
+ * A dead or delivered event goes back to the queue, due now (attempts restart; the log keeps
+ * counting): `t` (to PENDING), applied only from its source state; answers whether it was.
+ */
+export async function requeueEvent(db: Queryable, eventId: string, t: Transition<'delivery'>, now: Date): Promise<boolean> {
   const r = await db.query(
-    `UPDATE events SET status = 'PENDING', attempts = 0, next_attempt_at = $2, locked_by = NULL, locked_until = NULL
-      WHERE id = $1 AND status IN ${REQUEUE_FROM} RETURNING id`,
-    [eventId, now],
+    `UPDATE events SET status = $3, attempts = 0, next_attempt_at = $2, locked_by = NULL, locked_until = NULL
+      WHERE id = $1 AND status = $4`,
+    [eventId, now, t.to, t.from],
   );
-  if (r.rowCount === 1) return 'REQUEUED';
-  const e = await db.query('SELECT 1 FROM events WHERE id = $1', [eventId]);
-  return e.rowCount === 0 ? 'NOT_FOUND' : 'ALREADY_QUEUED';
+  return r.rowCount === 1;
 }
 
 export async function countEventsByStatus(db: Queryable): Promise<{ status: string; n: number }[]> {
@@ -453,25 +441,25 @@ export async function getAppEvent(
   return { event: appEvent(row), deliveries: d.rows.map(({ id: _id, ...x }: DeliveryRow & { id?: string }) => x) };
 }
 
-export type RedeliveryOutcome =
-  { outcome: 'QUEUED'; status: 'PENDING'; nextAttemptAt: Date } | { outcome: 'NOT_FOUND' } | { outcome: 'TOO_SOON'; retryAfterMs: number };
+/** Whether the merchant may have the event delivered again now, and the event's delivery state then. */
+export type RedeliveryCheck =
+  { outcome: 'ALLOWED'; status: DeliveryState } | { outcome: 'NOT_FOUND' } | { outcome: 'TOO_SOON'; retryAfterMs: number };
 
 /**
- * The merchant asks for an event of its app to be delivered again: a delivered or dead event goes
- * back to the queue, due now, with a fresh schedule; a pending one is made due now (one being
- * delivered at this moment is due again as soon as that attempt ends, unless it succeeded).
- * In the caller's transaction (the event's row locked). Refused (TOO_SOON) within `minIntervalMs` of the event's previous request, or when the app has
- * made `perAppMax` requests within `perAppWindowMs`.
+ * The merchant asks for an event of its app to be delivered again: the event's row locked in the
+ * caller's transaction (its state stays as read until the transaction ends), and its state
+ * answered. Refused (TOO_SOON) within `minIntervalMs` of the event's previous request, or when the
+ * app has made `perAppMax` requests within `perAppWindowMs`.
  */
-export async function requestRedelivery(
+export async function checkRedelivery(
   tx: Tx,
   appId: string,
   eventId: string,
   now: Date,
   limits: { minIntervalMs: number; perAppWindowMs: number; perAppMax: number },
-): Promise<RedeliveryOutcome> {
-  const e = await tx.query<{ last: Date | null }>(
-    'SELECT redelivery_requested_at AS last FROM events WHERE id = $1 AND app_id = $2 FOR UPDATE',
+): Promise<RedeliveryCheck> {
+  const e = await tx.query<{ last: Date | null; status: DeliveryState }>(
+    'SELECT redelivery_requested_at AS last, status FROM events WHERE id = $1 AND app_id = $2 FOR UPDATE',
     [eventId, appId],
   );
   const row = e.rows[0];
@@ -488,14 +476,25 @@ export async function requestRedelivery(
   if (n >= limits.perAppMax && oldest !== null) {
     return { outcome: 'TOO_SOON', retryAfterMs: oldest.getTime() + limits.perAppWindowMs - now.getTime() };
   }
+  return { outcome: 'ALLOWED', status: row.status };
+}
+
+/**
+ * The merchant's redelivery, recorded (the event locked by checkRedelivery): `move`, a delivered or
+ * dead event back to the queue (to PENDING), due now with a fresh schedule; null, a pending one
+ * stays PENDING, made due now (one being delivered at this moment is due again as soon as that
+ * attempt ends, unless it succeeded). Applied only from the source state (PENDING for null);
+ * answers when the event is next due, null when it was not in that state.
+ */
+export async function redeliver(tx: Tx, eventId: string, move: Transition<'delivery'> | null, now: Date): Promise<Date | null> {
   const u = await tx.query<{ nextAttemptAt: Date }>(
-    `UPDATE events SET status = 'PENDING', attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
+    `UPDATE events SET status = $3, attempts = CASE WHEN status = 'PENDING' THEN attempts ELSE 0 END,
             next_attempt_at = CASE WHEN status = 'PENDING' AND locked_until > $2 THEN next_attempt_at ELSE $2 END,
             redelivery_requested_at = $2, redelivery_requests = redelivery_requests + 1
-      WHERE id = $1 AND status IN ${REDELIVER_FROM} RETURNING next_attempt_at AS "nextAttemptAt"`,
-    [eventId, now],
+      WHERE id = $1 AND status = $4 RETURNING next_attempt_at AS "nextAttemptAt"`,
+    [eventId, now, move?.to ?? RETRIED, move?.from ?? RETRIED],
   );
-  return { outcome: 'QUEUED', status: 'PENDING', nextAttemptAt: u.rows[0]!.nextAttemptAt };
+  return u.rows[0]?.nextAttemptAt ?? null;
 }
 
 /**

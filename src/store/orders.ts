@@ -87,16 +87,6 @@ export async function lockOrder(tx: Tx, id: string): Promise<void> {
   await tx.query({ name: 'order_lock', text: 'SELECT 1 FROM orders WHERE id = $1 FOR UPDATE', values: [id] });
 }
 
-/** Bumps the order's shared state counter (orders and their refunds); returns the fresh row. */
-export async function bumpStateVersion(tx: Tx, orderId: string, now: Date): Promise<OrderRow> {
-  const r = await tx.query<OrderRow>({
-    name: 'order_bump_version_row',
-    text: `UPDATE orders SET state_version = state_version + 1, updated_at = $2 WHERE id = $1 RETURNING ${ORDER_COLS}`,
-    values: [orderId, now],
-  });
-  return r.rows[0]!;
-}
-
 /** A request id's claim made inside a write (as InlineClaim of order-inserts.ts). */
 export interface JoinedClaim {
   appId: string;

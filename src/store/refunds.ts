@@ -1,13 +1,13 @@
 /**
- * Repository: refunds and duplicate payments. Refund changes are made with the order's row locked
- * (the row that owns the cumulative limit); state changes take a Transition checked against the
+ * Repository: refunds and duplicate payments. A refund is reserved with the order's row locked
+ * (the row that owns the cumulative limit); its state changes are decided changes of its order,
+ * applied by src/store/changes.ts. A duplicate's refund takes a Transition checked against the
  * tables of src/domain/states.ts.
  */
 import type { DuplicateRefundState, RefundState, Transition } from '../domain/states.ts';
 import type { Queryable, Tx } from './db.ts';
 import { type JoinedClaim, ORDER_COLS, type OrderRow } from './orders.ts';
 import { RefundNumberTaken, isUniqueViolation } from './errors.ts';
-import { fromStates } from './states-sql.ts';
 
 export interface RefundRow {
   id: string;
@@ -186,27 +186,6 @@ export async function reserveRefund(
   return { refund: row.id ? row : null, claimed };
 }
 
-export interface RefundChange {
-  providerRef?: string | null;
-  failureReason?: string | null;
-}
-
-/**
- * Applies `t` to the refund (in `t.from`, the caller holding its order's lock); answers the fresh
- * row. A refund that leaves FAILED for the provider's success sheds its failure.
- */
-export async function setRefundState(tx: Tx, id: string, t: Transition<'refund'>, c: RefundChange, now: Date): Promise<RefundRow> {
-  const r = await tx.query<RefundRow>(
-    `UPDATE refunds SET state = $3, provider_ref = COALESCE($4, provider_ref),
-            failure_reason = CASE WHEN $3 IN ('PENDING', 'SUCCEEDED') THEN NULL ELSE COALESCE($5, failure_reason) END,
-            updated_at = $6 WHERE id = $1 AND state = $2 RETURNING ${REFUND_COLS}`,
-    [id, t.from, t.to, c.providerRef ?? null, c.failureReason ?? null, now],
-  );
-  const fresh = r.rows[0];
-  if (!fresh) throw new Error(`refund ${id} is not ${t.from}: the caller must hold its order's lock`);
-  return fresh;
-}
-
 /** The refunds of an order in `states`, summed, in fen. */
 export async function sumRefundsFen(tx: Queryable, orderId: string, states: readonly RefundState[]): Promise<number> {
   const r = await tx.query<{ total: number }>(
@@ -288,21 +267,6 @@ export async function setDuplicateRefundState(
     `UPDATE duplicate_payments SET refund_state = $3, provider_ref = COALESCE($4, provider_ref), updated_at = $5
       WHERE id = $1 AND refund_state = $2`,
     [id, t.from, t.to, providerRef, now],
-  );
-  return r.rowCount === 1;
-}
-
-const REFUNDED_FROM = fromStates('duplicateRefund', 'REFUNDED');
-
-/**
- * The provider reports a duplicate's refund settled: REFUNDED from whichever state the table lets
- * reach it (the money is back, whatever was recorded meanwhile); answers whether it changed.
- */
-export async function markDuplicateRefunded(db: Queryable, id: string, providerRef: string | null, now: Date): Promise<boolean> {
-  const r = await db.query(
-    `UPDATE duplicate_payments SET refund_state = 'REFUNDED', provider_ref = COALESCE($3, provider_ref), updated_at = $2
-      WHERE id = $1 AND refund_state IN ${REFUNDED_FROM}`,
-    [id, now, providerRef],
   );
   return r.rowCount === 1;
 }

@@ -7,12 +7,8 @@
  * lease ran out, or whose holder's instance stopped beating (service_instances), may be taken over
  * by a retry: that is how a request cut off by a crash is retried within seconds.
  */
-import type { RequestUnitState } from '../domain/states.ts';
+import type { RequestUnitState, Transition } from '../domain/states.ts';
 import type { Queryable } from './db.ts';
-import { fromStates } from './states-sql.ts';
-
-/** Only a unit in progress is answered (DONE), taken over or given up (deleted). */
-const IN_PROGRESS = fromStates('requestUnit', 'DONE');
 
 export interface RequestKey {
   appId: string;
@@ -66,7 +62,7 @@ export async function readRequestId(
   const r = await db.query<RequestRecord>({
     name: 'replay_read',
     text: `SELECT method, target, body_sha256 AS "bodySha256", state, status_code AS "answerStatus", response_body AS body,
-            (state IN ${IN_PROGRESS} AND ${HOLDER_GONE}) AS takeable
+            (state = 'IN_PROGRESS' AND ${HOLDER_GONE}) AS takeable
        FROM request_replays r WHERE app_id = $1 AND request_id = $2`,
     values: [appId, requestId, now, aliveSince],
   });
@@ -78,33 +74,38 @@ export async function takeOverRequestId(db: Queryable, k: RequestKey, h: Holder,
   const r = await db.query({
     name: 'replay_take_over',
     text: `UPDATE request_replays r SET lease_until = $5, holder = $6, holder_instance = $7
-      WHERE app_id = $1 AND request_id = $2 AND state IN ${IN_PROGRESS} AND ${HOLDER_GONE} RETURNING 1`,
+      WHERE app_id = $1 AND request_id = $2 AND state = 'IN_PROGRESS' AND ${HOLDER_GONE} RETURNING 1`,
     values: [k.appId, k.requestId, now, aliveSince, h.leaseUntil, h.holder, h.instance],
   });
   return r.rowCount === 1;
 }
 
-/** Records the answer, only by the record's holder; answers whether it did. */
+/**
+ * Records the answer: `t`, the unit's move from the state its holder's claim left it in
+ * (IN_PROGRESS to DONE), applied only over that state and only by the record's holder; answers
+ * whether it did.
+ */
 export async function completeRequestId(
   db: Queryable,
   appId: string,
   requestId: string,
   holder: string,
+  t: Transition<'requestUnit'>,
   status: number,
   body: string,
 ): Promise<boolean> {
   const r = await db.query({
     name: 'replay_complete',
-    text: `UPDATE request_replays SET state = 'DONE', status_code = $4, response_body = $5, lease_until = NULL
-      WHERE app_id = $1 AND request_id = $2 AND holder = $3 AND state IN ${IN_PROGRESS}`,
-    values: [appId, requestId, holder, status, body],
+    text: `UPDATE request_replays SET state = $7, status_code = $4, response_body = $5, lease_until = NULL
+      WHERE app_id = $1 AND request_id = $2 AND holder = $3 AND state = $6`,
+    values: [appId, requestId, holder, status, body, t.from, t.to],
   });
   return r.rowCount === 1;
 }
 
 /** Forgets an unanswered record (a 429 or 503 is not kept), only by its holder. */
 export async function abandonRequestId(db: Queryable, appId: string, requestId: string, holder: string): Promise<void> {
-  await db.query(`DELETE FROM request_replays WHERE app_id = $1 AND request_id = $2 AND holder = $3 AND state IN ${IN_PROGRESS}`, [
+  await db.query(`DELETE FROM request_replays WHERE app_id = $1 AND request_id = $2 AND holder = $3 AND state = 'IN_PROGRESS'`, [
     appId,
     requestId,
     holder,

@@ -1,10 +1,9 @@
 /**
  * Repository: the provider trades of an attempt beyond its own (migrations/0020), and the cashier's
- * OAuth states. A trade's id is the provider's out_trade_no; its state changes take a Transition
- * checked against src/domain/states.ts and apply only from their source state. Changes that touch
- * the order's ledger are made by the use cases with the order's row locked.
+ * OAuth states. A trade's id is the provider's out_trade_no; its state changes (and the material
+ * the provider gives it) are decided changes of its order, applied by src/store/changes.ts.
  */
-import type { TradeState, Transition } from '../domain/states.ts';
+import type { TradeState } from '../domain/states.ts';
 import { type Db, type Queryable, withTx } from './db.ts';
 
 export type TradeProduct = 'JSAPI' | 'NATIVE';
@@ -114,30 +113,6 @@ export async function liveTradesOfAttempt(db: Queryable, attemptId: string, exce
     [attemptId, except],
   );
   return r.rows;
-}
-
-export interface TradeChange {
-  material?: string | null;
-  providerRef?: string | null;
-}
-
-/** Applies `t` to the trade if it is still in `t.from`; answers whether it did. */
-export async function setTradeState(db: Queryable, id: string, t: Transition<'trade'>, c: TradeChange, now: Date): Promise<boolean> {
-  const r = await db.query(
-    `UPDATE provider_trades SET state = $3, material = COALESCE($4, material), provider_ref = COALESCE($5, provider_ref), updated_at = $6
-      WHERE id = $1 AND state = $2`,
-    [id, t.from, t.to, c.material ?? null, c.providerRef ?? null, now],
-  );
-  return r.rowCount === 1;
-}
-
-/** The material of a NEW or OPEN trade, as the provider answered it again (an identical order). */
-export async function noteTradeMaterial(db: Queryable, id: string, material: string, now: Date): Promise<void> {
-  await db.query(`UPDATE provider_trades SET material = $2, updated_at = $3 WHERE id = $1 AND state IN ('NEW', 'OPEN')`, [
-    id,
-    material,
-    now,
-  ]);
 }
 
 /** The numbers of an order's trades (the sandbox's lever that ends a payment window ends theirs too). */

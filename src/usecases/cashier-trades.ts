@@ -7,25 +7,23 @@
  * others are closed, a second payment is refunded (src/domain/payment-decisions.ts, confirmPaid).
  *
  * Only a PAYABLE attempt gets a trade (the caller checks: the page's state), and the provider is
- * called outside any transaction; the outcome is recorded under the order's lock. A trade whose
+ * called outside any transaction; its material is recorded by decide, then apply
+ * (src/domain/attempt-decisions.ts, decideTradeMade), in one statement. A trade whose
  * answer was lost, or that the provider refused, stays NEW: the identical order is sent again the
  * next time the page needs it, which the provider answers with the same material.
  */
+import { decideTradeMade } from '../domain/attempt-decisions.ts';
 import { newId } from '../domain/ids.ts';
-import { validAttempt } from '../domain/payability.ts';
 import { type JsapiPayment, ProviderRejectedError, type CreateTradeResult } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
 import * as attempts from '../store/attempts.ts';
 import type { AttemptRow } from '../store/attempts.ts';
-import * as jobs from '../store/jobs.ts';
-import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as trades from '../store/trades.ts';
 import type { TradeProduct, TradeRow } from '../store/trades.ts';
 import { callProvider } from './attempts.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { applyNotification } from './notifications.ts';
-import { setTrade } from './payment-state.ts';
+import { decideAndApply } from './payment-state.ts';
 
 /** JSAPI trades of one attempt at most (one per WeChat user who opens the link): a link passed around makes no orders without end. */
 export const MAX_JSAPI_TRADES = 5;
@@ -110,23 +108,18 @@ async function makeTrade(d: UseCaseDeps, order: OrderRow, attempt: AttemptRow, r
     await applyNotification(d, { kind: 'PAYMENT', attemptId: row.id, state: 'PAID', reason: null, providerRef: result.providerRef });
     return { trade: await trades.getTrade(d.db, row.id), problem: null };
   }
+  // Recorded by decide, then apply (decideTradeMade): applied only if the order's records are still as read.
   const material = result.material;
-  const fresh = await withTx(d.db, async (tx) => {
-    const o = (await orders.getOrderLocked(tx, order.id))!;
-    const a = (await attempts.getAttempt(tx, attempt.id))!;
-    const t = (await trades.getTrade(tx, row.id))!;
-    const now = nowOf(d);
-    if (t.state === 'NEW') await setTrade(tx, 'make trade', t, 'OPEN', { material }, now);
-    else if (t.state === 'OPEN') await trades.noteTradeMaterial(tx, t.id, material, now);
-    // Closed while it was being made, or made for an attempt that can no longer be paid: the
-    // provider now holds an open order nobody may pay; it is closed there (a follow-up).
-    if (t.state === 'CLOSED' || (t.state === 'OPEN' && validAttempt(o, a, now.getTime()) === null)) {
-      await jobs.schedule(tx, 'CLOSE_TRADE', t.id, now);
-    }
-    return { ...t, material: t.state === 'OPEN' ? material : t.material };
-  });
-  if (fresh.state !== 'OPEN') d.wakeWorkers();
-  return { trade: fresh, problem: null };
+  const out = (await decideAndApply(
+    d,
+    () => d.records.read('order', order.id),
+    (rec, now) => {
+      const { change, state } = decideTradeMade(rec, row.id, material, attempt.expireAt, now);
+      return { change, verdict: state };
+    },
+  ))!;
+  const state = out.verdict;
+  return { trade: { ...row, state, material: state === 'OPEN' ? material : row.material }, problem: null };
 }
 
 /**

@@ -6,7 +6,8 @@
  */
 import { DomainError } from '../domain/errors.ts';
 import { EVENT_ID_RE, type EventQuery } from '../domain/event-log.ts';
-import { withTx } from '../store/db.ts';
+import { transition } from '../domain/states.ts';
+import { type Tx, withTx } from '../store/db.ts';
 import * as events from '../store/events.ts';
 import { type Caller, type UseCaseDeps, nowOf } from './deps.ts';
 import type { EventDetail, EventPage, EventRedelivery } from './results.ts';
@@ -34,7 +35,7 @@ export async function getEvent(d: UseCaseDeps, caller: Caller, eventId: string):
 /** Rate-limited (REDELIVERY_LIMITS): 429 OPEN_API_RATE_LIMITED with Retry-After, as the gate's rate limit answers. */
 export async function redeliverEvent(d: UseCaseDeps, caller: Caller, eventId: string): Promise<EventRedelivery> {
   if (!EVENT_ID_RE.test(eventId)) throw new DomainError('NOT_FOUND');
-  const r = await withTx(d.db, (tx) => events.requestRedelivery(tx, caller.app.id, eventId, nowOf(d), REDELIVERY_LIMITS));
+  const r = await withTx(d.db, (tx) => requestRedelivery(tx, caller.app.id, eventId, nowOf(d)));
   if (r.outcome === 'NOT_FOUND') throw new DomainError('NOT_FOUND');
   if (r.outcome === 'TOO_SOON') {
     throw new DomainError('RATE_LIMITED', 'Redelivery is limited to one request per event a minute and 20 events of an app a minute.', {
@@ -43,4 +44,22 @@ export async function redeliverEvent(d: UseCaseDeps, caller: Caller, eventId: st
   }
   d.wakeWorkers();
   return { kind: 'event-redelivery', eventId, nextAttemptAt: r.nextAttemptAt };
+}
+
+export type RedeliveryOutcome =
+  { outcome: 'QUEUED'; nextAttemptAt: Date } | { outcome: 'NOT_FOUND' } | { outcome: 'TOO_SOON'; retryAfterMs: number };
+
+/**
+ * The merchant asks for an event of its app to be delivered again (the open API's event log, the
+ * portal), within REDELIVERY_LIMITS, in the caller's transaction: the event locked and its state
+ * read; a delivered or dead one goes back to the queue, a transition to PENDING from that state,
+ * with a fresh schedule; a pending one stays PENDING, made due now.
+ */
+export async function requestRedelivery(tx: Tx, appId: string, eventId: string, now: Date): Promise<RedeliveryOutcome> {
+  const c = await events.checkRedelivery(tx, appId, eventId, now, REDELIVERY_LIMITS);
+  if (c.outcome !== 'ALLOWED') return c;
+  const move = c.status === 'PENDING' ? null : transition('delivery', 'redeliver event', c.status, 'PENDING');
+  const nextAttemptAt = await events.redeliver(tx, eventId, move, now);
+  if (nextAttemptAt === null) throw new Error(`event ${eventId} changed under its lock`);
+  return { outcome: 'QUEUED', nextAttemptAt };
 }

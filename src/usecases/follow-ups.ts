@@ -21,7 +21,7 @@
 import { decideStrayClosed, decideStrayHandOver, decideTradeClosed } from '../domain/attempt-decisions.ts';
 import { type DuplicateRefundState, transition } from '../domain/states.ts';
 import { ProviderRejectedError } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
+import { type Queryable, withTx } from '../store/db.ts';
 import * as jobs from '../store/jobs.ts';
 import * as attempts from '../store/attempts.ts';
 import * as orders from '../store/orders.ts';
@@ -30,6 +30,7 @@ import { type UseCaseDeps, nowOf } from './deps.ts';
 import type { Job, JobOutcome } from './jobs.ts';
 import { applyNotification, ownerOfTradeNo } from './notifications.ts';
 import { decideAndApply } from './payment-state.ts';
+import { moveInto } from './state-moves.ts';
 
 /** Retries of a stray close before it is handed to CHECK_ATTEMPT. */
 export const STRAY_CLOSE_RETRIES = 5;
@@ -138,10 +139,10 @@ export async function refundDuplicate(d: UseCaseDeps, job: Job): Promise<JobOutc
   }
   const applied = await withTx(d.db, async (tx) => {
     const now = nowOf(d);
-    // Refunded is the truth whatever was recorded meanwhile; any other answer only over what was read.
+    // Refunded is the truth whatever was recorded meanwhile (markRefunded); any other answer only over what was read.
     const ok =
       state === 'REFUNDED'
-        ? await refunds.markDuplicateRefunded(tx, dup.id, ref, now)
+        ? await markRefunded(tx, dup, ref, now)
         : state === dup.refundState
           ? await refunds.noteDuplicateProviderRef(tx, dup.id, state, ref, now)
           : await refunds.setDuplicateRefundState(
@@ -176,7 +177,7 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
     return 'retry';
   }
   if (state === 'SUCCEEDED') {
-    await refunds.markDuplicateRefunded(d.db, dup.id, null, nowOf(d));
+    await markRefunded(d.db, dup, null, nowOf(d));
     return 'done';
   }
   if (state === 'NOT_FOUND' || state === 'FAILED') {
@@ -185,4 +186,21 @@ export async function checkDuplicateRefund(d: UseCaseDeps, job: Job): Promise<Jo
     return 'done';
   }
   return 'retry';
+}
+
+/**
+ * The provider reports a duplicate's refund settled: REFUNDED, a transition from the state read
+ * (PENDING or UNKNOWN), applied only over that state, else from the state read again (the money is
+ * back, whatever was recorded meanwhile); a FAILED one stays FAILED. Answers whether it moved.
+ */
+async function markRefunded(db: Queryable, dup: refunds.DuplicateRow, providerRef: string | null, now: Date): Promise<boolean> {
+  const out = await moveInto(
+    'duplicateRefund',
+    'duplicate refund settled',
+    'REFUNDED',
+    dup.refundState,
+    async () => (await refunds.getDuplicate(db, dup.id))?.refundState ?? null,
+    (t) => refunds.setDuplicateRefundState(db, dup.id, t, providerRef, now),
+  );
+  return out.outcome === 'MOVED';
 }

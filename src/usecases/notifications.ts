@@ -14,19 +14,16 @@ import {
   ProviderNoticeForOperator,
   ProviderNotificationError,
 } from '../providers/provider.ts';
-import { withTx } from '../store/db.ts';
 import { type DiscrepancySource, recordDiscrepancy } from '../store/discrepancies.ts';
 import * as attempts from '../store/attempts.ts';
 import * as changes from '../store/changes.ts';
-import { decidePaymentNotice, decideRefund, emptyChange } from '../domain/payment-decisions.ts';
-import * as orders from '../store/orders.ts';
+import { changeOf, decidePaymentNotice, decideRefund, emptyChange } from '../domain/payment-decisions.ts';
 import type { AttemptRow } from '../store/attempts.ts';
-import * as refunds from '../store/refunds.ts';
 import * as trades from '../store/trades.ts';
 import type { TradeRow } from '../store/trades.ts';
 import type { Queryable } from '../store/db.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
-import { reviveLostRefund } from './refunds.ts';
+import { logContradiction, warnIfRefundedAbovePaid } from './refunds.ts';
 import { decideAndApply } from './payment-state.ts';
 
 /** What became of a notice: applied (or already applied), about nothing of ours, or kept for the operator. */
@@ -171,22 +168,11 @@ async function applyRefundWord(
         { kind: 'NOTICE', state: n.state, reason: n.reason, providerRef: n.providerRef ?? null },
         now,
       );
-      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision };
+      return { change: changeOf(decision), verdict: decision };
     },
   );
   const decision = out!.verdict;
-  if (decision.kind === 'REVIVE') {
-    await withTx(d.db, async (tx) => {
-      await orders.lockOrder(tx, r0.orderId);
-      const r = (await refunds.getRefund(tx, n.refundId))!;
-      if (r.state === 'FAILED') await reviveLostRefund(d.log, tx, r, 'SUCCEEDED', n.providerRef ?? null, nowOf(d));
-    });
-    d.wakeWorkers();
-  } else if (decision.kind === 'CONTRADICTION') {
-    d.log.error(
-      { refundId: r0.id, recorded: decision.recorded, provider: decision.reported },
-      'provider reports a refund outcome that contradicts the ledger; needs manual reconciliation',
-    );
-  }
+  if (decision.kind === 'REVIVE') await warnIfRefundedAbovePaid(d, out!.result.order);
+  else if (decision.kind === 'CONTRADICTION') logContradiction(d.log, r0.id, decision);
   return 'APPLIED';
 }

@@ -1,72 +1,19 @@
 /**
  * Applying decided changes: `decideAndApply` reads an order's records, takes the change from a
  * pure decision (src/domain/payment-decisions.ts, attempt-decisions.ts) and applies it in one
- * statement (src/store/changes.ts). Beside it, the two moves still made under the order's lock in
- * the caller's transaction: a trade's material recorded (the cashier) and a refund judged lost
- * revived. Each checks its change against the transition tables (src/domain/states.ts), writes it
- * with its event and follow-up work, and never calls a provider.
+ * statement (src/store/changes.ts), only if the records are still as read. Every change of an
+ * order, its attempts, trades and refunds that follows what happened is made this way.
  */
-import { type EventRefund, type EventType, eventPayload, refundEventType } from '../domain/events.ts';
-import { newId } from '../domain/ids.ts';
 import { type Change, writes } from '../domain/payment-decisions.ts';
-import { type RefundState, REFUND_COUNTING_STATES, transition } from '../domain/states.ts';
-import type { Tx } from '../store/db.ts';
+import { REFUND_COUNTING_STATES } from '../domain/states.ts';
+import type { Queryable, Tx } from '../store/db.ts';
 import { type Applied, type OrderRecords, type PendingChange, applyChanges } from '../store/changes.ts';
 import type { UseCaseDeps } from './deps.ts';
-import { insertEvent } from '../store/events.ts';
-import * as jobs from '../store/jobs.ts';
-import * as orders from '../store/orders.ts';
-import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
-import type { RefundChange, RefundRow } from '../store/refunds.ts';
-import * as trades from '../store/trades.ts';
-
-/** Moves a trade to `to` under its order's lock (nothing when it is there already); false when it changed meanwhile. */
-export async function setTrade(
-  tx: Tx,
-  flow: string,
-  t: trades.TradeRow,
-  to: trades.TradeRow['state'],
-  change: trades.TradeChange,
-  now: Date,
-): Promise<boolean> {
-  if (t.state === to) return true;
-  const ok = await trades.setTradeState(tx, t.id, transition('trade', flow, t.state, to), change, now);
-  if (ok) t.state = to;
-  return ok;
-}
-
-/**
- * Moves the refund to `to` (its order locked), bumps the order's stateVersion, writes
- * REFUND_SUCCEEDED / REFUND_FAILED. `checkAt`: the provider is asked about it then (CHECK_REFUND).
- */
-export async function setRefundState(
-  tx: Tx,
-  flow: string,
-  r: RefundRow,
-  to: RefundState,
-  change: RefundChange & { checkAt?: Date },
-  now: Date,
-): Promise<RefundRow> {
-  if (r.state === to) return r;
-  const fresh = await refunds.setRefundState(tx, r.id, transition('refund', flow, r.state, to), change, now);
-  if (change.checkAt) await jobs.schedule(tx, 'CHECK_REFUND', r.id, change.checkAt);
-  const order = await orders.bumpStateVersion(tx, r.orderId, now);
-  const type = refundEventType(to);
-  if (type) await writeEvent(tx, type, order, now, fresh);
-  return fresh;
-}
-
-/** The event of a change of `order` (or of its `refund`), at the order's fresh stateVersion. */
-async function writeEvent(tx: Tx, type: EventType, order: OrderRow, now: Date, refund?: EventRefund): Promise<void> {
-  const id = newId.event();
-  const payload = eventPayload(id, type, order, order.stateVersion, now, refund);
-  await insertEvent(tx, { id, appId: order.appId, orderId: order.id, refundId: refund?.id ?? null, type, payload }, now);
-}
 
 /** The refunds of an order that hold refundable amount (decisions.md section 6), in fen. */
-export function countedRefundsFen(tx: Tx, orderId: string): Promise<number> {
-  return refunds.sumRefundsFen(tx, orderId, REFUND_COUNTING_STATES);
+export function countedRefundsFen(db: Queryable, orderId: string): Promise<number> {
+  return refunds.sumRefundsFen(db, orderId, REFUND_COUNTING_STATES);
 }
 
 /** Decisions of one change at most (each further one follows a change of the order committed meanwhile). */

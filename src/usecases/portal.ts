@@ -32,7 +32,7 @@ import { audited } from './audit.ts';
 import { addAppKey, updateApp } from './back-office/apps.ts';
 import type { BackOfficeDeps } from './back-office/common.ts';
 import { type Caller, nowOf } from './deps.ts';
-import { REDELIVERY_LIMITS } from './event-log.ts';
+import { requestRedelivery } from './event-log.ts';
 import { statementFile, statementSummary } from './statements.ts';
 import type { StatementSummary } from './results.ts';
 
@@ -175,7 +175,7 @@ export async function eventDetail(d: BackOfficeDeps, actor: MerchantActor, event
 export async function redeliverEvent(d: BackOfficeDeps, actor: MerchantActor, eventId: string): Promise<{ nextAttemptAt: Date }> {
   const e = await eventDetail(d, actor, eventId);
   const r = await audited(d, actor, async (tx, record) => {
-    const out = await events.requestRedelivery(tx, e.event.appId, eventId, nowOf(d), REDELIVERY_LIMITS);
+    const out = await requestRedelivery(tx, e.event.appId, eventId, nowOf(d));
     if (out.outcome === 'NOT_FOUND') throw notFound('event');
     if (out.outcome === 'TOO_SOON') {
       throw new DomainError('RATE_LIMITED', 'an event can be delivered again once a minute, and 20 events of an app a minute', {

@@ -8,17 +8,15 @@ import { DomainError } from '../domain/errors.ts';
 import { newId } from '../domain/ids.ts';
 import type { CreateRefundInput } from '../domain/open-schemas.ts';
 import { refundDigest } from '../domain/order-input.ts';
-import { REFUND_COUNTING_STATES, REFUND_NOT_RECEIVED } from '../domain/states.ts';
+import { REFUND_COUNTING_STATES } from '../domain/states.ts';
 import { ProviderRejectedError, type RefundResult } from '../providers/provider.ts';
-import { type Tx, withTx } from '../store/db.ts';
 import { RefundNumberTaken } from '../store/errors.ts';
-import * as orders from '../store/orders.ts';
 import type { OrderRow } from '../store/orders.ts';
 import * as refunds from '../store/refunds.ts';
 import type { RefundRow } from '../store/refunds.ts';
 import { type Caller, type Log, type UseCaseDeps, nowOf } from './deps.ts';
-import { countedRefundsFen, decideAndApply, setRefundState } from './payment-state.ts';
-import { PENDING_REFUND_CHECK_MS, type RefundWord, decideRefund, decideRefundRequest, emptyChange } from '../domain/payment-decisions.ts';
+import { countedRefundsFen, decideAndApply } from './payment-state.ts';
+import { type RefundDecision, type RefundWord, changeOf, decideRefund, decideRefundRequest } from '../domain/payment-decisions.ts';
 import type { RefundOutcome } from './results.ts';
 import type { RequestUnit } from './request-units.ts';
 
@@ -132,56 +130,36 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
         unit && word.kind !== 'REJECTED'
           ? (_: OrderRow, refund: RefundRow | null) => unit.answerFor({ kind: 'refund', refund: refund!, order, replayed: false })
           : undefined;
-      return { change: decision.kind === 'CHANGE' ? decision.change : emptyChange(), verdict: decision, answer };
+      return { change: changeOf(decision), verdict: decision, answer };
     },
   ))!;
   if (out.result.answer) unit!.answerRecorded(out.result.answer);
-  let refund = out.result.refund!;
-  if (out.verdict.kind === 'REVIVE') {
-    const to = out.verdict.to;
-    const ref = out.verdict.providerRef;
-    refund = await withTx(d.db, async (tx) => {
-      await orders.lockOrder(tx, order.id);
-      const r = (await refunds.getRefund(tx, reserved.id))!;
-      return r.state === 'FAILED' ? reviveLostRefund(d.log, tx, r, to, ref, nowOf(d)) : r;
-    });
-  }
+  if (out.verdict.kind === 'REVIVE') await warnIfRefundedAbovePaid(d, out.result.order);
+  else if (out.verdict.kind === 'CONTRADICTION') logContradiction(d.log, reserved.id, out.verdict);
   // A final outcome wrote its event: delivered now rather than at the next worker pass.
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
-  return { kind: 'refund', refund, order, replayed: false };
+  return { kind: 'refund', refund: out.result.refund!, order, replayed: false };
+}
+
+/** A refund's outcome the provider reports that the ledger's settled refund contradicts: for an operator to reconcile. */
+export function logContradiction(log: Log, refundId: string, c: Extract<RefundDecision, { kind: 'CONTRADICTION' }>): void {
+  log.error(
+    { refundId, recorded: c.recorded, provider: c.reported },
+    'provider reports a refund outcome that contradicts the ledger; needs manual reconciliation',
+  );
 }
 
 /**
- * A refund recorded FAILED because the provider did not know it for 5 minutes, which the provider
- * then reports accepted or settled: the money moved, so the refund takes the provider's state
- * (and counts toward the cumulative limit again). A FAILED refund the provider itself rejected is
- * never revived. Runs in the caller's transaction, with the order row locked.
+ * After a refund judged lost was revived (decideRefund, REVIVE): it counts toward the cumulative
+ * limit again, and the refunds accepted meanwhile may now exceed the amount paid (the provider
+ * accepted both): logged for manual reconciliation (nothing is written).
  */
-export async function reviveLostRefund(
-  log: Log,
-  tx: Tx,
-  r: RefundRow,
-  to: 'PENDING' | 'SUCCEEDED',
-  providerRef: string | null,
-  now: Date,
-): Promise<RefundRow> {
-  if (r.state !== 'FAILED' || r.failureReason !== REFUND_NOT_RECEIVED) {
-    log.error({ refundId: r.id, recorded: r.state, provider: to }, 'provider reports a refund outcome that contradicts the ledger');
-    return r;
+export async function warnIfRefundedAbovePaid(d: UseCaseDeps, order: OrderRow): Promise<void> {
+  const refunded = await countedRefundsFen(d.db, order.id);
+  if (refunded > order.amountFen) {
+    d.log.error(
+      { orderId: order.id, refunded, paid: order.amountFen },
+      'refunds above the amount paid at the provider; needs manual reconciliation',
+    );
   }
-  log.warn({ refundId: r.id, provider: to }, 'a refund judged lost was accepted by the provider after all; recorded');
-  const fresh = await setRefundState(
-    tx,
-    'refund reported after it was judged lost',
-    r,
-    to,
-    { providerRef, checkAt: to === 'PENDING' ? new Date(now.getTime() + PENDING_REFUND_CHECK_MS) : undefined },
-    now,
-  );
-  const o = (await orders.getOrder(tx, r.orderId))!;
-  const refunded = await countedRefundsFen(tx, r.orderId);
-  if (refunded > o.amountFen) {
-    log.error({ orderId: o.id, refunded, paid: o.amountFen }, 'refunds above the amount paid at the provider; needs manual reconciliation');
-  }
-  return fresh;
 }

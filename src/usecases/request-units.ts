@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../domain/clock.ts';
+import { transition } from '../domain/states.ts';
 import type { Db } from '../store/db.ts';
 import type { RecordedAnswer } from '../store/attempt-acceptance.ts';
 import type { InlineClaim } from '../store/order-inserts.ts';
@@ -19,6 +20,9 @@ import { purgeRecreateRequests } from '../store/recreate-requests.ts';
 import * as replays from '../store/replays.ts';
 import type { RequestKey } from '../store/replays.ts';
 import type { Log } from './deps.ts';
+
+/** A unit's answer kept for replay: its move from the state its holder's claim left it in, checked when the service loads. */
+const ANSWERED = transition('requestUnit', 'answer request', 'IN_PROGRESS', 'DONE');
 
 export type { RequestKey } from '../store/replays.ts';
 
@@ -314,7 +318,7 @@ export class RequestUnit {
     try {
       if (!a.kept) {
         await replays.abandonRequestId(u.db, ids.appId, ids.requestId, h.holder);
-      } else if (!(await replays.completeRequestId(u.db, ids.appId, ids.requestId, h.holder, a.status, a.body))) {
+      } else if (!(await replays.completeRequestId(u.db, ids.appId, ids.requestId, h.holder, ANSWERED, a.status, a.body))) {
         // Taken over meanwhile (this holder was judged gone): the answer is sent, not kept.
         u.log.warn(ids, 'request id taken over before its answer was recorded');
       }

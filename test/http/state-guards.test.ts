@@ -1,7 +1,8 @@
 /**
  * The machines whose changes the repositories apply only from their source states
  * (src/domain/states.ts, docs/state-machines.md): duplicate-payment refunds, reconciliation runs,
- * request units and event deliveries, on a real database. A REFUNDED duplicate is never
+ * request units and event deliveries (their outcome, an operator's and a merchant's redelivery),
+ * on a real database. A REFUNDED duplicate is never
  * overwritten, neither by the store nor by a refund's answer that was in flight while a check
  * found the money back.
  */
@@ -10,6 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { type RunState, TransitionError, transition } from '../../src/domain/states.ts';
 import { ProviderRejectedError, type PaymentProvider } from '../../src/providers/provider.ts';
 import type { ProviderRouter } from '../../src/providers/router.ts';
+import { type Tx, withTx } from '../../src/store/db.ts';
 import * as events from '../../src/store/events.ts';
 import * as recon from '../../src/store/reconciliation.ts';
 import * as refunds from '../../src/store/refunds.ts';
@@ -68,7 +70,12 @@ describe('duplicate-payment refunds', () => {
     const other = await duplicate();
     const unknown = transition('duplicateRefund', 'test', 'PENDING', 'UNKNOWN');
     assert.equal(await refunds.setDuplicateRefundState(t.svc.db, other, unknown, null, now()), true);
-    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, other, null, now()), true, 'a settled refund is REFUNDED from UNKNOWN');
+    const settled = transition('duplicateRefund', 'test', 'UNKNOWN', 'REFUNDED');
+    assert.equal(
+      await refunds.setDuplicateRefundState(t.svc.db, other, settled, null, now()),
+      true,
+      'a settled refund is REFUNDED from UNKNOWN',
+    );
 
     const id = await duplicate();
     const refunded = transition('duplicateRefund', 'test', 'PENDING', 'REFUNDED');
@@ -80,7 +87,7 @@ describe('duplicate-payment refunds', () => {
     const fromUnknown = transition('duplicateRefund', 'test', 'UNKNOWN', 'PENDING');
     assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, fromUnknown, null, now()), false);
     assert.equal(await refunds.noteDuplicateProviderRef(t.svc.db, id, 'PENDING', 'R2', now()), false);
-    assert.equal(await refunds.markDuplicateRefunded(t.svc.db, id, null, now()), false, 'already REFUNDED: nothing changes');
+    assert.equal(await refunds.setDuplicateRefundState(t.svc.db, id, settled, null, now()), false, 'already REFUNDED: nothing changes');
     const row = await refunds.getDuplicate(t.svc.db, id);
     assert.equal(row?.refundState, 'REFUNDED');
     assert.equal(await listed(id), 'REFUNDED');
@@ -178,8 +185,10 @@ describe('request units', () => {
     const key = { appId: m.appId, requestId: `guard-${Date.now()}`, method: 'POST', target: '/x', bodySha256: 'a'.repeat(64) };
     const h = { holder: 'h1', instance: t.svc.instanceId, leaseUntil: new Date(clock.now() + 60_000) };
     assert.equal(await replays.claimRequestId(t.svc.db, key, h, now()), true);
-    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', 201, '{"a":1}'), true);
-    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', 503, '{}'), false);
+    const answered = transition('requestUnit', 'test', 'IN_PROGRESS', 'DONE');
+    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h2', answered, 201, '{}'), false, 'only its holder');
+    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', answered, 201, '{"a":1}'), true);
+    assert.equal(await replays.completeRequestId(t.svc.db, key.appId, key.requestId, 'h1', answered, 503, '{}'), false);
     await replays.abandonRequestId(t.svc.db, key.appId, key.requestId, 'h1');
     const later = new Date(clock.now() + 3_600_000);
     assert.equal(await replays.takeOverRequestId(t.svc.db, key, { ...h, holder: 'h2' }, later, later), false);
@@ -226,15 +235,45 @@ describe('event deliveries', () => {
     assert.throws(() => transition('delivery', 'test', 'DELIVERED', 'DEAD'), TransitionError);
   });
 
-  test('a PENDING event is not requeued, and a delivered one is requeued once', async () => {
+  test("an operator's redelivery is a transition from the state read: a PENDING event is refused, a delivered one requeued once", async () => {
     const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
     const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();
     const paid = await t.sandbox('POST', `/payments/${created.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
     assert.equal(paid.statusCode, 200, paid.body);
     const ev = (await t.svc.db.query<{ id: string }>(`SELECT id FROM events WHERE order_id = $1`, [created.openOrderId])).rows[0]!;
-    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'ALREADY_QUEUED', 'PENDING stays as it is');
+    const status = async () => (await t.svc.db.query(`SELECT status FROM events WHERE id = $1`, [ev.id])).rows[0].status;
+    const fromDelivered = transition('delivery', 'test', 'DELIVERED', 'PENDING');
+    const fromDead = transition('delivery', 'test', 'DEAD', 'PENDING');
+    // The store applies a requeue only over its source state.
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, fromDelivered, now()), false, 'PENDING stays as it is');
     await t.svc.db.query(`UPDATE events SET status = 'DELIVERED', delivered_at = $2 WHERE id = $1`, [ev.id, now()]);
-    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'REQUEUED');
-    assert.equal(await events.requeueEvent(t.svc.db, ev.id, now()), 'ALREADY_QUEUED');
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, fromDead, now()), false, 'not DEAD: left as it is');
+    assert.equal(await status(), 'DELIVERED');
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, fromDelivered, now()), true);
+    assert.equal(await events.requeueEvent(t.svc.db, ev.id, fromDelivered, now()), false);
+    // Through the admin API: refused while PENDING, requeued from DEAD once.
+    const redeliver = () => t.admin('POST', `/events/${ev.id}/redeliver`);
+    assert.equal((await redeliver()).statusCode, 409);
+    await t.svc.db.query(`UPDATE events SET status = 'DEAD' WHERE id = $1`, [ev.id]);
+    const r = await redeliver();
+    assert.equal(r.statusCode, 202, r.body);
+    assert.equal(await status(), 'PENDING');
+    assert.equal((await redeliver()).statusCode, 409);
+  });
+
+  test("a merchant's redelivery is recorded only over the state it was decided from", async () => {
+    const created = (await call(t, m, 'POST', '/api/open/v1/payments', orderBody())).json();
+    const adm = (await t.admin('GET', `/orders/${created.openOrderId}`)).json();
+    const paid = await t.sandbox('POST', `/payments/${created.openOrderId}/pay`, { attemptId: adm.attempts[0].attemptId });
+    assert.equal(paid.statusCode, 200, paid.body);
+    const ev = (await t.svc.db.query<{ id: string }>(`SELECT id FROM events WHERE order_id = $1`, [created.openOrderId])).rows[0]!;
+    await t.svc.db.query(`UPDATE events SET status = 'DELIVERED', delivered_at = $2 WHERE id = $1`, [ev.id, now()]);
+    const fromDead = transition('delivery', 'test', 'DEAD', 'PENDING');
+    const tx = <T>(f: (tx: Tx) => Promise<T>) => withTx(t.svc.db, f);
+    assert.equal(await tx((c) => events.redeliver(c, ev.id, fromDead, now())), null, 'not DEAD: nothing recorded');
+    assert.equal(await tx((c) => events.redeliver(c, ev.id, null, now())), null, 'not PENDING: nothing recorded');
+    const fromDelivered = transition('delivery', 'test', 'DELIVERED', 'PENDING');
+    assert.ok(await tx((c) => events.redeliver(c, ev.id, fromDelivered, now())));
+    assert.equal((await t.svc.db.query(`SELECT status FROM events WHERE id = $1`, [ev.id])).rows[0].status, 'PENDING');
   });
 });

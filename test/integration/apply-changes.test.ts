@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { decideTradeMade } from '../../src/domain/attempt-decisions.ts';
 import { decidePaymentNotice } from '../../src/domain/payment-decisions.ts';
 import { applyChanges, readRecords } from '../../src/store/changes.ts';
 import { type Db, createPool, migrate } from '../../src/store/db.ts';
@@ -20,6 +21,12 @@ describe('mps_apply_changes', () => {
     await migrate(db);
     await insertOrders(db, { key: 'x', appId: 'app_x', merchantId: 'mch_x', status: 'PAYING', from: 1, to: 2 });
     await insertAttempts(db, { key: 'x', state: 'ACCEPTED', from: 1, to: 2 });
+    await insertOrders(db, { key: 'y', appId: 'app_x', merchantId: 'mch_x', status: 'PAYING', from: 1, to: 1 });
+    await insertAttempts(db, { key: 'y', state: 'ACCEPTED', from: 1, to: 1 });
+    await db.query(
+      `INSERT INTO provider_trades(id, attempt_id, order_id, provider, product, payer, handle, state, created_at, updated_at)
+       VALUES ('trd_y_1', 'att_y_1', 'ord_y_1', 'sandbox', 'NATIVE', '', NULL, 'NEW', now(), now())`,
+    );
   });
   after(async () => {
     await db.end();
@@ -82,5 +89,35 @@ describe('mps_apply_changes', () => {
     const [applied] = await applyChanges(db, [{ records: again, change: decidePaymentNotice(again, paid('att_x_2'), now) }], now);
     assert.equal(applied!.applied, true);
     assert.equal(applied!.order.status, 'SUCCEEDED');
+  });
+
+  test("a trade's material is written with its move (migrations/0102), only over the state it was decided from", async () => {
+    const now = new Date();
+    const later = new Date(now.getTime() + 3_600_000);
+    const trade = async () =>
+      (await db.query<{ state: string; material: string | null }>(`SELECT state, material FROM provider_trades WHERE id = 'trd_y_1'`))
+        .rows[0];
+    const closeJobs = async () => (await db.query(`SELECT 1 FROM jobs WHERE kind = 'CLOSE_TRADE' AND subject_id = 'trd_y_1'`)).rowCount;
+    const make = async (material: string) => {
+      const rec = (await readRecords(db, [{ by: 'order', key: 'ord_y_1' }]))[0]!;
+      return { rec, change: decideTradeMade(rec, 'trd_y_1', material, later, now).change };
+    };
+    // NEW -> OPEN with its material; answered again, OPEN -> OPEN takes the new material.
+    for (const material of ['code_1', 'code_2']) {
+      const { rec, change } = await make(material);
+      assert.equal((await applyChanges(db, [{ records: rec, change }], now))[0]!.applied, true);
+      assert.deepEqual(await trade(), { state: 'OPEN', material });
+    }
+    assert.equal(await closeJobs(), 0, 'payable: left open');
+    // Closed after the decision read it: nothing written; decided again, it is closed at the provider.
+    const stale = await make('code_3');
+    await db.query(`UPDATE provider_trades SET state = 'CLOSED' WHERE id = 'trd_y_1'`);
+    assert.equal((await applyChanges(db, [{ records: stale.rec, change: stale.change }], now))[0]!.applied, false);
+    assert.deepEqual(await trade(), { state: 'CLOSED', material: 'code_2' });
+    const again = await make('code_3');
+    assert.deepEqual(again.change.trades, []);
+    assert.equal((await applyChanges(db, [{ records: again.rec, change: again.change }], now))[0]!.applied, true);
+    assert.deepEqual(await trade(), { state: 'CLOSED', material: 'code_2' });
+    assert.equal(await closeJobs(), 1);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Decide, then apply, for an attempt's own outcome and the background checks
+ * Decide, then apply, for an attempt's own outcome, a trade's material and the background checks
  * (src/domain/attempt-decisions.ts), without a database: property tests over every state of the
  * order, its attempts, trades and refunds (fast-check). Every move is from the state read and
  * allowed by the tables; deciding again on what a change leaves changes nothing; a payment is
@@ -20,10 +20,12 @@ import {
   decideStrayClosed,
   decideStrayHandOver,
   decideTradeClosed,
+  decideTradeMade,
+  type TradeMadeFacts,
 } from '../../src/domain/attempt-decisions.ts';
 import { refundEventType } from '../../src/domain/events.ts';
 import { type Change, FIRST_CHECK_MS, type PaymentFacts, writes } from '../../src/domain/payment-decisions.ts';
-import { REFUND_NOT_RECEIVED, REFUND_STATES, canTransition, isLiveAttempt } from '../../src/domain/states.ts';
+import { CLOSED_REASONS, REFUND_NOT_RECEIVED, REFUND_STATES, canTransition, isLiveAttempt } from '../../src/domain/states.ts';
 import { NOW, applied, checkMoves, facts } from '../helpers/payment-facts.ts';
 
 const attemptOf = (f: PaymentFacts, i: number) => f.attempts[i % f.attempts.length]!;
@@ -244,6 +246,92 @@ describe('closes of stray attempts and trades, over every state', () => {
         else assert.equal(now, before);
       }),
       { numRuns: 2000 },
+    );
+  });
+});
+
+describe("a trade's material recorded (the cashier), over every state", () => {
+  /** The records with the order's window and pending close, and the attempts' expiry: each before or after now. */
+  const made = fc
+    .record({
+      f: facts,
+      orderLeftMs: fc.integer({ min: -60_000, max: 60_000 }),
+      attemptLeftMs: fc.integer({ min: -60_000, max: 60_000 }),
+      closePending: fc.constantFrom(null, ...CLOSED_REASONS),
+    })
+    .filter((g) => g.f.trades.length > 0)
+    .map((g) => ({
+      f: {
+        ...g.f,
+        order: { ...g.f.order, expireAt: new Date(NOW.getTime() + g.orderLeftMs), closePending: g.closePending },
+      } satisfies TradeMadeFacts,
+      attemptExpireAt: new Date(NOW.getTime() + g.attemptLeftMs),
+    }));
+  const leaves = (f: TradeMadeFacts, c: Change): TradeMadeFacts => {
+    const after = applied(f, c);
+    return { ...after, order: { ...f.order, ...after.order } };
+  };
+
+  test('only a NEW or OPEN trade moves, to OPEN with its material; nothing else moves, no event', () => {
+    fc.assert(
+      fc.property(made, fc.nat(), ({ f, attemptExpireAt }, i) => {
+        const t = f.trades[i % f.trades.length]!;
+        const { change: c, state } = decideTradeMade(f, t.id, 'material_1', attemptExpireAt, NOW);
+        checkMoves(f, c);
+        const live = t.state === 'NEW' || t.state === 'OPEN';
+        assert.deepEqual(
+          c.trades.map((m) => [m.id, m.from, m.to, m.material]),
+          live ? [[t.id, t.state, 'OPEN', 'material_1']] : [],
+        );
+        assert.equal(state, live ? 'OPEN' : t.state);
+        assert.equal(leaves(f, c).trades.find((x) => x.id === t.id)!.state, state);
+        assert.equal(c.order, null);
+        assert.equal(c.bump, false);
+        assert.deepEqual(c.attempts, []);
+        assert.equal(c.duplicate, null);
+        assert.equal(c.closePending, null);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  test('the provider is left holding an order nobody may pay only until it is closed there (CLOSE_TRADE)', () => {
+    fc.assert(
+      fc.property(made, fc.nat(), ({ f, attemptExpireAt }, i) => {
+        const t = f.trades[i % f.trades.length]!;
+        const { change: c, state } = decideTradeMade(f, t.id, 'material_1', attemptExpireAt, NOW);
+        const a = f.attempts.find((x) => x.id === t.attemptId)!;
+        const o = f.order;
+        // Payable (stated here apart from validAttempt): accepted, the order PAYING with no close pending, neither window over.
+        const payable =
+          a.state === 'ACCEPTED' &&
+          o.status === 'PAYING' &&
+          o.closePending === null &&
+          attemptExpireAt.getTime() > NOW.getTime() &&
+          o.expireAt.getTime() > NOW.getTime();
+        const close = state === 'CLOSED' || (state === 'OPEN' && !payable);
+        assert.deepEqual(
+          c.jobs.map((j) => [j.kind, j.subjectId, j.at.getTime()]),
+          close ? [['CLOSE_TRADE', t.id, NOW.getTime()]] : [],
+        );
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  test('answered again (the identical order): the trade stays as the first answer left it, with the material', () => {
+    fc.assert(
+      fc.property(made, fc.nat(), ({ f, attemptExpireAt }, i) => {
+        const t = f.trades[i % f.trades.length]!;
+        const first = decideTradeMade(f, t.id, 'material_1', attemptExpireAt, NOW);
+        const after = leaves(f, first.change);
+        const again = decideTradeMade(after, t.id, 'material_1', attemptExpireAt, NOW);
+        checkMoves(after, again.change);
+        assert.equal(again.state, first.state);
+        for (const m of again.change.trades) assert.deepEqual([m.from, m.to, m.material], ['OPEN', 'OPEN', 'material_1']);
+        assert.deepEqual(again.change.jobs, first.change.jobs);
+      }),
+      { numRuns: 1000 },
     );
   });
 });

@@ -3,7 +3,7 @@
  * tests over every state of the order, its attempts, trades and refunds (fast-check), against the
  * transition tables and the rules the decisions keep (a notice twice changes nothing; a payment is
  * never lost: the order is paid by it or it is a duplicate to refund; a close refused or uncertain
- * never closes the order).
+ * never closes the order; a FAILED refund is revived only when the platform judged it lost).
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { refundEventType } from '../../src/domain/events.ts';
 import {
   type CloseAnswer,
+  PENDING_REFUND_CHECK_MS,
   type PaymentFacts,
   type RefundFacts,
   type RefundWord,
@@ -124,7 +125,7 @@ describe('refund outcomes, over every state', () => {
     fc.assert(
       fc.property(refund, word, (r, w) => {
         const d = decideRefund(r, w, NOW);
-        if (d.kind === 'CHANGE') {
+        if (d.kind === 'CHANGE' || d.kind === 'REVIVE') {
           const m = d.change.refund!;
           assert.equal(m.from, r.state);
           assert.ok(canTransition('refund', m.from, m.to));
@@ -141,12 +142,44 @@ describe('refund outcomes, over every state', () => {
     );
   });
 
+  test('a FAILED refund leaves FAILED only for the provider accepting or settling one the platform judged lost; one it refused is a contradiction', () => {
+    fc.assert(
+      fc.property(refund, word, (r, w) => {
+        const d = decideRefund(r, w, NOW);
+        if (r.state !== 'FAILED') return assert.notEqual(d.kind, 'REVIVE');
+        const to = w.kind === 'ANSWER' ? w.outcome : w.kind === 'NOTICE' && w.state === 'SUCCEEDED' ? w.state : null;
+        if (to === null) return assert.equal(d.kind, 'NOTHING');
+        if (r.failureReason !== REFUND_NOT_RECEIVED)
+          return assert.deepEqual(d, { kind: 'CONTRADICTION', recorded: 'FAILED', reported: to });
+        assert.equal(d.kind, 'REVIVE');
+        if (d.kind !== 'REVIVE') return;
+        const c = d.change;
+        assert.deepEqual(c.refund, {
+          id: r.id,
+          from: 'FAILED',
+          to,
+          providerRef: w.kind === 'ANSWER' || w.kind === 'NOTICE' ? w.providerRef : null,
+          failureReason: null,
+        });
+        assert.equal(c.event, refundEventType(to));
+        assert.ok(c.bump);
+        assert.deepEqual(
+          c.jobs.map((j) => [j.kind, j.subjectId, j.at.getTime()]),
+          to === 'PENDING' ? [['CHECK_REFUND', r.id, NOW.getTime() + PENDING_REFUND_CHECK_MS]] : [],
+        );
+        assert.equal(c.notes.length, 1, 'logged');
+        assert.equal(c.order, null);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
   test('the same notice twice changes nothing the second time', () => {
     fc.assert(
       fc.property(refund, word, (r, w) => {
         if (w.kind !== 'NOTICE') return;
         const d = decideRefund(r, w, NOW);
-        if (d.kind !== 'CHANGE') return;
+        if (d.kind !== 'CHANGE' && d.kind !== 'REVIVE') return;
         const again = decideRefund({ ...r, state: d.change.refund!.to }, w, NOW);
         assert.ok(again.kind === 'NOTHING', again.kind);
       }),

@@ -25,10 +25,8 @@ import {
   TRADE_TRANSITIONS,
   TransitionError,
   canTransition,
-  sourcesOf,
   transition,
 } from '../../src/domain/states.ts';
-import { atOrFromStates, fromStates } from '../../src/store/states-sql.ts';
 import { ACCEPT_TRANSITIONS } from '../../src/usecases/attempts.ts';
 
 const TABLES = {
@@ -93,22 +91,6 @@ describe('transition tables', () => {
     assert.deepEqual(DUPLICATE_REFUND_TRANSITIONS.FAILED, []);
     assert.deepEqual(RUN_TRANSITIONS.COMPLETED, []);
     assert.deepEqual(REQUEST_UNIT_TRANSITIONS.DONE, [], 'a kept answer is never changed');
-  });
-
-  test('sourcesOf reads a table backwards; the store lists the source states in SQL from it', () => {
-    for (const [entity, { states, table }] of Object.entries(TABLES)) {
-      for (const to of states) {
-        const expected = states.filter((from) => table[from]!.includes(to));
-        assert.deepEqual(sourcesOf(entity as 'order', to as never).sort(), expected.sort(), `${entity} -> ${to}`);
-      }
-    }
-    assert.deepEqual(sourcesOf('duplicateRefund', 'REFUNDED'), ['PENDING', 'UNKNOWN']);
-    assert.equal(fromStates('delivery', 'DELIVERED', 'DEAD'), "('PENDING')");
-    assert.equal(fromStates('delivery', 'PENDING'), "('DEAD', 'DELIVERED')");
-    assert.equal(fromStates('run', 'RUNNING'), "('FAILED', 'QUEUED', 'RUNNING')");
-    assert.equal(fromStates('requestUnit', 'DONE'), "('IN_PROGRESS')");
-    assert.throws(() => fromStates('requestUnit', 'IN_PROGRESS'), /nothing leads to IN_PROGRESS/);
-    assert.equal(atOrFromStates('delivery', 'PENDING'), "('DEAD', 'DELIVERED', 'PENDING')");
   });
 
   test('canTransition follows the table; transition() refuses the rest, naming the flow and what was allowed', () => {
