@@ -212,7 +212,20 @@ export async function runDrill(o: DrillOptions): Promise<DrillReport> {
       };
       const until = Date.now() + 120_000;
       while (!(await settled()) && Date.now() < until) await sleep(500);
-      if (!(await settled())) problems.push('events or refunds still unsettled 120 s after the load stopped');
+      if (!(await settled())) {
+        // What is left, for whoever reads the failure: each unsettled event and refund, with its follow-up job.
+        const left = await db.query(
+          `SELECT 'event' AS kind, e.id, e.status AS state, e.event_type AS detail, e.attempts::text AS n, e.next_attempt_at::text AS at
+             FROM events e WHERE e.app_id = $1 AND e.status <> 'DELIVERED'
+           UNION ALL
+           SELECT 'refund', r.id, r.state, coalesce(r.failure_reason, '') || ' jobs: ' ||
+                  coalesce((SELECT string_agg(j.kind || '@' || j.run_at::text || ' ' || coalesce(j.locked_by, '-'), ', ')
+                              FROM jobs j WHERE j.subject_id = r.id), 'none'), '', r.updated_at::text
+             FROM refunds r WHERE r.app_id = $1 AND r.state NOT IN ('SUCCEEDED', 'FAILED') LIMIT 20`,
+          [m.appId],
+        );
+        problems.push(`events or refunds still unsettled 120 s after the load stopped: ${JSON.stringify(left.rows)}`);
+      }
       await sleep(1500); // the last deliveries' answers
 
       // Nothing acknowledged lost.
