@@ -106,14 +106,14 @@ export async function renewJob(db: Queryable, id: string, holder: string, leaseU
   return r.rowCount === 1;
 }
 
-/** Jobs held by instances that stopped beating (since `aliveSince`) are due now; answers how many. */
-export async function releaseJobsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date): Promise<number> {
+/** Jobs held by instances that stopped beating (since `aliveSince`), never `self`'s, are due now; answers how many. */
+export async function releaseJobsOfGoneInstances(db: Queryable, aliveSince: Date, now: Date, self: string): Promise<number> {
   const r = await db.query({
     name: 'jobs_release_gone',
     text: `UPDATE jobs SET run_at = $2, locked_by = NULL, holder_instance = NULL
-            WHERE locked_by IS NOT NULL AND run_at > $2
+            WHERE locked_by IS NOT NULL AND run_at > $2 AND holder_instance <> $3
               AND holder_instance NOT IN (SELECT id FROM service_instances WHERE heartbeat_at > $1)`,
-    values: [aliveSince, now],
+    values: [aliveSince, now, self],
   });
   return r.rowCount ?? 0;
 }

@@ -69,7 +69,9 @@ export class JobRunner<D extends UseCaseDeps> {
     }
     // What was due when the pass started (a clock moved by a test moves it too).
     const now = nowOf(d);
-    await jobs.releaseJobsOfGoneInstances(d.db, new Date(now.getTime() - INSTANCE_GONE_AFTER_MS), now);
+    // Never its own: an instance running this pass is alive, however late its last beat was written
+    // (a beat held up by a busy database would otherwise cut its own long runs off).
+    await jobs.releaseJobsOfGoneInstances(d.db, new Date(now.getTime() - INSTANCE_GONE_AFTER_MS), now, d.instanceId);
     let n = 0;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const free = this.#concurrency - this.#inFlight.size;

@@ -80,7 +80,8 @@ describe('the claim', () => {
     await jobs.schedule(db, 'CHECK_REFUND', 'rf_2', at(0));
     await claim('gone.1', at(1), 1, 'ins_gone');
     await claim('alive.1', at(1), 1, 'ins_alive');
-    assert.equal(await jobs.releaseJobsOfGoneInstances(db, at(6), at(10)), 1);
+    assert.equal(await jobs.releaseJobsOfGoneInstances(db, at(6), at(10), 'ins_gone'), 0, 'an instance never judges itself gone');
+    assert.equal(await jobs.releaseJobsOfGoneInstances(db, at(6), at(10), 'ins_alive'), 1);
     const due = await claim('next', at(10));
     assert.equal(due.length, 1, "only the gone instance's job");
   });
