@@ -39,7 +39,7 @@ import { withTx } from '../store/db.ts';
 import * as jobs from '../store/jobs.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 import { audited } from './audit.ts';
-import type { Job, JobOutcome } from './jobs.ts';
+import { JOB_LEASE_MS, type Job, type JobOutcome } from './jobs.ts';
 import { applyNotification, ownerOfTradeNo } from './notifications.ts';
 
 /** The daily run of yesterday is created from this hour, Asia/Shanghai (the acquirers' bills of T-1 are ready by then). */
@@ -58,6 +58,9 @@ const H = 3600_000;
 const DAY_MS = 24 * H;
 
 const shanghaiDayOf = (ms: number) => shanghaiDay(new Date(ms));
+
+/** How often a run renews its job's lease in the background (a third of the lease). */
+const LEASE_KEEP_MS = JOB_LEASE_MS / 3;
 
 /** The providers that can give a statement. */
 export function reconcilableProviders(d: UseCaseDeps): PaymentProvider[] {
@@ -157,9 +160,27 @@ class LeaseLost extends Error {}
  * `retryAt`, when given). `renew` extends the job's lease as it works; false: another instance
  * took the run over, and this one stops.
  */
-export function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
-  // One run at a time per instance: a bill is parsed on the main thread, in slices (below).
-  return d.workTurns.oneAtATime('reconciliation', () => execute(d, run, renewLease, retryAt));
+export async function executeRun(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
+  // The lease is also renewed in the background while the run waits for its turn and while one
+  // statement of it takes long (the ledger side of a large day): a run that is alive keeps its job.
+  // A real wait on the wall clock: it keeps a lease, it decides nothing.
+  let lost = false;
+  const keep = setInterval(() => {
+    renewLease().then(
+      (ok) => {
+        if (!ok) lost = true;
+      },
+      () => {}, // a renew that fails is tried again at the next tick or step
+    );
+  }, LEASE_KEEP_MS);
+  keep.unref();
+  const renew = async () => !lost && (await renewLease());
+  try {
+    // One run at a time per instance: a bill is parsed on the main thread, in slices (below).
+    return await d.workTurns.oneAtATime('reconciliation', () => execute(d, run, renew, retryAt));
+  } finally {
+    clearInterval(keep);
+  }
 }
 
 async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<boolean>, retryAt: Date | null): Promise<RunRow> {
@@ -172,8 +193,12 @@ async function execute(d: UseCaseDeps, run: RunRow, renewLease: () => Promise<bo
     const start = new Date(Date.parse(`${run.day}T00:00:00+08:00`));
     const end = new Date(start.getTime() + DAY_MS);
 
-    // 1. The statement's lines, stored as they come.
+    // 1. The statement's lines, stored as they come; the table's statistics then count them, so
+    // that the statements below plan for the run's real number of lines (planned as if the run had
+    // none, the ledger side's anti-join compared every ledger line with every provider line).
     const providerLines = await storeStatement(d, run, provider.downloadStatement.bind(provider), renew);
+    await recon.refreshLineStatistics(d.db);
+    await renew();
 
     // 2. Matched against the ledger, set-based.
     for (let from = 1; from <= providerLines; from += CLASSIFY_RANGE) {

@@ -161,6 +161,10 @@ describe('the planted discrepancies', () => {
     // The provider's lines: 6 payments (fine, untold, amount, lostRefund, stranger, contradicted) and
     // 3 refunds (fine, stranger, contradicted).
     assert.equal(run.providerLines, 9);
+    // The lines' statistics were taken once the provider's lines were stored (never analyzed: -1),
+    // so that their matching is planned for the lines the run has.
+    const stats = await db.query<{ n: number }>(`SELECT reltuples::integer AS n FROM pg_class WHERE relname = 'reconciliation_lines'`);
+    assert.ok(stats.rows[0]!.n >= 9, `the statistics count ${stats.rows[0]!.n} lines`);
     assert.equal(run.ledgerLines, 2, 'the lost refund and the lost payment: in the ledger, not in the statement');
     assert.equal(run.matched, 4);
     assert.equal(run.converged, 1);
