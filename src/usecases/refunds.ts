@@ -33,8 +33,16 @@ export async function createRefund(d: UseCaseDeps, caller: Caller, input: Create
     if (!(err instanceof RefundNumberTaken)) throw err;
     step = await reserveRefund(d, caller, input, digest, unit);
   }
-  if (step.kind === 'replay') return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
-  return submitRefund(d, step.order, step.refund, unit);
+  if (step.kind === 'replay') {
+    // Still REQUESTED: the request that recorded it may never have reached the provider (its
+    // commit's answer was lost in a failover, or its instance died before the call). The retry
+    // submits it, so the refund the merchant asked for happens instead of failing as not received
+    // 5 minutes later; the provider knows a refund by its number (the refund's id), so a second
+    // submission of one it already has never refunds twice.
+    if (step.refund.state === 'REQUESTED') return submitRefund(d, step.order, step.refund, unit, true);
+    return { kind: 'refund', refund: step.refund, order: step.order, replayed: true };
+  }
+  return submitRefund(d, step.order, step.refund, unit, false);
 }
 
 /**
@@ -94,7 +102,13 @@ async function reserveRefund(
 }
 
 /** The provider call (outside any transaction), then transaction 2 records its outcome. */
-async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow, unit?: RequestUnit): Promise<RefundOutcome> {
+async function submitRefund(
+  d: UseCaseDeps,
+  order: OrderRow,
+  reserved: RefundRow,
+  unit: RequestUnit | undefined,
+  replayed: boolean,
+): Promise<RefundOutcome> {
   let result: RefundResult | 'REJECTED' | 'UNCERTAIN';
   let rejectReason = 'PROVIDER_REJECTED';
   try {
@@ -128,7 +142,7 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
       // The request's answer, recorded with the outcome (a refusal is answered as an error, by the surface).
       const answer =
         unit && word.kind !== 'REJECTED'
-          ? (_: OrderRow, refund: RefundRow | null) => unit.answerFor({ kind: 'refund', refund: refund!, order, replayed: false })
+          ? (_: OrderRow, refund: RefundRow | null) => unit.answerFor({ kind: 'refund', refund: refund!, order, replayed })
           : undefined;
       return { change: changeOf(decision), verdict: decision, answer };
     },
@@ -138,7 +152,7 @@ async function submitRefund(d: UseCaseDeps, order: OrderRow, reserved: RefundRow
   else if (out.verdict.kind === 'CONTRADICTION') logContradiction(d.log, reserved.id, out.verdict);
   // A final outcome wrote its event: delivered now rather than at the next worker pass.
   if (result === 'REJECTED') throw new DomainError('PROVIDER_REJECTED');
-  return { kind: 'refund', refund: out.result.refund!, order, replayed: false };
+  return { kind: 'refund', refund: out.result.refund!, order, replayed };
 }
 
 /** A refund's outcome the provider reports that the ledger's settled refund contradicts: for an operator to reconcile. */

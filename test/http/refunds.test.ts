@@ -22,6 +22,8 @@ import {
 } from '../helpers/app.ts';
 import { handleProviderNotification } from '../../src/usecases/notifications.ts';
 import { REFUND_SETTLE_MS } from '../../src/providers/sandbox/sandbox.ts';
+import { refundDigest } from '../../src/domain/order-input.ts';
+import { reserveRefund as reserveRefundRow } from '../../src/store/refunds.ts';
 import { FakeClock } from '../helpers/events.ts';
 
 const REFUNDS = '/api/open/v1/refunds';
@@ -596,6 +598,79 @@ describe('create refund: provider outcomes', () => {
     for (let i = 0; i < 3; i++)
       codes.push((await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: 10 })).statusCode);
     assert.deepEqual(codes, [502, 502, 201]);
+  });
+});
+
+describe('create refund: a refund recorded but not yet submitted to the provider', () => {
+  test("its first try's answer lost before the provider was asked (a failover): the merchant's retry submits it, 200 replayed, refunded once", async () => {
+    const o = await paidOrder(1000);
+    const no = refundNo();
+    // What a first try leaves when its commit went through but its answer was lost with the
+    // primary: the REQUESTED row (holding its amount), and nothing at the provider.
+    const row = await t.svc.db.query<{ version: number; provider: string }>(
+      `SELECT o.state_version AS version, a.provider FROM orders o JOIN attempts a ON a.id = o.paid_attempt_id WHERE o.id = $1`,
+      [o.openOrderId],
+    );
+    const input = { outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 700, reason: null };
+    const reserved = await reserveRefundRow(
+      t.svc.db,
+      {
+        id: `rf_${Date.now().toString(36)}lostanswer`,
+        orderId: o.openOrderId,
+        appId: m.appId,
+        outRefundNo: no,
+        amountFen: 700,
+        reason: null,
+        digest: refundDigest(input),
+        provider: row.rows[0]!.provider,
+        createdBy: (await t.svc.db.query<{ id: string }>('SELECT id FROM service_instances LIMIT 1')).rows[0]!.id,
+      },
+      row.rows[0]!.version,
+      new Date(clock.now()),
+    );
+    assert.ok(reserved.refund, 'the REQUESTED row recorded');
+    assert.equal((await t.svc.sandbox!.queryRefund({ refundId: reserved.refund.id, paidAttemptId: '' })).state, 'NOT_FOUND');
+
+    const retry = await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 700 });
+    assert.equal(retry.statusCode, 200, retry.body);
+    assert.equal(retry.json().replayed, true);
+    assert.equal(retry.json().state, 'PENDING', 'submitted now: the provider accepted it');
+    assert.equal((await t.svc.sandbox!.queryRefund({ refundId: reserved.refund.id, paidAttemptId: '' })).state, 'PENDING');
+    // Another retry does not submit it again, and the amount stays counted once.
+    assert.equal((await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 700 })).json().state, 'PENDING');
+    assert.equal((await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: 301 })).statusCode, 422);
+    await settleRefund(no);
+    const ev = (await adminOrder(o.openOrderId)).events.map((e) => e.eventType);
+    assert.deepEqual(
+      ev.filter((e) => e.startsWith('REFUND')),
+      ['REFUND_SUCCEEDED'],
+    );
+  });
+
+  test('a duplicate arriving while the first try waits on the provider submits it too: the provider refunds it once, both answers agree', async () => {
+    const o = await paidOrder(1000);
+    const no = refundNo();
+    await fault('REFUND', 'DELAY_MS', 1, 1500);
+    const first = refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 400 });
+    let seen = false;
+    for (let i = 0; i < 40 && !seen; i++) {
+      await sleep(25);
+      seen = (await queryRefund(no)).statusCode === 200;
+    }
+    assert.ok(seen, 'the first try recorded the refund');
+    const second = await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 400 });
+    assert.equal(second.statusCode, 200, second.body);
+    assert.equal(second.json().state, 'PENDING');
+    const r = await first;
+    assert.equal(r.statusCode, 201, r.body);
+    assert.equal(r.json().state, 'PENDING');
+    await settleRefund(no);
+    const ord = await adminOrder(o.openOrderId);
+    assert.deepEqual(
+      ord.events.map((e) => e.eventType).filter((e) => e.startsWith('REFUND')),
+      ['REFUND_SUCCEEDED'],
+    );
+    assert.equal(ord.refunds.filter((x) => x.state === 'SUCCEEDED').reduce((s, x) => s + x.amountFen, 0), 400);
   });
 });
 
