@@ -229,6 +229,7 @@ export async function createServices(d: ServiceDeps): Promise<Services> {
         turns: workTurns,
       },
     ),
+    statementFilesKeptDays: config.statementFilesKeptDays,
     changes: new ChangeApplier(db),
     records: new RecordsReader(db),
     signIns: new Slots(config.signInMaxConcurrent),

@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { CidrList } from '../net/ip.ts';
+import { STATEMENT_FILES_KEPT_DAYS, STATEMENT_MAX_AGE_DAYS } from '../domain/statements.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -62,6 +63,8 @@ export interface Config {
   statementDownloadsTotal: number;
   /** A statement download whose client has taken nothing for this long is cut. */
   statementStallTimeoutMs: number;
+  /** A statement file's bytes are kept this many days after its day (docs/configuration.md, "What is kept, for how long"); 0: never. */
+  statementFilesKeptDays: number;
   /** The embedded PostgreSQL's processes as SCHED_BATCH (Linux; src/store/embedded.ts). */
   embeddedPgSchedBatch: boolean;
   /** Threads of their own that hash passwords (src/lib/password-hash.ts), never libuv's pool. */
@@ -285,7 +288,9 @@ function httpTimeouts(env: Env): Pick<Config, 'httpHeadersTimeoutMs' | 'httpRequ
   };
 }
 
-function statementDownloads(env: Env): Pick<Config, 'statementDownloadsPerApp' | 'statementDownloadsTotal' | 'statementStallTimeoutMs'> {
+function statementDownloads(
+  env: Env,
+): Pick<Config, 'statementDownloadsPerApp' | 'statementDownloadsTotal' | 'statementStallTimeoutMs' | 'statementFilesKeptDays'> {
   const perApp = int(env, 'STATEMENT_DOWNLOADS_PER_APP', 2, 1, 1000);
   const total = int(env, 'STATEMENT_DOWNLOADS_TOTAL', 8, 1, 10_000);
   if (perApp > total) {
@@ -295,6 +300,7 @@ function statementDownloads(env: Env): Pick<Config, 'statementDownloadsPerApp' |
     statementDownloadsPerApp: perApp,
     statementDownloadsTotal: total,
     statementStallTimeoutMs: int(env, 'STATEMENT_STALL_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    statementFilesKeptDays: int(env, 'STATEMENT_FILES_KEPT_DAYS', STATEMENT_FILES_KEPT_DAYS, 0, STATEMENT_MAX_AGE_DAYS),
   };
 }
 

@@ -83,7 +83,7 @@ export const JOB_KINDS = {
     everyMs: M,
   },
   PURGE_HISTORY: {
-    what: 'drops history past its retention: the failed delivery attempts of events delivered more than 30 days ago',
+    what: "drops history past its retention: the failed delivery attempts of events delivered more than 30 days ago, and statement files' kept bytes STATEMENT_FILES_KEPT_DAYS after their day",
     retry: PROVIDER_BACKOFF,
     everyMs: 10 * M,
   },

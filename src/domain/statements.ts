@@ -66,6 +66,18 @@ export function statementDay(text: string, nowMs: number): StatementDay {
   return { day: text, start: new Date(start), end: new Date(end), availableAt: new Date(availableAt) };
 }
 
+/** A file's bytes are kept this many days after its day when the environment sets nothing (STATEMENT_FILES_KEPT_DAYS). */
+export const STATEMENT_FILES_KEPT_DAYS = 62;
+
+/**
+ * The oldest day (YYYY-MM-DD, Asia/Shanghai) whose file's bytes are kept at `nowMs`: those of a day
+ * are kept until `keptDays` days after it, then dropped (a later download makes the file from the
+ * rows). With 0, no closed day's bytes are kept.
+ */
+export function firstKeptDay(nowMs: number, keptDays: number): string {
+  return new Date(nowMs + SHANGHAI_OFFSET_MS - keptDays * DAY_MS).toISOString().slice(0, 10);
+}
+
 /** The query of a statement request: `compression=gzip|none` (default none), nothing else. */
 export function statementCompression(search: URLSearchParams): StatementCompression {
   let compression: StatementCompression = 'NONE';

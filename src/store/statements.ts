@@ -1,7 +1,7 @@
 /**
  * Repository: the rows of a merchant's statement (the app's final state changes of a day, read from
- * the events written with them) and the digests of statement files already made (statement_files,
- * migrations/0014).
+ * the events written with them), the digests of statement files already made (statement_files,
+ * migrations/0014) and their kept bytes (statement_file_chunks, migrations/0140).
  */
 import type { EventType } from '../domain/events.ts';
 import type { StatementCompression, StatementRow, StatementTotals } from '../domain/statements.ts';
@@ -99,25 +99,107 @@ export interface StatementFileDigest {
   sizeBytes: number;
   rowCount: number;
   totals: StatementTotals;
+  /** How many chunks its bytes are kept in (statement_file_chunks), or null when they are not kept. */
+  chunks: number | null;
 }
 
 export async function findStatementFile(db: Queryable, k: StatementFileKey): Promise<StatementFileDigest | null> {
   const r = await db.query<StatementFileDigest>({
     name: 'statement_file_find',
-    text: `SELECT sha256, size_bytes AS "sizeBytes", row_count AS "rowCount", totals FROM statement_files
+    text: `SELECT sha256, size_bytes AS "sizeBytes", row_count AS "rowCount", totals, chunks FROM statement_files
             WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5`,
     values: [k.appId, k.day, k.formatVersion, k.compression, k.encoder],
   });
   return r.rows[0] ?? null;
 }
 
-/** Keeps the digest (the first one made stays: every making gives the same bytes). */
+/**
+ * Keeps the digest, and how many chunks the bytes are kept in once every one is written (the first
+ * row made stays: every making gives the same bytes, and so the same chunks).
+ */
 export async function saveStatementFile(db: Queryable, k: StatementFileKey, f: StatementFileDigest, now: Date): Promise<void> {
   await db.query(
-    `INSERT INTO statement_files(app_id, day, format_version, compression, encoder, sha256, size_bytes, row_count, totals, computed_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
-    [k.appId, k.day, k.formatVersion, k.compression, k.encoder, f.sha256, f.sizeBytes, f.rowCount, JSON.stringify(f.totals), now],
+    `INSERT INTO statement_files(app_id, day, format_version, compression, encoder, sha256, size_bytes, row_count, totals, computed_at, chunks)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING`,
+    [k.appId, k.day, k.formatVersion, k.compression, k.encoder, f.sha256, f.sizeBytes, f.rowCount, JSON.stringify(f.totals), now, f.chunks],
   );
+}
+
+/** Keeps chunk `seq` of a file's bytes (one written already, by another making of the same file, stays: the same bytes). */
+export async function saveStatementFileChunk(db: Queryable, k: StatementFileKey, seq: number, bytes: Buffer): Promise<void> {
+  await db.query({
+    name: 'statement_file_chunk_save',
+    text: `INSERT INTO statement_file_chunks(app_id, day, format_version, compression, encoder, seq, bytes)
+           VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+    values: [k.appId, k.day, k.formatVersion, k.compression, k.encoder, seq, bytes],
+  });
+}
+
+/** How many of a file's chunks 0 to `chunks - 1` are kept (their keys are read, never their bytes). */
+export async function countStatementFileChunks(db: Queryable, k: StatementFileKey, chunks: number): Promise<number> {
+  const r = await db.query<{ n: number }>({
+    name: 'statement_file_chunks_count',
+    text: `SELECT count(*)::int AS n FROM statement_file_chunks
+            WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5 AND seq >= 0 AND seq < $6`,
+    values: [k.appId, k.day, k.formatVersion, k.compression, k.encoder, chunks],
+  });
+  return r.rows[0]!.n;
+}
+
+/**
+ * Chunk `seq` of a file's kept bytes, or null when it is not kept. The bytes travel as base64: the
+ * driver reads every column as text, and base64 is two thirds of hex's size for PostgreSQL to
+ * write and for the driver to read.
+ */
+export async function statementFileChunk(db: Queryable, k: StatementFileKey, seq: number): Promise<Buffer | null> {
+  const r = await db.query<[string]>({
+    name: 'statement_file_chunk',
+    rowMode: 'array',
+    text: `SELECT encode(bytes, 'base64') FROM statement_file_chunks
+            WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5 AND seq = $6`,
+    values: [k.appId, k.day, k.formatVersion, k.compression, k.encoder, seq],
+  });
+  const row = r.rows[0];
+  return row === undefined ? null : Buffer.from(row[0], 'base64');
+}
+
+/** Drops a file's kept bytes and marks them not kept, in one statement (the digest stays). */
+export async function dropStatementFileChunks(db: Queryable, k: StatementFileKey): Promise<void> {
+  await db.query(
+    `WITH unkept AS (
+       UPDATE statement_files SET chunks = NULL
+        WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5)
+     DELETE FROM statement_file_chunks
+      WHERE app_id = $1 AND day = $2 AND format_version = $3 AND compression = $4 AND encoder = $5`,
+    [k.appId, k.day, k.formatVersion, k.compression, k.encoder],
+  );
+}
+
+/**
+ * One batch of the purge of kept bytes: up to `limit` chunks of days before `beforeDay`, dropped,
+ * and the files they belong to marked not kept, in the same statement (a download that starts
+ * afterwards makes the file from the rows; the digest stays). Chunks that no complete file counts
+ * (a making cut short) go the same way. Answers how many chunks were dropped.
+ */
+export async function purgeStatementFileChunks(db: Queryable, beforeDay: string, limit: number): Promise<number> {
+  const r = await db.query<{ n: number }>(
+    `WITH doomed AS (
+       SELECT app_id, day, format_version, compression, encoder, seq FROM statement_file_chunks
+        WHERE day < $1 ORDER BY day LIMIT $2),
+     unkept AS (
+       UPDATE statement_files f SET chunks = NULL
+         FROM (SELECT DISTINCT app_id, day, format_version, compression, encoder FROM doomed) d
+        WHERE f.app_id = d.app_id AND f.day = d.day AND f.format_version = d.format_version
+          AND f.compression = d.compression AND f.encoder = d.encoder AND f.chunks IS NOT NULL),
+     gone AS (
+       DELETE FROM statement_file_chunks c USING doomed d
+        WHERE c.app_id = d.app_id AND c.day = d.day AND c.format_version = d.format_version
+          AND c.compression = d.compression AND c.encoder = d.encoder AND c.seq = d.seq
+       RETURNING 1)
+     SELECT count(*)::int AS n FROM gone`,
+    [beforeDay, limit],
+  );
+  return r.rows[0]!.n;
 }
 
 // --- download leases (migration 0110) ------------------------------------------------------------

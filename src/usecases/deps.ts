@@ -35,6 +35,8 @@ export interface UseCaseDeps {
   acceptor: AttemptAcceptor;
   /** The budget of statement files made at once by this instance, and the first summaries being computed. */
   statementDownloads: StatementDownloads;
+  /** A statement file's bytes are kept this many days after its day (STATEMENT_FILES_KEPT_DAYS; 0: never). */
+  statementFilesKeptDays: number;
   /** The main thread's share of expensive work: statement and reconciliation slices take turns in it. */
   workTurns: WorkTurns;
   /** Decided changes of concurrent requests (provider notices, refund outcomes, closes), one statement per event-loop turn. */

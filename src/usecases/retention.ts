@@ -5,7 +5,9 @@
  * a purge never waits for the hot path nor holds it up; a purge that finds more than a batch goes on
  * batch after batch, up to a bound per run, so that it keeps up with the peak rate of the writes.
  */
+import { firstKeptDay } from '../domain/statements.ts';
 import * as events from '../store/events.ts';
+import * as statements from '../store/statements.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
 /** Rows per purge statement. */
@@ -29,8 +31,19 @@ export async function inBatches(step: () => Promise<number>, batch = PURGE_BATCH
   return total;
 }
 
-/** The history past its retention: the failed delivery attempts of events delivered more than 30 days ago. */
+/** Chunks of kept statement files per purge statement (256 KiB each: 25 MiB a statement). */
+export const STATEMENT_CHUNKS_PURGE_BATCH = 100;
+
+/**
+ * The history past its retention: the failed delivery attempts of events delivered more than 30
+ * days ago, and the kept bytes of statement files STATEMENT_FILES_KEPT_DAYS after their day (their
+ * digests stay: a later download makes the file from the rows).
+ */
 export async function purgeHistory(d: UseCaseDeps): Promise<number> {
   const before = new Date(nowOf(d).getTime() - DELIVERY_LOG_RETENTION_DAYS * 86_400_000);
-  return inBatches(() => events.purgeDeliveryLog(d.db, before, PURGE_BATCH));
+  const keptFrom = firstKeptDay(d.clock.now(), d.statementFilesKeptDays);
+  return (
+    (await inBatches(() => events.purgeDeliveryLog(d.db, before, PURGE_BATCH))) +
+    (await inBatches(() => statements.purgeStatementFileChunks(d.db, keptFrom, STATEMENT_CHUNKS_PURGE_BATCH), STATEMENT_CHUNKS_PURGE_BATCH))
+  );
 }

@@ -3,19 +3,23 @@
  * SHA-256 and size of its file), and the file itself, streamed.
  *
  * The rows of a closed day never change (src/domain/statements.ts), so the file is the same bytes
- * whenever it is made: its digest is computed once, by streaming the rows through the encoder into
- * a hash, and kept (statement_files). The file is then made again for each download and streamed;
- * its signature, which covers the body's SHA-256 (decisions.md section 3), is made from the kept
- * digest before the first byte leaves. Memory stays flat: the rows are read a page at a time
- * (keyset on events_app_created), each page encoded and handed on before the next is read, with
- * the consumer's backpressure.
+ * whenever it is made. It is made once, by the first summary: the rows are streamed through the
+ * encoder into a hash, and the bytes, cut into chunks of a fixed size as they pass, are written to
+ * statement_file_chunks (each insert awaited before the next rows are read: memory stays flat);
+ * then the digest is kept (statement_files), saying how many chunks hold the bytes. A download
+ * streams the kept chunks, one per query, as fast as its client takes them, and never reads the
+ * rows again. Where the bytes are not kept (a digest made before they were, a day past
+ * STATEMENT_FILES_KEPT_DAYS, bytes found damaged), the download makes the file again from the rows.
+ * Either way its signature, which covers the body's SHA-256 (decisions.md section 3), is made from
+ * the kept digest before the first byte leaves, and the bytes are checked against it as they pass.
  *
- * Making a file never holds up other requests: the first page is small (the first rows leave at
- * once), each page is read and encoded in slices, each slice taking its turn among those of every
- * file being made (StatementDownloads.turn: one slice per turn of the event loop in all),
- * a client that takes nothing for the stall timeout is cut (it holds at most a page and the
- * streams' buffers meanwhile), and files are made within the budget of StatementDownloads (per
- * app and in all; a first summary asked for by several callers at once is computed once).
+ * Making a file never holds up other requests: the rows are read a page at a time (keyset on
+ * events_app_created), the first page small (the first rows leave at once), each page encoded in
+ * slices, each slice taking its turn among those of every file being made
+ * (StatementDownloads.turn: one slice per turn of the event loop in all). A client that takes
+ * nothing for the stall timeout is cut (it holds at most a page or a chunk and the streams'
+ * buffers meanwhile), and files are made and sent within the budget of StatementDownloads (per app
+ * and in all; a first summary asked for by several callers at once is computed once).
  */
 import { createHash } from 'node:crypto';
 import { Readable, Transform, pipeline } from 'node:stream';
@@ -28,6 +32,7 @@ import {
   type StatementTotals,
   addToTotals,
   emptyTotals,
+  firstKeptDay,
   statementDay,
   statementLine,
 } from '../domain/statements.ts';
@@ -44,6 +49,12 @@ const FIRST_PAGE_ROWS = 100;
 const SLICE_ROWS = 64;
 /** gzip level of compressed statements (zlib's default): part of what makes the bytes. */
 const GZIP_LEVEL = 6;
+
+/**
+ * The size of a kept file's chunks (the last one shorter): the bytes are cut at the same places
+ * whatever the encoder's chunking, so every making of a file writes the same rows.
+ */
+export const STATEMENT_CHUNK_BYTES = 256 * 1024;
 
 /** The encoder's identity: the same rows give the same bytes only through the same encoder. */
 function encoderOf(compression: StatementCompression): string {
@@ -85,19 +96,77 @@ function fileBytes(d: UseCaseDeps, appId: string, sd: StatementDay, compression:
   return pipeline(csv, createGzip({ level: GZIP_LEVEL }), () => {});
 }
 
-/** Makes the file once into a hash: its digest, size, rows and totals. */
-async function digestOf(d: UseCaseDeps, appId: string, sd: StatementDay, compression: StatementCompression): Promise<StatementFileDigest> {
+/** Cuts a stream of buffers into pieces of exactly `size` bytes (the last one shorter), whatever its chunking. */
+export async function* fixedChunks(source: AsyncIterable<Buffer>, size: number): AsyncGenerator<Buffer> {
+  let parts: Buffer[] = [];
+  let length = 0;
+  for await (const b of source) {
+    let rest = b;
+    while (length + rest.length >= size) {
+      const take = size - length;
+      parts.push(rest.subarray(0, take));
+      yield Buffer.concat(parts, size);
+      parts = [];
+      length = 0;
+      rest = rest.subarray(take);
+    }
+    if (rest.length > 0) {
+      parts.push(rest);
+      length += rest.length;
+    }
+  }
+  if (length > 0) yield Buffer.concat(parts, length);
+}
+
+/**
+ * Makes the file once into a hash: its digest, size, rows and totals; with `keep`, its bytes are
+ * also written as chunks as they pass (each insert awaited: the next rows wait for it), and the
+ * digest says how many.
+ */
+async function digestOf(d: UseCaseDeps, sd: StatementDay, key: StatementFileKey, keep: boolean): Promise<StatementFileDigest> {
   const totals = emptyTotals();
   const hash = createHash('sha256');
   let sizeBytes = 0;
-  for await (const chunk of fileBytes(d, appId, sd, compression, totals)) {
-    hash.update(chunk as Buffer);
-    sizeBytes += (chunk as Buffer).length;
+  let chunks = 0;
+  for await (const chunk of fixedChunks(fileBytes(d, key.appId, sd, key.compression, totals), STATEMENT_CHUNK_BYTES)) {
+    hash.update(chunk);
+    sizeBytes += chunk.length;
+    if (keep) await statements.saveStatementFileChunk(d.db, key, chunks, chunk);
+    chunks++;
   }
-  return { sha256: hash.digest('hex'), sizeBytes, rowCount: totals.rowCount, totals };
+  return { sha256: hash.digest('hex'), sizeBytes, rowCount: totals.rowCount, totals, chunks: keep && chunks > 0 ? chunks : null };
 }
 
-/** The statement's summary: the day checked, then its file's digest (made and kept the first time). */
+/**
+ * The kept bytes of a file, a chunk per query, each read once the one before has been taken, in
+ * its turn among the slices of statement work (reading a chunk takes the main thread ~2 ms, a
+ * slice's time). A chunk gone meanwhile (the purge, at the end of the time bytes are kept): the
+ * kept bytes are dropped and the stream fails with StatementChangedError.
+ */
+async function* keptBytes(
+  d: UseCaseDeps,
+  key: StatementFileKey,
+  chunks: number,
+  unkeep: (why: string) => Promise<void>,
+): AsyncGenerator<Buffer> {
+  for (let seq = 0; seq < chunks; seq++) {
+    await d.statementDownloads.turn();
+    const bytes = await statements.statementFileChunk(d.db, key, seq);
+    if (bytes === null) {
+      const why = `kept chunk ${seq} of ${chunks} is gone`;
+      await unkeep(why);
+      throw new StatementChangedError(`statement ${key.appId} ${key.day}: ${why}`);
+    }
+    yield bytes;
+  }
+}
+
+/** What makes a file's bytes, the key of its digest and of its kept chunks. */
+function fileKey(appId: string, day: string, compression: StatementCompression): StatementFileKey {
+  return { appId, day, formatVersion: STATEMENT_FORMAT_VERSION, compression, encoder: encoderOf(compression) };
+}
+
+/** The statement's summary: the day checked, then its file's digest (made, and its bytes kept, the first time). */
 export async function statementSummary(
   d: UseCaseDeps,
   caller: Caller,
@@ -105,21 +174,17 @@ export async function statementSummary(
   compression: StatementCompression,
 ): Promise<StatementSummary> {
   const sd = statementDay(day, d.clock.now());
-  const key: StatementFileKey = {
-    appId: caller.app.id,
-    day: sd.day,
-    formatVersion: STATEMENT_FORMAT_VERSION,
-    compression,
-    encoder: encoderOf(compression),
-  };
+  const key = fileKey(caller.app.id, sd.day, compression);
   let digest = await statements.findStatementFile(d.db, key);
   if (digest === null) {
-    // Computed once however many ask at once (the others wait for it), within the budget.
+    // Computed once however many ask at once (the others wait for it), within the budget; the
+    // bytes kept unless the day is already past the time they are kept.
     const flight = `${key.appId} ${key.day} ${key.formatVersion} ${key.compression} ${key.encoder}`;
+    const keep = sd.day >= firstKeptDay(d.clock.now(), d.statementFilesKeptDays);
     digest = await d.statementDownloads.once(flight, async () => {
       const release = await d.statementDownloads.acquire(caller.app.id);
       try {
-        const made = await digestOf(d, caller.app.id, sd, compression);
+        const made = await digestOf(d, sd, key, keep);
         await statements.saveStatementFile(d.db, key, made, nowOf(d));
         return made;
       } finally {
@@ -142,11 +207,14 @@ export class StatementChangedError extends Error {
 
 /**
  * The file of a statement, to stream: its summary (whose digest the answer is signed with) and
- * its bytes, checked as they pass. The last chunk is held back until the whole file has matched
- * the digest; if it does not, the stream fails with StatementChangedError before that chunk, so a
- * receiver never holds a complete file other than the one the summary describes. The download
- * holds a slot of the budget until its stream closes (sent, failed or cut), and is cut with
- * StatementStalledError when its client takes nothing for the stall timeout.
+ * its bytes, checked as they pass: the kept chunks when its summary says they are kept (all of
+ * them there: else they are dropped and the file is made from the rows), else the file made from
+ * the rows. The last chunk is held back until the whole file has matched the digest; if it does
+ * not (or a kept chunk is gone meanwhile), the stream fails with StatementChangedError before that
+ * chunk, so a receiver never holds a complete file other than the one the summary describes, and
+ * kept bytes that failed are dropped first (the next download makes the file from the rows). The
+ * download holds a slot of the budget until its stream closes (sent, failed or cut), and is cut
+ * with StatementStalledError when its client takes nothing for the stall timeout.
  */
 export async function statementFile(
   d: UseCaseDeps,
@@ -156,6 +224,16 @@ export async function statementFile(
 ): Promise<{ summary: StatementSummary; body: Readable }> {
   const summary = await statementSummary(d, caller, day, compression);
   const expected = summary.digest;
+  const key = fileKey(caller.app.id, summary.day.day, compression);
+  let kept = expected.chunks;
+  /** Drops kept bytes found damaged (the digest stays: the next download makes the file from the rows). */
+  const unkeep = async (why: string) => {
+    d.log.warn(
+      { appId: key.appId, day: key.day, compression, why },
+      'kept statement file damaged: dropped, made from the rows from now on',
+    );
+    await statements.dropStatementFileChunks(d.db, key).catch((err: unknown) => d.log.error({ err }, 'kept statement file not dropped'));
+  };
   const hash = createHash('sha256');
   let size = 0;
   let held: Buffer | null = null;
@@ -174,11 +252,10 @@ export async function statementFile(
     flush(cb) {
       const sha256 = hash.digest('hex');
       if (sha256 !== expected.sha256 || size !== expected.sizeBytes) {
-        cb(
-          new StatementChangedError(
-            `statement ${caller.app.id} ${summary.day.day}: made ${size} bytes ${sha256}, kept ${expected.sizeBytes} ${expected.sha256}`,
-          ),
-        );
+        const why = `${kept === null ? 'made' : 'kept'} ${size} bytes ${sha256}, digest ${expected.sizeBytes} ${expected.sha256}`;
+        const fail = () => cb(new StatementChangedError(`statement ${caller.app.id} ${summary.day.day}: ${why}`));
+        if (kept === null) fail();
+        else void unkeep(why).then(fail);
         return;
       }
       cb(null, held ?? undefined);
@@ -187,7 +264,18 @@ export async function statementFile(
   const release = await d.statementDownloads.acquire(caller.app.id);
   let body: Readable;
   try {
-    body = pipeline(fileBytes(d, caller.app.id, summary.day, compression, emptyTotals()), check, () => {});
+    if (kept !== null) {
+      const there = await statements.countStatementFileChunks(d.db, key, kept);
+      if (there !== kept) {
+        await unkeep(`${there} of ${kept} chunks kept`);
+        kept = null;
+      }
+    }
+    const source =
+      kept === null
+        ? fileBytes(d, caller.app.id, summary.day, compression, emptyTotals())
+        : Readable.from(keptBytes(d, key, kept, unkeep), { objectMode: false });
+    body = pipeline(source, check, () => {});
   } catch (err) {
     release();
     throw err;

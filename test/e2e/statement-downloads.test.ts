@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { type Merchant, type TestApp, provision, signedHeaders, startTestApp } from '../helpers/app.ts';
 import { waitFor } from '../helpers/events.ts';
+import { insertPaidDay } from '../helpers/rows.ts';
 
 /** Rows of the days: ~17 MB of CSV, more than the socket buffers of a client that reads nothing take on loopback. */
 const ROWS = 100_000;
@@ -45,26 +46,7 @@ after(async () => {
 
 /** `n` paid orders of the app spread over DAY, each with its PAYMENT_SUCCEEDED event, as the service writes them. */
 async function seed(m: Merchant, key: string, n: number): Promise<void> {
-  const start = Date.parse(`${DAY}T00:00:00+08:00`);
-  const step = Math.floor(86_000_000 / n);
-  await db.query(
-    `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest, links,
-                        status, expire_at, fee_projection, state_version, paid_attempt_id, paid_at, created_at, updated_at)
-     SELECT 'ord_' || $1 || lpad(g::text, 8, '0'), $2, $3, upper($1) || '_' || lpad(g::text, 8, '0'), 'ALIPAY_H5', 100 + g, 'CNY', 's',
-            '8.8.8.8', 'd', ARRAY['ALIPAY_AGGREGATION_NATIVE'], 'SUCCEEDED', t + interval '15 minutes',
-            json_build_object('companyServiceFeeFen', 1, 'companyServiceFeeRateBps', 60, 'merchantRateBps', 60,
-                              'merchantSettlementFen', 99 + g, 'ruleVersion', 0, 'thresholdFen', 10000000, 'tier', 'STANDARD'),
-            3, 'att_' || $1 || g, t, t, t
-       FROM generate_series(1, $4::int) g, LATERAL (SELECT to_timestamp(($5::bigint + g::bigint * $6::bigint) / 1000.0) AS t) x`,
-    [key, m.appId, m.merchantId, n, start, step],
-  );
-  await db.query(
-    `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, status, attempts, next_attempt_at, created_at, delivered_at)
-     SELECT 'evt_' || $1 || lpad(g::text, 8, '0'), $2, 'ord_' || $1 || lpad(g::text, 8, '0'), 'PAYMENT_SUCCEEDED', 3, '{}'::json,
-            'DELIVERED', 1, t, t, t
-       FROM generate_series(1, $3::int) g, LATERAL (SELECT to_timestamp(($4::bigint + g::bigint * $5::bigint) / 1000.0) AS t) x`,
-    [key, m.appId, n, start, step],
-  );
+  await insertPaidDay(db, { key, appId: m.appId, merchantId: m.merchantId, day: DAY, n });
 }
 
 async function get(m: Merchant, path: string): Promise<{ status: number; headers: Headers; body: Buffer }> {

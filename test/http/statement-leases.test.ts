@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { type BuiltApp, buildApp } from '../../src/app.ts';
 import { type Merchant, type TestApp, provision, signedHeaders, startTestApp } from '../helpers/app.ts';
+import { insertPaidDay } from '../helpers/rows.ts';
 
 /** Rows of the day: ~17 MB of CSV, more than the socket buffers of a client that reads nothing take on loopback. */
 const ROWS = 100_000;
@@ -49,26 +50,7 @@ after(async () => {
 
 /** `n` paid orders of the app spread over DAY, each with its PAYMENT_SUCCEEDED event, as the service writes them. */
 async function seed(mch: Merchant, n: number): Promise<void> {
-  const start = Date.parse(`${DAY}T00:00:00+08:00`);
-  const step = Math.floor(86_000_000 / n);
-  await db.query(
-    `INSERT INTO orders(id, app_id, merchant_id, out_trade_no, channel, amount_fen, currency, subject, payer_client_ip, digest, links,
-                        status, expire_at, fee_projection, state_version, paid_attempt_id, paid_at, created_at, updated_at)
-     SELECT 'ord_ls' || lpad(g::text, 8, '0'), $1, $2, 'LS_' || lpad(g::text, 8, '0'), 'ALIPAY_H5', 100 + g, 'CNY', 's',
-            '8.8.8.8', 'd', ARRAY['ALIPAY_AGGREGATION_NATIVE'], 'SUCCEEDED', t + interval '15 minutes',
-            json_build_object('companyServiceFeeFen', 1, 'companyServiceFeeRateBps', 60, 'merchantRateBps', 60,
-                              'merchantSettlementFen', 99 + g, 'ruleVersion', 0, 'thresholdFen', 10000000, 'tier', 'STANDARD'),
-            3, 'att_ls' || g, t, t, t
-       FROM generate_series(1, $3::int) g, LATERAL (SELECT to_timestamp(($4::bigint + g::bigint * $5::bigint) / 1000.0) AS t) x`,
-    [mch.appId, mch.merchantId, n, start, step],
-  );
-  await db.query(
-    `INSERT INTO events(id, app_id, order_id, event_type, state_version, payload, status, attempts, next_attempt_at, created_at, delivered_at)
-     SELECT 'evt_ls' || lpad(g::text, 8, '0'), $1, 'ord_ls' || lpad(g::text, 8, '0'), 'PAYMENT_SUCCEEDED', 3, '{}'::json,
-            'DELIVERED', 1, t, t, t
-       FROM generate_series(1, $2::int) g, LATERAL (SELECT to_timestamp(($3::bigint + g::bigint * $4::bigint) / 1000.0) AS t) x`,
-    [mch.appId, n, start, step],
-  );
+  await insertPaidDay(db, { key: 'ls', appId: mch.appId, merchantId: mch.merchantId, day: DAY, n });
 }
 
 /**

@@ -79,3 +79,12 @@ test('booleans: true / false / 1 / 0, and the message says so', () => {
     (e: Error) => e instanceof ConfigError && e.message === "WORKERS_ENABLED must be true or false (or 1 or 0) (got 'yes')",
   );
 });
+
+test('STATEMENT_FILES_KEPT_DAYS: 62 by default, 0 (never kept) to 366; anything else refused', () => {
+  assert.equal(loadConfig({}).statementFilesKeptDays, 62);
+  assert.equal(loadConfig({ STATEMENT_FILES_KEPT_DAYS: '0' }).statementFilesKeptDays, 0);
+  assert.equal(loadConfig({ STATEMENT_FILES_KEPT_DAYS: '366' }).statementFilesKeptDays, 366);
+  for (const v of ['-1', '367', '1.5', 'a month']) {
+    assert.throws(() => loadConfig({ STATEMENT_FILES_KEPT_DAYS: v }), /STATEMENT_FILES_KEPT_DAYS/);
+  }
+});
