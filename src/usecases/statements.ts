@@ -138,10 +138,20 @@ async function digestOf(d: UseCaseDeps, sd: StatementDay, key: StatementFileKey,
 }
 
 /**
+ * What a download of kept bytes sends in one turn of statement work: a chunk is read in one turn
+ * and sent in pieces, a piece per turn. Beside the open API's requests, turns are SLICE_GAP_MS
+ * apart, so the downloads of an instance send about 5 MB/s in all there (full speed otherwise):
+ * eight downloads admitted at once fill their clients' buffers (megabytes each, when a client does
+ * not read) over seconds instead of in one burst of the kernel's copying on both ends.
+ */
+export const KEPT_PIECE_BYTES = 32 * 1024;
+
+/**
  * The kept bytes of a file, a chunk per query, each read once the one before has been taken, in
  * its turn among the slices of statement work (reading a chunk takes the main thread ~2 ms, a
- * slice's time). A chunk gone meanwhile (the purge, at the end of the time bytes are kept): the
- * kept bytes are dropped and the stream fails with StatementChangedError.
+ * slice's time), sent a piece (KEPT_PIECE_BYTES) per turn. A chunk gone meanwhile (the purge, at
+ * the end of the time bytes are kept): the kept bytes are dropped and the stream fails with
+ * StatementChangedError.
  */
 async function* keptBytes(
   d: UseCaseDeps,
@@ -157,7 +167,10 @@ async function* keptBytes(
       await unkeep(why);
       throw new StatementChangedError(`statement ${key.appId} ${key.day}: ${why}`);
     }
-    yield bytes;
+    for (let at = 0; at < bytes.length; at += KEPT_PIECE_BYTES) {
+      if (at > 0) await d.statementDownloads.turn();
+      yield bytes.subarray(at, at + KEPT_PIECE_BYTES);
+    }
   }
 }
 
