@@ -563,6 +563,7 @@ async function main(): Promise<boolean> {
         seconds: r.seconds,
         rps: r.rps,
         latencyMs: r.latencyMs,
+        ...(r.worstBySecondMs ? { worstBySecondMs: r.worstBySecondMs } : {}),
         statuses: r.statuses,
         non2xx: Object.fromEntries(Object.entries(r.statuses).filter(([st]) => !st.startsWith('2'))),
         socketErrors: r.socketErrors,
@@ -601,6 +602,7 @@ async function main(): Promise<boolean> {
         `server CPU ${r.cpu.serverPer1k.toFixed(2)} s/1k` +
         (r.cpu.pgPer1k === null ? '' : `, pg CPU ${r.cpu.pgPer1k.toFixed(2)} s/1k`) +
         `, peak RSS ${r.memory.peakRssMB.toFixed(0)} MB, other processes ${r.cpu.otherCores.toFixed(2)} cores` +
+        (r.worstBySecondMs ? `, slowest by second ${JSON.stringify(r.worstBySecondMs.map((v) => Math.round(v)))} ms` : '') +
         (n
           ? `; notifications: ${n.delivered}/${n.expected} delivered (${n.deliveredPerSec.toFixed(0)}/s), lag p50 ${n.lagMs.p50.toFixed(0)} ms ` +
             `p99 ${n.lagMs.p99.toFixed(0)} ms, lost ${n.lost}, duplicates ${n.duplicates}, out of order ${n.outOfOrder}`

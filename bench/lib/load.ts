@@ -45,6 +45,8 @@ export interface LoadResult {
   /** 2xx answers without X-SVC-Response-Sign */
   unsigned2xx: number;
   truncated: boolean;
+  /** Paced phases: the slowest latency of the requests due in each second of the phase (ms), to see when the slow ones came. */
+  worstBySecondMs?: number[];
 }
 
 export function latencyStats(values: Float64Array): LatencyStats {

@@ -171,6 +171,7 @@ export function pacedLoop(
   let last = 0;
   let truncated = false;
   let resolved = false;
+  const worstBySecond: number[] = [];
 
   return new Promise((resolve) => {
     const t0 = performance.now();
@@ -187,6 +188,7 @@ export function pacedLoop(
         seconds,
         rps: completed / seconds,
         latencyMs: latencyStats(latencies.subarray(0, nLat)),
+        worstBySecondMs: worstBySecond.map((v) => Math.round(v * 10) / 10),
         statuses,
         socketErrors,
         timeouts: 0,
@@ -210,6 +212,9 @@ export function pacedLoop(
       const now = performance.now();
       last = now;
       latencies[nLat++] = now - dueAt[i]!;
+      const second = Math.max(0, Math.floor((dueAt[i]! - t0) / 1000));
+      while (worstBySecond.length <= second) worstBySecond.push(0);
+      worstBySecond[second] = Math.max(worstBySecond[second]!, now - dueAt[i]!);
       statuses[p.status] = (statuses[p.status] ?? 0) + 1;
       if (p.status !== job.expect[i]) unexpected[`${job.kinds[i]} ${p.status}`] = (unexpected[`${job.kinds[i]} ${p.status}`] ?? 0) + 1;
       if (p.status >= 200 && p.status < 300 && !p.signed && isOpenApi(job.kinds[i]!)) unsigned2xx++;

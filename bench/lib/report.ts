@@ -21,6 +21,8 @@ export interface ScenarioResult {
   seconds: number;
   rps: number;
   latencyMs: LatencyStats;
+  /** Paced phases: the slowest latency of the requests due in each second (ms). */
+  worstBySecondMs?: number[];
   statuses: Record<string, number>;
   /** non-2xx answers by status */
   non2xx: Record<string, number>;
