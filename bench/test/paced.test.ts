@@ -86,6 +86,9 @@ test('runPaced sends every item once at the rate and counts answers by status, u
     assert.ok(r.seconds >= 0.015, `five requests at 200/s take at least 20 ms (${r.seconds} s)`);
     assert.deepEqual(seen.sort(), ['GET /a ', 'GET /c ', 'GET /missing ', 'GET /unsigned ', 'POST /b {"x":1}']);
     assert.ok(answers.includes('/b 200 ok true'));
+    // Five requests due within the first second: one entry, the slowest of them.
+    assert.equal(r.worstBySecondMs?.length, 1);
+    assert.ok(r.worstBySecondMs![0]! >= r.latencyMs.p50 && r.worstBySecondMs![0]! <= r.latencyMs.max + 0.1);
   } finally {
     server.close();
   }
