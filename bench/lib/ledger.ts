@@ -33,6 +33,15 @@
  */
 import pg from 'pg';
 
+/**
+ * The 6 base32 characters of the minute of `x.t` since the epoch: the ids of the history lead with
+ * their minute as the service's do (src/domain/ids.ts), so a day's rows are neighbours in the
+ * primary keys as the service's own would be.
+ */
+const MINUTE_PREFIX_SQL = [25, 20, 15, 10, 5, 0]
+  .map((shift) => `substr('0123456789abcdefghjkmnpqrstvwxyz', ((floor(extract(epoch FROM x.t) / 60)::bigint >> ${shift}) & 31)::int + 1, 1)`)
+  .join(' || ');
+
 export interface LedgerOptions {
   /** Orders to write. */
   orders: number;
@@ -319,18 +328,18 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
        SELECT g, ${app} AS app, ${merchant} AS mch, x.channel, x.amount, x.outcome, x.two, x.refund, x.half, x.dup, x.trade, x.fail1, x.t,
               least(interval '1 day', (to_timestamp($7::bigint / 1000.0) - x.t) / 2) AS rdelay,
               x.t + interval '40 seconds' + (g % 560) * interval '1 second' AS settled,
-              'ord_' || substr(h.h1, 1, 24) AS oid,
-              'att_' || substr(h.h2, 1, 24) AS aid1,
-              'att_' || substr(h.h2, 9, 24) AS aid2,
-              'trd_' || substr(h.h3, 1, 24) AS tid,
-              'rf_' || substr(h.h3, 9, 24) AS rid,
-              'evt_' || substr(h.h1, 9, 24) AS eid,
-              'evt_' || substr(h.h3, 5, 24) AS fid,
+              'ord_' || pf.p || substr(h.h1, 1, 18) AS oid,
+              'att_' || pf.p || substr(h.h2, 1, 18) AS aid1,
+              'att_' || pf.p || substr(h.h2, 9, 18) AS aid2,
+              'trd_' || pf.p || substr(h.h3, 1, 18) AS tid,
+              'rf_' || pf.p || substr(h.h3, 9, 18) AS rid,
+              'evt_' || pf.p || substr(h.h1, 9, 18) AS eid,
+              'evt_' || pf.p || substr(h.h3, 5, 18) AS fid,
               -- the provider's references of the first and second attempt, their cashier tokens (43 characters, as base64url of 32 bytes)
               'sbx_' || substr(h.h1, 5, 24) AS ref1,
               'sbx_' || substr(h.h2, 5, 24) AS ref2,
-              substr(h.h1 || h.h3, 3, 43) AS token1,
-              substr(h.h2 || h.h1, 3, 43) AS token2,
+              pf.p || substr(h.h1 || h.h3, 3, 37) AS token1,
+              pf.p || substr(h.h2 || h.h1, 3, 37) AS token2,
               h.h2 AS digest, h.h3 AS rdigest
          FROM generate_series($1::bigint, $2::bigint) g,
          -- 384 random-looking bits per order, from which its ids are cut (md5 is most of a batch's CPU)
@@ -349,7 +358,9 @@ export async function fillLedger(url: string, o: LedgerOptions): Promise<LedgerR
                          r.r_out < 0.72 AND r.channel = 'WECHAT_H5' AND r.trade AS trade,
                          to_timestamp(($4::bigint + floor((g - $8)::float8 * $6 / $5)::bigint * 86400000
                            + (CASE WHEN r.r_peak < 0.4 THEN 43200 + r.r_norm * 5400 WHEN r.r_peak < 0.8 THEN 73800 + r.r_norm * 4800
-                                   ELSE r.r_uni * 86400 END)::bigint % 86400 * 1000) / 1000.0) AS t) x) y`,
+                                   ELSE r.r_uni * 86400 END)::bigint % 86400 * 1000) / 1000.0) AS t) x,
+         -- the minute each id leads with, as the service's ids do (src/domain/ids.ts)
+         LATERAL (SELECT ${MINUTE_PREFIX_SQL} AS p) pf) y`,
         [from, to, merchants, histStart, o.orders, days, now, first],
       );
       await q(

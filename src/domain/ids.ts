@@ -1,4 +1,4 @@
-/** Prefixed, opaque, unguessable identifiers. */
+/** Prefixed, opaque, unguessable identifiers; those of the large tables lead with their minute (minutePrefix). */
 import { randomBytes } from 'node:crypto';
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -33,9 +33,11 @@ export function randomAlnum(length: number): string {
   return out;
 }
 
+const B32 = '0123456789abcdefghjkmnpqrstvwxyz';
+
 function b32(bytes: number): string {
   // Crockford-like lower-case base32 of random bytes: URL-safe, case-insensitive friendly.
-  const alphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+  const alphabet = B32;
   const buf = random(bytes);
   let bits = 0;
   let value = 0;
@@ -52,22 +54,48 @@ function b32(bytes: number): string {
   return out;
 }
 
+/**
+ * The minute of the wall clock since the Unix epoch, as 6 base32 characters (30 bits: until the
+ * year 4011), in the symbols' order so that later minutes sort later. It leads the ids of the rows
+ * written on the hot path (orders, attempts, trades, refunds, events, provider notices) and the
+ * cashier tokens: the rows of one minute are neighbours in their primary keys and in the indexes
+ * that follow them (an attempt's order, an event's order), so each insert lands in the few pages
+ * that the last minute's inserts already brought into PostgreSQL's buffers, however large the
+ * table, instead of in a random page of an index of millions of keys (docs/performance.md, "A year
+ * of data"). A locality hint only: nothing reads it back or decides anything by it, so a clock
+ * that is off only moves where the rows land; the rest of the id stays random (90 bits).
+ */
+function minutePrefix(): string {
+  let m = Math.floor(Date.now() / 60_000);
+  let out = '';
+  for (let i = 0; i < 6; i++) {
+    out = B32[m & 31] + out;
+    m = Math.floor(m / 32);
+  }
+  return out;
+}
+
+/** 24 characters: the minute (6), then 18 random base32 characters (90 bits). */
+function timeOrdered(): string {
+  return minutePrefix() + b32(12).slice(0, 18);
+}
+
 export const newId = {
   merchant: () => `mch_${b32(10)}`,
   app: () => `svcop_${randomAlnum(16)}`,
   account: () => `sa_${b32(10)}`,
-  order: () => `ord_${b32(15)}`,
-  attempt: () => `att_${b32(15)}`,
+  order: () => `ord_${timeOrdered()}`,
+  attempt: () => `att_${timeOrdered()}`,
   /** A provider trade of an attempt beyond its own: the provider's out_trade_no (28 characters; WeChat Pay allows 32). */
-  trade: () => `trd_${b32(15)}`,
+  trade: () => `trd_${timeOrdered()}`,
   /** The cashier page's handle of a JSAPI trade (128 bits): its URL names this, never the buyer's openid. */
   tradeHandle: () => random(16).toString('base64url'),
   /** WeChat's OAuth `state`: letters and digits only (WeChat's rule), 190 bits. */
   oauthState: () => randomAlnum(32),
-  refund: () => `rf_${b32(15)}`,
-  event: () => `evt_${b32(15)}`,
-  gateway: () => `gw_${b32(15)}`,
-  /** Cashier token: 256 bits, not derived from any order data. */
-  cashierToken: () => random(32).toString('base64url'),
+  refund: () => `rf_${timeOrdered()}`,
+  event: () => `evt_${timeOrdered()}`,
+  gateway: () => `gw_${timeOrdered()}`,
+  /** Cashier token: the minute it was made (6 characters, the attempts' cashier_token index stays local), then 222 random bits; no order data. */
+  cashierToken: () => minutePrefix() + random(28).toString('base64url').slice(0, 37),
   nonce32: () => randomAlnum(32),
 };
