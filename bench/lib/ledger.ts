@@ -39,7 +39,9 @@ import pg from 'pg';
  * primary keys as the service's own would be.
  */
 const MINUTE_PREFIX_SQL = [25, 20, 15, 10, 5, 0]
-  .map((shift) => `substr('0123456789abcdefghjkmnpqrstvwxyz', ((floor(extract(epoch FROM x.t) / 60)::bigint >> ${shift}) & 31)::int + 1, 1)`)
+  .map(
+    (shift) => `substr('0123456789abcdefghjkmnpqrstvwxyz', ((floor(extract(epoch FROM x.t) / 60)::bigint >> ${shift}) & 31)::int + 1, 1)`,
+  )
   .join(' || ');
 
 export interface LedgerOptions {

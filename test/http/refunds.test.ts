@@ -670,7 +670,10 @@ describe('create refund: a refund recorded but not yet submitted to the provider
       ord.events.map((e) => e.eventType).filter((e) => e.startsWith('REFUND')),
       ['REFUND_SUCCEEDED'],
     );
-    assert.equal(ord.refunds.filter((x) => x.state === 'SUCCEEDED').reduce((s, x) => s + x.amountFen, 0), 400);
+    assert.equal(
+      ord.refunds.filter((x) => x.state === 'SUCCEEDED').reduce((s, x) => s + x.amountFen, 0),
+      400,
+    );
   });
 });
 

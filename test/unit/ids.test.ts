@@ -31,7 +31,9 @@ test('the ids of the large tables and the cashier token lead with the minute the
   const b32 = '0123456789abcdefghjkmnpqrstvwxyz';
   const decode = (p: string) => [...p].reduce((n, c) => n * 32 + b32.indexOf(c), 0);
   const before = Math.floor(Date.now() / 60_000);
-  const made = [newId.order(), newId.attempt(), newId.trade(), newId.refund(), newId.event(), newId.gateway()].map((id) => id.slice(id.indexOf('_') + 1));
+  const made = [newId.order(), newId.attempt(), newId.trade(), newId.refund(), newId.event(), newId.gateway()].map((id) =>
+    id.slice(id.indexOf('_') + 1),
+  );
   const token = newId.cashierToken();
   const after = Math.floor(Date.now() / 60_000);
   for (const id of [...made, token]) {
