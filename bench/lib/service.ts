@@ -225,6 +225,36 @@ export class Service {
     return { killedAt, readyAt };
   }
 
+  /**
+   * A graceful stop (SIGTERM: the service stops its embedded PostgreSQL) and a start on the same
+   * DATA_DIR, port and database with `env` changed, e.g. WORKERS_ENABLED=false while the ledger is
+   * bulk-loaded (the workers' scans of tables whose indexes are dropped for the load would take a
+   * core from it) and true again before the scenarios.
+   */
+  async restartWith(env: Record<string, string>): Promise<void> {
+    const old = this.child!;
+    await this.#statsDb?.end().catch(() => {});
+    this.#statsDb = null;
+    if (old.exitCode === null && old.signalCode === null) {
+      old.kill('SIGTERM');
+      if (!(await Promise.race([this.#exited.then(() => true), sleep(120_000).then(() => false)]))) {
+        old.kill('SIGKILL');
+        await this.#exited;
+      }
+    }
+    Object.assign(this.#env, env);
+    const { child, t0 } = await this.#spawnHealthy(this.#env);
+    this.opts.log(
+      `service restarted with ${Object.entries(env)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}: pid ${child.pid} healthy after ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
+    this.#statsDb = new pg.Client({ connectionString: this.dbUrl });
+    await this.#statsDb.connect();
+    this.#statsDb.on('error', () => {});
+    if (this.embedded) this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
+  }
+
   /** CPU snapshot of the PostgreSQL processes serving this run (external: this database's backends + auxiliaries). */
   pgSnapshot(): GroupSnapshot | null {
     if (this.postmasterPid === null) return null;
