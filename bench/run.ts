@@ -962,6 +962,14 @@ async function main(): Promise<boolean> {
     node: process.version,
     postgres: pgVersion,
     postgresSettings: pgSettings,
+    /** The kernel's send buffer range (min, default, max): what a client that does not read can take (docs/performance.md, "Noisy neighbours"). */
+    tcpWmem: (() => {
+      try {
+        return fs.readFileSync('/proc/sys/net/ipv4/tcp_wmem', 'utf8').trim().split(/\s+/).join(' ');
+      } catch {
+        return '?';
+      }
+    })(),
     gitCommit: git(['rev-parse', '--short', 'HEAD']),
     uncommittedSrcFiles: git(['status', '--porcelain', '--', 'src', 'packages', 'migrations']).split('\n').filter(Boolean).length,
     database: opts.databaseUrl
@@ -995,7 +1003,7 @@ async function main(): Promise<boolean> {
     '',
     `## Benchmark ${out.startedAt}: ${opts.runs} run(s), ${machine.database}, PostgreSQL ${machine.postgres}, Node ${machine.node}`,
     '',
-    `machine: ${machine.cores} cores of ${machine.cpu} (/proc/cpuinfo), ${machine.memoryGB} GB; git ${machine.gitCommit}`,
+    `machine: ${machine.cores} cores of ${machine.cpu} (/proc/cpuinfo), ${machine.memoryGB} GB; net.ipv4.tcp_wmem ${machine.tcpWmem}; git ${machine.gitCommit}`,
     `start: ${ceilingLine(ceiling)}`,
     `end: ${ceilingLine(ceilingEnd)}`,
     `fractions below are of the better of the two: ${refMachine.toFixed(0)} requests/s (2 cores), ${refCore.toFixed(0)} requests/s (1 core)`,
