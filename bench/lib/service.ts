@@ -217,12 +217,17 @@ export class Service {
     const { child } = await this.#spawnHealthy(this.#env);
     const readyAt = Date.now();
     this.opts.log(`service killed (-9) and restarted: pid ${child.pid} healthy ${readyAt - killedAt} ms after the kill`);
+    await this.#reconnect();
+    return { killedAt, readyAt };
+  }
+
+  /** After a restart: the statistics connection again, and the embedded server's postmaster (it may be a new one). */
+  async #reconnect(): Promise<void> {
     await this.#statsDb?.end().catch(() => {});
     this.#statsDb = new pg.Client({ connectionString: this.dbUrl });
     await this.#statsDb.connect();
     this.#statsDb.on('error', () => {});
     if (this.embedded) this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
-    return { killedAt, readyAt };
   }
 
   /**
@@ -249,10 +254,7 @@ export class Service {
         .map(([k, v]) => `${k}=${v}`)
         .join(' ')}: pid ${child.pid} healthy after ${((performance.now() - t0) / 1000).toFixed(1)} s`,
     );
-    this.#statsDb = new pg.Client({ connectionString: this.dbUrl });
-    await this.#statsDb.connect();
-    this.#statsDb.on('error', () => {});
-    if (this.embedded) this.postmasterPid = findPostmasterByDataDir(path.join(this.dataDir, 'pg'));
+    await this.#reconnect();
   }
 
   /** CPU snapshot of the PostgreSQL processes serving this run (external: this database's backends + auxiliaries). */
