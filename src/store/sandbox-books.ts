@@ -46,7 +46,7 @@ export async function openPaymentTakingFault(db: Queryable, p: OpenPayment, now:
         RETURNING outcome, delay_ms),
       p AS (
         INSERT INTO sandbox_payments(provider_ref, attempt_id, channel, amount_fen, state, paid_at, expire_at, created_at, updated_at)
-        SELECT $1, $2, $3, CASE WHEN (SELECT outcome FROM f) = 'AMOUNT_DIFFERS' THEN $4 + 1 ELSE $4 END,
+        SELECT $1, $2, $3, CASE WHEN (SELECT outcome FROM f) = 'AMOUNT_DIFFERS' THEN $4::bigint + 1 ELSE $4::bigint END,
                CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN 'PAID' ELSE 'OPEN' END,
                CASE WHEN (SELECT outcome FROM f) = 'PAID' THEN $6::timestamptz END, $5, $6, $6
          WHERE NOT EXISTS (SELECT 1 FROM f WHERE outcome IN ('REJECT', 'DELAY_MS'))

@@ -19,6 +19,7 @@ import {
   makeJobDue,
 } from '../helpers/app.ts';
 import { FakeClock, waitFor } from '../helpers/events.ts';
+import { REFUND_SETTLE_MS } from '../../src/providers/sandbox/sandbox.ts';
 
 let t: TestApp;
 let m: Merchant;
@@ -246,6 +247,40 @@ describe('create order', () => {
       const r = await create(orderBody(patch));
       assert.equal(r.statusCode, 201, `${JSON.stringify(patch).slice(0, 80)}: ${r.body}`);
     }
+  });
+
+  test('the largest amount the schema allows is payable, paid and refunded in full (one create alone, and creates batched together)', async () => {
+    const max = 10_000_000_000;
+    const alone = orderBody({ amountFen: max });
+    const batched = [0, 1, 2].map((i) => orderBody({ amountFen: max - i, channel: i % 2 ? 'WECHAT_H5' : 'ALIPAY_H5' }));
+    const answers = [await create(alone), ...(await Promise.all(batched.map((b) => create(b))))];
+    for (const r of answers) {
+      assert.equal(r.statusCode, 201, r.body);
+      assert.equal(r.json().status, 'PAYING', r.body);
+      assert.notEqual(r.json().payUrl, null);
+    }
+    for (const [i, body] of [alone, ...batched].entries()) {
+      await pay(answers[i]!.json().openOrderId);
+      const q = (await query(String(body.outTradeNo))).json();
+      assert.equal(q.status, 'SUCCEEDED', JSON.stringify(q));
+      assert.equal(q.amountFen, body.amountFen);
+    }
+    const outRefundNo = `R${tradeNo()}`.slice(0, 64);
+    const refund = await call(t, m, 'POST', '/api/open/v1/refunds', { outTradeNo: alone.outTradeNo, outRefundNo, refundAmountFen: max });
+    assert.equal(refund.statusCode, 201, refund.body);
+    assert.equal(refund.json().state, 'PENDING', refund.body);
+    assert.equal(refund.json().amountFen, max);
+    // The sandbox's settlement time passes and it sends its notice: the whole amount refunded.
+    clock.advance(REFUND_SETTLE_MS);
+    await t.svc.sandbox!.sendDueRefundNotices(1000);
+    const settled = (await call(t, m, 'GET', `/api/open/v1/refunds/${outRefundNo}`)).json();
+    assert.equal(settled.state, 'SUCCEEDED', JSON.stringify(settled));
+    const more = await call(t, m, 'POST', '/api/open/v1/refunds', {
+      outTradeNo: alone.outTradeNo,
+      outRefundNo: `${outRefundNo.slice(0, 60)}_2`,
+      refundAmountFen: 1,
+    });
+    assert.equal(more.statusCode, 422, 'nothing is left to refund');
   });
 
   test('same outTradeNo and digest replays (payerClientIp outside the digest); another digest conflicts', async () => {
@@ -858,7 +893,7 @@ describe('re-create attempt', () => {
     const body = orderBody();
     const no = String(body.outTradeNo);
     await create(body);
-    const winner = await recreateAttempt(t.svc, as(Date.now()), no);
+    const winner = await recreateAttempt(t.svc, as(clock.now()), no);
     assert.equal(winner.replayed, false, 'the winner made an attempt');
     const madeAt = winner.attempt!.madeAt!.getTime();
     // Arrived before the winner's attempt was made, got the order after it: it overlapped the winner.
