@@ -9,8 +9,12 @@
  *
  * Reason priority: a body that is not valid JSON is always `INVALID_JSON`,
  * even if a duplicate key, forbidden key or excessive depth appears before the
- * syntax error. For a syntactically valid body the reason is the first
- * refusal (DUPLICATE_KEY / FORBIDDEN_KEY / TOO_DEEP) in document order.
+ * syntax error. For a syntactically valid body a key repeated in any object,
+ * at any depth, is `DUPLICATE_KEY` wherever it appears (a refusal of the gate's
+ * step 1, before any other check); else the reason is the first of
+ * FORBIDDEN_KEY / TOO_DEEP in document order (refused later, by the schema).
+ * A forbidden key is a key like any other for the duplicate check: two
+ * `__proto__` keys in one object are a duplicate.
  */
 
 export type JsonGuardFailure = 'INVALID_JSON' | 'DUPLICATE_KEY' | 'FORBIDDEN_KEY' | 'TOO_DEEP';
@@ -245,8 +249,8 @@ function scanJson(s: string): ScanResult | null {
   // Container stack: frames[d] holds the FRAME_* flags of the container at
   // depth d (1-based). Nesting depth can never exceed the text length.
   const frames = new Uint8Array(n + 1);
-  // Keys seen by the object at depth d (undefined/null for arrays). Only kept
-  // while no refusal is recorded, so never deeper than MAX_JSON_DEPTH.
+  // Keys seen by the object at depth d (undefined/null for arrays). Kept until a
+  // duplicate is found (the one refusal that ends the checks), at any depth.
   const keySets: (KeySet | null)[] = [];
   let tracking = true;
   let depth = 0;
@@ -264,7 +268,7 @@ function scanJson(s: string): ScanResult | null {
     if (i >= n) return null;
     const c = s.charCodeAt(i);
     if (!tracking) {
-      // Past the first refusal only the grammar is checked: a run of '[' opens its arrays at once.
+      // Past a duplicate key only the grammar is checked: a run of '[' opens its arrays at once.
       while (c === LBRACKET && i + 1 < n && s.charCodeAt(i + 1) === LBRACKET) {
         frames[++depth] = 0;
         i++;
@@ -274,10 +278,7 @@ function scanJson(s: string): ScanResult | null {
     if (c === LBRACE || c === LBRACKET) {
       const isObject = c === LBRACE;
       depth++;
-      if (depth > MAX_JSON_DEPTH && refusal === null) {
-        refusal = 'TOO_DEEP';
-        tracking = false;
-      }
+      if (depth > MAX_JSON_DEPTH && refusal === null) refusal = 'TOO_DEEP';
       frames[depth] = isObject ? (pendingCtor ? FRAME_OBJECT | FRAME_CTOR : FRAME_OBJECT) : 0;
       if (tracking) keySets[depth] = isObject ? { list: [], set: null } : null;
       pendingCtor = false;
@@ -349,16 +350,16 @@ function scanJson(s: string): ScanResult | null {
       const keys = tracking ? keySets[depth] : undefined;
       if (keys) {
         const key = decodeKey(s, start, i);
-        if (key === '__proto__' || (key === 'prototype' && (frames[depth]! & FRAME_CTOR) !== 0)) {
-          refusal = 'FORBIDDEN_KEY';
-        } else if (!addKey(keys, key)) {
+        if (!addKey(keys, key)) {
+          // The gate's step 1: it wins over any refusal found before, and ends the checks but the grammar's.
           refusal = 'DUPLICATE_KEY';
+          tracking = false;
+        } else if (key === '__proto__' || (key === 'prototype' && (frames[depth]! & FRAME_CTOR) !== 0)) {
+          refusal ??= 'FORBIDDEN_KEY';
         } else {
           pendingCtor = key === 'constructor';
           if (depth === 1) topKey = key;
         }
-        // From the first refusal on, only the grammar is checked.
-        if (refusal !== null) tracking = false;
       }
       i = skipWs(s, i, n);
       if (i >= n || s.charCodeAt(i) !== COLON) return null;

@@ -150,6 +150,13 @@ describe('JSON syntax and duplicate keys', () => {
       '[[[[{"k":1,"k":2}]]]]',
       '{"a":1,"\\u0061":2}',
       `{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')},"k39":0}`,
+      // keys the schema refuses later are keys like any other here, and do not hide a duplicate
+      '{"__proto__":1,"__proto__":2}',
+      '{"x":{"__proto__":{},"__proto__":{}}}',
+      '{"__proto__":1,"\\u005f_proto__":2}',
+      '{"constructor":{"prototype":1,"prototype":2}}',
+      '{"__proto__":1,"a":1,"a":2}',
+      `[${'['.repeat(70)}1${']'.repeat(70)},{"a":1,"a":2}]`,
     ];
     for (const raw of dups) {
       const p = await send(t, m, 'POST', PAYMENTS, raw);
@@ -227,6 +234,7 @@ describe('bodyless operations ignore a valid JSON body', () => {
     for (const [raw, status] of [
       ['{"a":', 400],
       ['{"a":1,"a":2}', 400],
+      ['{"__proto__":1,"__proto__":2}', 400],
       [jsonOfSize(LIMIT + 1), 413],
     ] as const) {
       for (const op of ['attempts', 'close']) {
@@ -239,6 +247,8 @@ describe('bodyless operations ignore a valid JSON body', () => {
         });
       }
     }
+    const q = await send(t, m, 'GET', `${PAYMENTS}/${body.outTradeNo}`);
+    assert.equal((await expectSuccess(t, q.r, q.requestId, 200)).status, 'PAYING', 'neither refused request changed the order');
   });
 });
 

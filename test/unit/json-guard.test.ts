@@ -273,11 +273,18 @@ const cases: [name: string, body: string | Uint8Array, expected: Expected][] = [
   ['70 [ then a comma', '['.repeat(70) + ',' + ']'.repeat(70), 'INVALID_JSON'],
   ['objects past the limit, then a run of [', '{"a":'.repeat(70) + '[[[1]]]' + '}'.repeat(70), 'TOO_DEEP'],
   ['a run of [ closed by } past the limit', '{"a":'.repeat(70) + '[[[1]]}' + '}'.repeat(70), 'INVALID_JSON'],
-  // first refusal in document order wins
+  // a duplicate key (the gate's step 1) wins wherever it is; else the first refusal in document order
   ['duplicate before too deep', `[{"a":1,"a":2},${deep(MAX_JSON_DEPTH)}]`, 'DUPLICATE_KEY'],
-  ['too deep before duplicate', `[${deep(MAX_JSON_DEPTH)},{"a":1,"a":2}]`, 'TOO_DEEP'],
-  ['forbidden before duplicate', '{"__proto__":1,"a":1,"a":2}', 'FORBIDDEN_KEY'],
+  ['too deep before duplicate', `[${deep(MAX_JSON_DEPTH)},{"a":1,"a":2}]`, 'DUPLICATE_KEY'],
+  ['a duplicate inside what is too deep', `${'['.repeat(MAX_JSON_DEPTH)}{"a":1,"a":2}${']'.repeat(MAX_JSON_DEPTH)}`, 'DUPLICATE_KEY'],
+  ['forbidden before duplicate', '{"__proto__":1,"a":1,"a":2}', 'DUPLICATE_KEY'],
   ['duplicate before forbidden', '{"a":1,"a":2,"__proto__":1}', 'DUPLICATE_KEY'],
+  ['__proto__ twice', '{"__proto__":1,"__proto__":2}', 'DUPLICATE_KEY'],
+  ['__proto__ twice, nested', '{"x":{"__proto__":{},"__proto__":{}}}', 'DUPLICATE_KEY'],
+  ['__proto__ twice, one escaped', '{"__proto__":1,"\\u005f_proto__":2}', 'DUPLICATE_KEY'],
+  ['constructor.prototype twice', '{"constructor":{"prototype":1,"prototype":2}}', 'DUPLICATE_KEY'],
+  ['forbidden before too deep', `[{"__proto__":1},${deep(MAX_JSON_DEPTH)}]`, 'FORBIDDEN_KEY'],
+  ['too deep before forbidden', `[${deep(MAX_JSON_DEPTH)},{"__proto__":1}]`, 'TOO_DEEP'],
 ];
 
 describe('guardJson explicit cases', () => {
