@@ -20,7 +20,7 @@ import { sandboxPlugin } from './http/sandbox.ts';
 import { cashierPlugin } from './cashier/cashier.ts';
 import { consolePlugin } from './console/console.ts';
 import { portalPlugin } from './portal/portal.ts';
-import { requestTarget } from './gate/gate.ts';
+import { originForm, requestTarget } from './gate/gate.ts';
 import { type RefusalPacer, paceKey } from './gate/refusal-pacer.ts';
 import { PlatformKeyRing } from './platform/keys.ts';
 import type { PaymentProvider } from './providers/provider.ts';
@@ -145,10 +145,11 @@ const isLogger = (l: AppOverrides['logger']): l is FastifyBaseLogger => typeof l
  * A path whose percent-encoding does not decode (`/payments/%ZZ`, `/cashier/%FF`) is a malformed
  * reference, not a framework 400: on the open API it goes through the gate like any other and gets
  * the neutral 404; a cashier token gets the neutral 404 page. Its `%` are escaped for routing only;
- * the gate signs and keys the request by the target as sent (gate.ts, requestTarget).
+ * the gate signs and keys the request by the target as sent (gate.ts, requestTarget). A target in
+ * absolute form (through a forward proxy) is routed, signed and keyed by its path and query.
  */
 function routableUrl(req: { url?: string }): string {
-  const url = req.url ?? '/';
+  const url = originForm(req.url ?? '/');
   if (!url.includes('%')) return url;
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);

@@ -272,9 +272,22 @@ export function forwardingHeaders(raw: readonly string[]): { xForwardedFor: stri
   return out;
 }
 
-/** The path and query exactly as sent (before any routing rewrite, app.ts `rewriteUrl`). */
+/**
+ * The path and query of a request target: itself in origin form (`/path?query`, what clients
+ * send), the part after the authority in absolute form (`http://host:port/path?query`, what a
+ * client sends through a forward proxy; RFC 9112 section 3.2.2: a server accepts both), "/" when
+ * the absolute form has no path.
+ */
+export function originForm(target: string): string {
+  const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(target);
+  if (m === null) return target;
+  const rest = target.slice(m[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
+/** The path and query exactly as sent (before any routing rewrite, app.ts `rewriteUrl`), in origin form. */
 export function requestTarget(req: FastifyRequest): string {
-  return (req.raw as { originalUrl?: string }).originalUrl ?? req.raw.url ?? '';
+  return originForm((req.raw as { originalUrl?: string }).originalUrl ?? req.raw.url ?? '');
 }
 
 /** Installs the gate on the open scope: body guard (preParsing) and steps 2-8 (preValidation). */

@@ -192,6 +192,19 @@ describe('the signing string (decisions.md section 1)', () => {
     }
   });
 
+  test('a request line in absolute form (through a forward proxy) is signed over its path and query, never the scheme and host', async () => {
+    const port = await listen(t);
+    for (const target of [SETTLEMENT, `${SETTLEMENT}?a=%41`]) {
+      const absolute = `http://127.0.0.1:${port}${target}`;
+      const h = manualSign({ method: 'GET', target, signedContentType: '' });
+      const r = await rawRequest(port, rawHead('GET', absolute, Object.entries(h)));
+      await expectSuccess(t, r, h['X-SVC-Request-Id']!, 200);
+      const withHost = manualSign({ method: 'GET', target: absolute, signedContentType: '' });
+      const r2 = await rawRequest(port, rawHead('GET', absolute, Object.entries(withHost)));
+      assert.equal(r2.statusCode, 401, `signed with the scheme and host: ${r2.body}`);
+    }
+  });
+
   test('the method line is upper case', async () => {
     const h = manualSign({ method: 'get', target: SETTLEMENT, signedContentType: '' });
     await expectAuthFailed(await inject('GET', SETTLEMENT, h), h);
