@@ -209,6 +209,12 @@ function decodeKey(s: string, start: number, end: number): string {
   return raw.includes('\\') ? (JSON.parse(s.slice(start, end)) as string) : raw;
 }
 
+/** Whether the string token s[start, end) (quotes included) has an escape. */
+function hasEscape(s: string, start: number, end: number): boolean {
+  for (let j = start + 1; j < end - 1; j++) if (s.charCodeAt(j) === BACKSLASH) return true;
+  return false;
+}
+
 interface KeySet {
   list: string[];
   set: Set<string> | null;
@@ -249,9 +255,11 @@ function scanJson(s: string): ScanResult | null {
   // Container stack: frames[d] holds the FRAME_* flags of the container at
   // depth d (1-based). Nesting depth can never exceed the text length.
   const frames = new Uint8Array(n + 1);
-  // Keys seen by the object at depth d (undefined/null for arrays). Kept until a
-  // duplicate is found (the one refusal that ends the checks), at any depth.
-  const keySets: (KeySet | null)[] = [];
+  // Keys seen by the object at depth d: null before its first key, the offset of
+  // that key in s while it has one (deep nesting is objects of one key: nothing is
+  // decoded or allocated for them), then a KeySet. Kept until a duplicate is found
+  // (the one refusal that ends the checks), at any depth; arrays never read theirs.
+  const keySets: (KeySet | number | null)[] = [];
   let tracking = true;
   let depth = 0;
 
@@ -267,8 +275,8 @@ function scanJson(s: string): ScanResult | null {
     // ---- scan one value at i (whitespace already skipped) ----
     if (i >= n) return null;
     const c = s.charCodeAt(i);
-    if (!tracking) {
-      // Past a duplicate key only the grammar is checked: a run of '[' opens its arrays at once.
+    if (refusal !== null) {
+      // Past a refusal the depth no longer counts and arrays hold no keys: a run of '[' opens its arrays at once.
       while (c === LBRACKET && i + 1 < n && s.charCodeAt(i + 1) === LBRACKET) {
         frames[++depth] = 0;
         i++;
@@ -280,12 +288,11 @@ function scanJson(s: string): ScanResult | null {
       depth++;
       if (depth > MAX_JSON_DEPTH && refusal === null) refusal = 'TOO_DEEP';
       frames[depth] = isObject ? (pendingCtor ? FRAME_OBJECT | FRAME_CTOR : FRAME_OBJECT) : 0;
-      if (tracking) keySets[depth] = isObject ? { list: [], set: null } : null;
+      if (tracking && isObject) keySets[depth] = null;
       pendingCtor = false;
       i = skipWs(s, i + 1, n);
       if (i < n && s.charCodeAt(i) === (isObject ? RBRACE : RBRACKET)) {
         i++;
-        if (tracking) keySets[depth] = null;
         depth--;
       } else {
         enteredContainer = true;
@@ -330,11 +337,10 @@ function scanJson(s: string): ScanResult | null {
         }
         if (d !== (isObject ? RBRACE : RBRACKET)) return null;
         i++;
-        if (tracking) keySets[depth] = null;
+        // (An object's keys are reset when the next object at this depth opens.)
         depth--;
         // A run of ']' closing arrays, at once.
         while (depth > 0 && i < n && s.charCodeAt(i) === RBRACKET && (frames[depth]! & FRAME_OBJECT) === 0) {
-          if (tracking) keySets[depth] = null;
           depth--;
           i++;
         }
@@ -347,10 +353,24 @@ function scanJson(s: string): ScanResult | null {
       const start = i;
       i = skipString(s, i, n);
       if (i < 0) return null;
-      const keys = tracking ? keySets[depth] : undefined;
-      if (keys) {
-        const key = decodeKey(s, start, i);
-        if (!addKey(keys, key)) {
+      if (tracking) {
+        // Decoded only where it may matter: the top level's keys (decimal literals), a key with
+        // an escape, and one of the length of "__proto__", "prototype" or "constructor".
+        const rawLength = i - start;
+        const key = depth === 1 || rawLength === 11 || rawLength === 13 || hasEscape(s, start, i) ? decodeKey(s, start, i) : null;
+        const keys = keySets[depth] ?? null;
+        let added = true;
+        if (keys === null) {
+          keySets[depth] = start;
+        } else if (typeof keys === 'number') {
+          const first = decodeKey(s, keys, skipString(s, keys, n));
+          const second = key ?? decodeKey(s, start, i);
+          if (first === second) added = false;
+          else keySets[depth] = { list: [first, second], set: null };
+        } else {
+          added = addKey(keys, key ?? decodeKey(s, start, i));
+        }
+        if (!added) {
           // The gate's step 1: it wins over any refusal found before, and ends the checks but the grammar's.
           refusal = 'DUPLICATE_KEY';
           tracking = false;
@@ -358,7 +378,7 @@ function scanJson(s: string): ScanResult | null {
           refusal ??= 'FORBIDDEN_KEY';
         } else {
           pendingCtor = key === 'constructor';
-          if (depth === 1) topKey = key;
+          if (depth === 1) topKey = key!;
         }
       }
       i = skipWs(s, i, n);
