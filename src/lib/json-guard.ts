@@ -220,6 +220,9 @@ interface KeySet {
   set: Set<string> | null;
 }
 
+/** An object's keys while scanning: none yet, the offset of its only key, or all of them. */
+type ObjectKeys = KeySet | number | null;
+
 const SMALL_OBJECT_KEYS = 12;
 
 /** Adds key to the set; returns false if it was already present. */
@@ -255,11 +258,29 @@ function scanJson(s: string): ScanResult | null {
   // Container stack: frames[d] holds the FRAME_* flags of the container at
   // depth d (1-based). Nesting depth can never exceed the text length.
   const frames = new Uint8Array(n + 1);
-  // Keys seen by the object at depth d: null before its first key, the offset of
-  // that key in s while it has one (deep nesting is objects of one key: nothing is
-  // decoded or allocated for them), then a KeySet. Kept until a duplicate is found
-  // (the one refusal that ends the checks), at any depth; arrays never read theirs.
-  const keySets: (KeySet | number | null)[] = [];
+  // Keys seen by the object at depth d, kept until a duplicate is found (the one
+  // refusal that ends the checks), at any depth: null before its first key, the
+  // offset of that key in s while it has one (deep nesting is objects of one key:
+  // nothing decoded or allocated for them), then a KeySet. Up to MAX_JSON_DEPTH in an
+  // array; deeper (a body refused as too deep, where a duplicate still counts) the
+  // offsets in a typed array and the KeySets in a Map, each made when first needed
+  // (past a refusal a run of '[' skips depths at once: far-apart indices would turn
+  // a plain array into a dictionary).
+  const shallowKeys: ObjectKeys[] = [];
+  let deepFirst: Int32Array | null = null;
+  let deepSets: Map<number, KeySet> | null = null;
+  const keysAt = (d: number): ObjectKeys => {
+    if (d <= MAX_JSON_DEPTH) return shallowKeys[d] ?? null;
+    const first = deepFirst?.[d] ?? 0;
+    return first === 0 ? null : (deepSets?.get(d) ?? first);
+  };
+  const setKeysAt = (d: number, k: ObjectKeys): void => {
+    if (d <= MAX_JSON_DEPTH) shallowKeys[d] = k;
+    else if (typeof k === 'number' || k === null) {
+      (deepFirst ??= new Int32Array(n + 1))[d] = k ?? 0;
+      if (k === null) deepSets?.delete(d);
+    } else (deepSets ??= new Map()).set(d, k);
+  };
   let tracking = true;
   let depth = 0;
 
@@ -288,7 +309,7 @@ function scanJson(s: string): ScanResult | null {
       depth++;
       if (depth > MAX_JSON_DEPTH && refusal === null) refusal = 'TOO_DEEP';
       frames[depth] = isObject ? (pendingCtor ? FRAME_OBJECT | FRAME_CTOR : FRAME_OBJECT) : 0;
-      if (tracking && isObject) keySets[depth] = null;
+      if (tracking && isObject) setKeysAt(depth, null);
       pendingCtor = false;
       i = skipWs(s, i + 1, n);
       if (i < n && s.charCodeAt(i) === (isObject ? RBRACE : RBRACKET)) {
@@ -358,15 +379,15 @@ function scanJson(s: string): ScanResult | null {
         // an escape, and one of the length of "__proto__", "prototype" or "constructor".
         const rawLength = i - start;
         const key = depth === 1 || rawLength === 11 || rawLength === 13 || hasEscape(s, start, i) ? decodeKey(s, start, i) : null;
-        const keys = keySets[depth] ?? null;
+        const keys = keysAt(depth);
         let added = true;
         if (keys === null) {
-          keySets[depth] = start;
+          setKeysAt(depth, start);
         } else if (typeof keys === 'number') {
-          const first = decodeKey(s, keys, skipString(s, keys, n));
-          const second = key ?? decodeKey(s, start, i);
-          if (first === second) added = false;
-          else keySets[depth] = { list: [first, second], set: null };
+          const one = decodeKey(s, keys, skipString(s, keys, n));
+          const two = key ?? decodeKey(s, start, i);
+          if (one === two) added = false;
+          else setKeysAt(depth, { list: [one, two], set: null });
         } else {
           added = addKey(keys, key ?? decodeKey(s, start, i));
         }

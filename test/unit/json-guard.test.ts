@@ -279,6 +279,12 @@ const cases: [name: string, body: string | Uint8Array, expected: Expected][] = [
   ['a duplicate inside what is too deep', `${'['.repeat(MAX_JSON_DEPTH)}{"a":1,"a":2}${']'.repeat(MAX_JSON_DEPTH)}`, 'DUPLICATE_KEY'],
   ['a duplicate in objects nested past the limit', `${'{"a":'.repeat(70)}{"b":1,"c":2,"b":3}${'}'.repeat(70)}`, 'DUPLICATE_KEY'],
   ['distinct keys in objects nested past the limit', `${'{"a":1,"b":'.repeat(70)}{"b":1,"c":2}${'}'.repeat(70)}`, 'TOO_DEEP'],
+  ['a duplicate past a run of brackets over the limit', `${'['.repeat(100)}{"a":1,"b":2,"a":3}${']'.repeat(100)}`, 'DUPLICATE_KEY'],
+  [
+    'sibling objects past the limit have keys of their own',
+    `${'['.repeat(70)}{"a":1,"b":2},{"a":1,"b":2},{"b":1}${']'.repeat(70)}`,
+    'TOO_DEEP',
+  ],
   ['a nested duplicate whose first key is escaped', '{"x":{"\\u0061":1,"a":2}}', 'DUPLICATE_KEY'],
   ['a nested duplicate whose second key is escaped', '{"x":{"y":0,"a":1,"\\u0061":2}}', 'DUPLICATE_KEY'],
   ['forbidden before duplicate', '{"__proto__":1,"a":1,"a":2}', 'DUPLICATE_KEY'],
