@@ -195,10 +195,7 @@ function registerPage(scope: FastifyInstance, svc: Services, p: Pages): void {
     const merchant = { name: await merchantName(svc, order.merchantId) };
     const payable = state === 'PAYABLE';
     const place = placeOf(req.headers['user-agent']);
-    const ways = waysAt(order.channel, place, {
-      jsapi: offersProduct(svc, attempt, 'JSAPI'),
-      native: offersProduct(svc, attempt, 'NATIVE'),
-    });
+    const ways = waysHere(svc, req, c);
     const way = chooseWay(ways, param(req.query, 'via'));
     // Material only while payable: an ended, replaced or paid attempt never shows its old code. A
     // trade is made only by a GET (a HEAD, e.g. a link preview, makes none).
@@ -223,6 +220,14 @@ function registerPage(scope: FastifyInstance, svc: Services, p: Pages): void {
       ...material,
     };
     return p.sendPage(req, reply, 200, (lang) => renderCashierPage(view, p.assets, lang));
+  });
+}
+
+/** The ways to pay the page offers for this order where the request comes from (its browser). */
+function waysHere(svc: Services, req: FastifyRequest, c: Loaded): Way[] {
+  return waysAt(c.order.channel, placeOf(req.headers['user-agent']), {
+    jsapi: offersProduct(svc, c.attempt, 'JSAPI'),
+    native: offersProduct(svc, c.attempt, 'NATIVE'),
   });
 }
 
@@ -272,7 +277,9 @@ function registerWechatAuthorization(scope: FastifyInstance, svc: Services, p: P
   scope.get<{ Params: { token: string } }>('/:token/wechat/authorize', OAUTH_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
     if (!c) return p.notFoundPage(req, reply);
-    if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
+    // Only where the page offers JSAPI (a WECHAT_H5 order, inside WeChat): never a WeChat Pay
+    // trade for an Alipay order, nor an authorization a browser elsewhere cannot pay with.
+    if (c.state !== 'PAYABLE' || !waysHere(svc, req, c).includes('jsapi')) return backToPage(reply, req.params.token, '');
     const url = await beginAuthorization(svc, c.attempt, `${pageUrl(req.params.token)}/wechat/callback`);
     if (url === null) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
     return reply.code(302).header('location', url).send();
@@ -281,7 +288,7 @@ function registerWechatAuthorization(scope: FastifyInstance, svc: Services, p: P
   scope.get<{ Params: { token: string } }>('/:token/wechat/callback', OAUTH_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
     if (!c) return p.notFoundPage(req, reply);
-    if (c.state !== 'PAYABLE') return backToPage(reply, req.params.token, '');
+    if (c.state !== 'PAYABLE' || !waysHere(svc, req, c).includes('jsapi')) return backToPage(reply, req.params.token, '');
     const state = param(req.query, 'state');
     const code = param(req.query, 'code');
     if (state === null || code === null || !STATE_RE.test(state) || !CODE_RE.test(code)) {

@@ -227,6 +227,27 @@ describe('the cashier at each place (sandbox)', () => {
     assert.equal((await get(`/cashier/${'x'.repeat(43)}/wechat/authorize`, UA.wechat)).statusCode, 404);
   });
 
+  test('where the page offers no JSAPI (an Alipay order, or a browser outside WeChat) the authorization routes start nothing and make no trade', async () => {
+    const alipay = await createOrder({ channel: 'ALIPAY_H5' });
+    const wechat = await createOrder({ channel: 'WECHAT_H5' });
+    for (const [token, ua] of [
+      [alipay.token, UA.wechat],
+      [alipay.token, UA.computer],
+      [wechat.token, UA.computer],
+      [wechat.token, UA.phone],
+    ] as const) {
+      for (const route of ['authorize', 'callback?state=x&code=y']) {
+        const r = await get(`/cashier/${token}/wechat/${route}`, ua);
+        assert.equal(r.statusCode, 303, `${route} ${ua}`);
+        assert.equal(new URL(String(r.headers.location)).pathname, `/cashier/${token}`);
+        assert.equal(new URL(String(r.headers.location)).search, '', 'back to the page, which offers what works here');
+      }
+    }
+    const trades = (d: Record<string, unknown>) => (d.attempts as { trades?: unknown[] }[]).flatMap((a) => a.trades ?? []);
+    assert.deepEqual(trades(await detail(alipay.order.openOrderId)), [], 'no WeChat Pay trade for an Alipay order');
+    assert.deepEqual(trades(await detail(wechat.order.openOrderId)), []);
+  });
+
   test('a page that is not payable starts nothing: the authorization routes send back to it', async () => {
     const { order, token } = await createOrder({ channel: 'WECHAT_H5' });
     assert.equal((await call(t, m, 'POST', `/api/open/v1/payments/${order.outTradeNo}/close`)).statusCode, 200);
