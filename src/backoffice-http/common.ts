@@ -49,7 +49,8 @@ export function adminErrorHandler(logMessage: string, codePrefix: 'ADMIN' | 'POR
     codePrefix === 'ADMIN'
       ? (reply: FastifyReply) => reply
       : (reply: FastifyReply) =>
-          reply.serializer((b: unknown) => {
+          // A serializer of its own sets no media type: said here, as the default one says it.
+          reply.type('application/json; charset=utf-8').serializer((b: unknown) => {
             const body = b as { code?: unknown };
             return JSON.stringify(typeof body.code === 'string' ? { ...body, code: body.code.replace(/^ADMIN_/, `${codePrefix}_`) } : b);
           });

@@ -97,6 +97,23 @@ describe('invitation, sign-in, session', () => {
     );
   });
 
+  test('every error is JSON and says so: {code, message} with PORTAL_ codes and an application/json type', async () => {
+    const answers = [
+      await portalCall(t, null, 'GET', '/session'),
+      await portalCall(t, null, 'GET', '/orders'),
+      await portalCall(t, owner, 'GET', '/orders/ord_nosuchorder0000000000000'),
+      await portalCall(t, owner, 'GET', '/no-such-route'),
+      await t.server.inject({ method: 'POST', url: '/portal/api/session', headers: { 'content-type': 'application/json' }, payload: '{' }),
+      await portalCall(t, null, 'POST', '/session', { login: 'nobody@shop.test', password: 'not the password at all' }),
+    ];
+    for (const r of answers) {
+      assert.ok(r.statusCode >= 400 && r.statusCode < 500, `${r.statusCode} ${r.body}`);
+      assert.match(String(r.headers['content-type']), /^application\/json/, `${r.statusCode} ${r.body}`);
+      assert.match(r.json().code, /^PORTAL_/);
+      assert.equal(typeof r.json().message, 'string');
+    }
+  });
+
   test('a wrong password and an unknown login get the same answer; the throttle refuses after 5 failures', async () => {
     await createPortalUser(t, shop.merchantId, 'throttled@shop.test', 'readonly');
     const wrong = await portalCall(t, null, 'POST', '/session', { login: 'throttled@shop.test', password: 'not the password at all' });
