@@ -124,6 +124,24 @@ describe('the list', () => {
     assert.ok(newer.events.every((e) => (e.occurredAt as string) >= mid));
     assert.ok(older.events.every((e) => (e.occurredAt as string) < mid));
     assert.equal(newer.events.length + older.events.length, all.length);
+    // RFC 3339 as it comes: lower case, a fraction past the millisecond (rounded up: the events'
+    // times are whole milliseconds).
+    const list = async (q: string) => {
+      const r = await api(shop, 'GET', `/api/open/v1/events?${q}&limit=100`);
+      assert.equal(r.statusCode, 200, `${q}: ${r.body}`);
+      return ((r.json() as Json).events as { eventId: string }[]).map((e) => e.eventId);
+    };
+    const ids = (j: Json) => (j.events as { eventId: string }[]).map((e) => e.eventId);
+    assert.deepEqual(await list(`from=${encodeURIComponent(mid.replace('Z', '000Z'))}`), ids(newer));
+    assert.deepEqual(await list(`from=${encodeURIComponent(mid.replace('T', 't').replace('Z', 'z'))}`), ids(newer));
+    const atMid = all.filter((e) => e.occurredAt === mid).length;
+    assert.equal((await list(`from=${encodeURIComponent(mid.replace('Z', '001Z'))}`)).length, newer.events.length - atMid);
+    assert.deepEqual(
+      await list(`to=${encodeURIComponent(mid.replace('Z', '000001Z'))}`),
+      [...ids(older), ...all.filter((e) => e.occurredAt === mid).map((e) => e.eventId as string)].sort(
+        (a, b) => all.findIndex((e) => e.eventId === a) - all.findIndex((e) => e.eventId === b),
+      ),
+    );
   });
 
   test('cursor pages cover every event once, in order', async () => {
