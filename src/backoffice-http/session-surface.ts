@@ -117,11 +117,17 @@ export function crossSite(req: FastifyRequest, svc: Services): boolean {
   return host !== req.headers.host && host !== new URL(svc.config.publicBaseUrl).host;
 }
 
-/** A state-changing request of a browser surface's own endpoints: JSON (a cross-site form cannot send it) from this site. */
+/**
+ * A state-changing request of a browser surface's own endpoints: JSON (a cross-site form cannot send
+ * it) from this site. A body is known by its headers too (a length, or chunks), so the check holds
+ * before the body is read (the portal's onRequest hook) as after (the console's handlers).
+ */
 export function sameSiteJson(req: FastifyRequest, svc: Services): void {
   if (crossSite(req, svc)) throw new AdminError('ADMIN_FORBIDDEN', 'a request from another site is refused');
   const type = req.headers['content-type'];
-  if (req.body !== undefined && (typeof type !== 'string' || !/^application\/json\s*(;|$)/i.test(type))) {
+  const length = req.headers['content-length'];
+  const hasBody = req.body !== undefined || (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+  if (hasBody && (typeof type !== 'string' || !/^application\/json\s*(;|$)/i.test(type))) {
     throw new AdminError('ADMIN_VALIDATION_FAILED', 'Content-Type must be application/json');
   }
 }

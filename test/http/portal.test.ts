@@ -114,6 +114,30 @@ describe('invitation, sign-in, session', () => {
     }
   });
 
+  test('a sign-in or a change that is not JSON (what a cross-site form can send) is refused and changes nothing', async () => {
+    const before = (await portalCall(t, owner, 'GET', `/apps/${shop.appId}`)).json();
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', null]) {
+      const headers: Record<string, string> = type === null ? {} : { 'content-type': type };
+      const signIn = await t.server.inject({
+        method: 'POST',
+        url: '/portal/api/session',
+        headers,
+        payload: JSON.stringify({ login: 'owner@shop.test', password: PASSWORD }),
+      });
+      assert.equal(signIn.statusCode, 400, `${type}: ${signIn.body}`);
+      assert.equal(signIn.json().code, 'PORTAL_VALIDATION_FAILED');
+      assert.equal(signIn.headers['set-cookie'], undefined, 'no session');
+      const change = await t.server.inject({
+        method: 'PATCH',
+        url: `/portal/api/apps/${shop.appId}`,
+        headers: { ...headers, cookie: owner.cookie, 'x-csrf-token': owner.csrfToken },
+        payload: JSON.stringify({ ipAllowlist: ['10.0.0.0/8'] }),
+      });
+      assert.equal(change.statusCode, 400, `${type}: ${change.body}`);
+    }
+    assert.deepEqual((await portalCall(t, owner, 'GET', `/apps/${shop.appId}`)).json(), before);
+  });
+
   test('a wrong password and an unknown login get the same answer; the throttle refuses after 5 failures', async () => {
     await createPortalUser(t, shop.merchantId, 'throttled@shop.test', 'readonly');
     const wrong = await portalCall(t, null, 'POST', '/session', { login: 'throttled@shop.test', password: 'not the password at all' });
