@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import pino from 'pino';
+import { loggerOptions } from '../../src/platform/log.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 import { OPEN, send } from './gate-kit.test.ts';
 
@@ -45,4 +47,28 @@ test('a rejection before step 3: the gw_ id the body carries, and the code', asy
   assert.match(id, /^gw_/);
   const [l] = completed(id);
   assert.equal(l?.code, 'OPEN_API_HEADER_INVALID');
+});
+
+test('a cashier token is never logged: with the logger npm start makes, an unknown path under /cashier/ is logged without its token', async () => {
+  const lines: string[] = [];
+  const logger = pino(loggerOptions('info'), { write: (l: string) => void lines.push(l) });
+  const app = await startTestApp({}, { logger } as never);
+  try {
+    const token = 'Tok0kenOfAPaymentPage_0123456789abcdefghijk';
+    for (const url of [`/cashier/${token}/`, `/cashier/${token}/status/x`, `/cashier/${token}/sandbox/pay`, `/cashier/${token}?via=page`]) {
+      await app.server.inject({ method: 'GET', url });
+    }
+    await app.server.inject({ method: 'POST', url: `/cashier/${token}/status` });
+    assert.ok(lines.length > 0, 'the unknown paths are logged');
+    assert.ok(
+      lines.some((l) => l.includes('/cashier/[token]/status/x')),
+      lines.join('\n'),
+    );
+    assert.ok(
+      lines.every((l) => !l.includes(token)),
+      lines.filter((l) => l.includes(token)).join('\n'),
+    );
+  } finally {
+    await app.stop();
+  }
 });

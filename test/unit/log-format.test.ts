@@ -8,7 +8,7 @@ import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { cliBanner, effectiveLogFormat, prettyStream } from '../../src/platform/log.ts';
+import { cliBanner, effectiveLogFormat, loggedUrl, prettyStream } from '../../src/platform/log.ts';
 
 /** The lines a pretty logger writes for what `log` does. */
 async function prettyLines(log: (l: pino.Logger) => void): Promise<string[]> {
@@ -76,5 +76,13 @@ describe('the banner of npm start', () => {
     assert.match(cliBanner({ host: '0.0.0.0', port: 8081 }, null), /^ {4}export MPS_ADMIN_URL=http:\/\/127\.0\.0\.1:8081$/m);
     assert.match(cliBanner({ host: '::', port: 8081 }, null), /^ {4}export MPS_ADMIN_URL=http:\/\/\[::1\]:8081$/m);
     assert.doesNotMatch(cliBanner({ host: '127.0.0.1', port: 8080 }, null), /ADMIN_TOKEN=/);
+  });
+});
+
+describe('a cashier token is never logged', () => {
+  test('loggedUrl replaces the token only', () => {
+    assert.equal(loggedUrl('/cashier/abc/wechat/callback?code=1'), '/cashier/[token]/wechat/callback?code=1');
+    assert.equal(loggedUrl('/cashier/abc'), '/cashier/[token]');
+    assert.equal(loggedUrl('/api/open/v1/payments/T_1'), '/api/open/v1/payments/T_1');
   });
 });
