@@ -134,8 +134,9 @@ export function sameSiteJson(req: FastifyRequest, svc: Services): void {
 
 /** The session's CSRF token in `X-CSRF-Token`, and no foreign `Origin`: 403 ADMIN_FORBIDDEN otherwise. */
 export function requireCsrf(req: FastifyRequest, svc: Services, csrfToken: string): void {
+  if (crossSite(req, svc)) throw new AdminError('ADMIN_FORBIDDEN', 'a request from another site is refused');
   const csrf = req.headers['x-csrf-token'];
-  if (typeof csrf !== 'string' || !secretEquals(csrf, csrfToken) || crossSite(req, svc)) {
+  if (typeof csrf !== 'string' || !secretEquals(csrf, csrfToken)) {
     throw new AdminError('ADMIN_FORBIDDEN', 'a request that changes something needs its session CSRF token (X-CSRF-Token)');
   }
 }

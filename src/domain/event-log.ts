@@ -52,7 +52,8 @@ export function encodeCursor(c: EventCursor): string {
 function decodeCursor(value: string): EventCursor {
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(value) ? Buffer.from(value, 'base64url').toString('utf8') : '';
   const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|(evt_[0-9a-z]{10,40})$/.exec(text);
-  const at = m ? Date.parse(m[1]!) : NaN;
+  // Each field in its range (a day its month has not is no cursor this service gave).
+  const at = m ? (parseInstant(m[1]!) ?? NaN) : NaN;
   if (!m || Number.isNaN(at))
     throw invalidQuery('cursor', 'cursor is not one this service gave (use nextCursor of the previous page as it is).');
   return { at: new Date(at), eventId: m[2]! };

@@ -175,6 +175,8 @@ describe('the list', () => {
       ['limit=101', 'limit'],
       ['limit=1.5', 'limit'],
       ['cursor=abc', 'cursor'],
+      // the form of a cursor, with a day its month has not
+      [`cursor=${Buffer.from('2026-02-30T00:00:00.000Z|evt_0000000000000000000000').toString('base64url')}`, 'cursor'],
       ['limit=5&limit=6', 'limit'],
       ['page=2', 'page'],
     ]) {
