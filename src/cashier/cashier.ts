@@ -35,7 +35,7 @@ import {
 import { type Lang, negotiateLang } from './i18n.ts';
 import { type CashierView, type PageAssets, renderCashierPage, renderNotFoundPage, renderUnavailablePage } from './page.ts';
 import { type CashierState, type CashierStatus, cashierState, cashierStatus } from './state.ts';
-import { type Way, chooseWay, placeOf, waysAt } from './where.ts';
+import { type Place, type Way, chooseWay, placeOf, waysAt } from './where.ts';
 
 const ASSETS_DIR = path.join(import.meta.dirname, 'assets');
 /** newId.cashierToken(): 32 random bytes, base64url without padding. Anything else is not looked up. */
@@ -195,7 +195,7 @@ function registerPage(scope: FastifyInstance, svc: Services, p: Pages): void {
     const merchant = { name: await merchantName(svc, order.merchantId) };
     const payable = state === 'PAYABLE';
     const place = placeOf(req.headers['user-agent']);
-    const ways = waysHere(svc, req, c);
+    const ways = waysAtPlace(svc, c, place);
     const way = chooseWay(ways, param(req.query, 'via'));
     // Material only while payable: an ended, replaced or paid attempt never shows its old code. A
     // trade is made only by a GET (a HEAD, e.g. a link preview, makes none).
@@ -223,9 +223,9 @@ function registerPage(scope: FastifyInstance, svc: Services, p: Pages): void {
   });
 }
 
-/** The ways to pay the page offers for this order where the request comes from (its browser). */
-function waysHere(svc: Services, req: FastifyRequest, c: Loaded): Way[] {
-  return waysAt(c.order.channel, placeOf(req.headers['user-agent']), {
+/** The ways to pay the page offers for this order at `place` (where its link is opened). */
+function waysAtPlace(svc: Services, c: Loaded, place: Place): Way[] {
+  return waysAt(c.order.channel, place, {
     jsapi: offersProduct(svc, c.attempt, 'JSAPI'),
     native: offersProduct(svc, c.attempt, 'NATIVE'),
   });
@@ -279,7 +279,8 @@ function registerWechatAuthorization(scope: FastifyInstance, svc: Services, p: P
     if (!c) return p.notFoundPage(req, reply);
     // Only where the page offers JSAPI (a WECHAT_H5 order, inside WeChat): never a WeChat Pay
     // trade for an Alipay order, nor an authorization a browser elsewhere cannot pay with.
-    if (c.state !== 'PAYABLE' || !waysHere(svc, req, c).includes('jsapi')) return backToPage(reply, req.params.token, '');
+    if (c.state !== 'PAYABLE' || !waysAtPlace(svc, c, placeOf(req.headers['user-agent'])).includes('jsapi'))
+      return backToPage(reply, req.params.token, '');
     const url = await beginAuthorization(svc, c.attempt, `${pageUrl(req.params.token)}/wechat/callback`);
     if (url === null) return backToPage(reply, req.params.token, '?via=jsapi&oauth=failed');
     return reply.code(302).header('location', url).send();
@@ -288,7 +289,8 @@ function registerWechatAuthorization(scope: FastifyInstance, svc: Services, p: P
   scope.get<{ Params: { token: string } }>('/:token/wechat/callback', OAUTH_ROUTE, async (req, reply) => {
     const c = await load(svc, req.params.token);
     if (!c) return p.notFoundPage(req, reply);
-    if (c.state !== 'PAYABLE' || !waysHere(svc, req, c).includes('jsapi')) return backToPage(reply, req.params.token, '');
+    if (c.state !== 'PAYABLE' || !waysAtPlace(svc, c, placeOf(req.headers['user-agent'])).includes('jsapi'))
+      return backToPage(reply, req.params.token, '');
     const state = param(req.query, 'state');
     const code = param(req.query, 'code');
     if (state === null || code === null || !STATE_RE.test(state) || !CODE_RE.test(code)) {
