@@ -66,6 +66,16 @@ async function checkout(db: Db): Promise<{ client: Tx; release: () => void }> {
   };
 }
 
+/** A client of the pool for `fn`'s statements (no transaction), given back when it ends. */
+export async function withClient<T>(db: Db, fn: (client: Tx) => Promise<T>): Promise<T> {
+  const { client, release } = await checkout(db);
+  try {
+    return await fn(client);
+  } finally {
+    release();
+  }
+}
+
 export async function withTx<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const { client, release } = await checkout(db);
   try {

@@ -1,11 +1,13 @@
 /**
  * A kept statement file is cut into chunks of a fixed size at the same places whatever the
  * encoder's chunking (src/usecases/statements.ts, fixedChunks): two makings of the same file write
- * the same chunk rows.
+ * the same chunk rows. A chunk is read back in a binary COPY, whose one field is taken out of
+ * PostgreSQL's framing (src/store/statements.ts, fieldOfBinaryCopy).
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
 import { test } from 'node:test';
+import { fieldOfBinaryCopy } from '../../src/store/statements.ts';
 import { fixedChunks } from '../../src/usecases/statements.ts';
 
 async function* pieces(b: Buffer, cut: () => number): AsyncGenerator<Buffer> {
@@ -48,4 +50,48 @@ test('nothing in, nothing out; empty pieces change nothing', async () => {
     yield Buffer.from('k');
   }
   assert.deepEqual((await chunksOf(withEmpty(), 4)).map(String), ['abcd', 'efgh', 'ijk']);
+});
+
+/** A binary COPY's output as PostgreSQL's docs describe it (COPY, "Binary Format"). */
+function binaryCopy(rows: (Buffer | null)[][], extension = Buffer.alloc(0)): Buffer {
+  const int16 = (n: number) => {
+    const b = Buffer.alloc(2);
+    b.writeInt16BE(n);
+    return b;
+  };
+  const int32 = (n: number) => {
+    const b = Buffer.alloc(4);
+    b.writeInt32BE(n);
+    return b;
+  };
+  const parts = [Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), int32(0), int32(extension.length), extension];
+  for (const row of rows) {
+    parts.push(int16(row.length));
+    for (const f of row) parts.push(...(f === null ? [int32(-1)] : [int32(f.length), f]));
+  }
+  parts.push(int16(-1));
+  return Buffer.concat(parts);
+}
+
+test('a binary COPY of one row gives its field, every byte value as it is; of no row, null', () => {
+  const bytes = Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256));
+  assert.deepEqual(fieldOfBinaryCopy(binaryCopy([[bytes]])), bytes);
+  assert.deepEqual(fieldOfBinaryCopy(binaryCopy([[Buffer.alloc(0)]])), Buffer.alloc(0));
+  assert.deepEqual(fieldOfBinaryCopy(binaryCopy([[bytes]], Buffer.from('ext'))), bytes, 'a header extension is skipped');
+  assert.equal(fieldOfBinaryCopy(binaryCopy([])), null);
+});
+
+test('anything but one row of one non-null field, or a cut output, is refused', () => {
+  const one = Buffer.from('kept bytes');
+  const cases: [string, Buffer][] = [
+    ['no signature', Buffer.concat([Buffer.from('PGCOPY\n'), binaryCopy([[one]]).subarray(7)]).subarray(1)],
+    ['two rows', binaryCopy([[one], [one]])],
+    ['two fields', binaryCopy([[one, one]])],
+    ['a null field', binaryCopy([[null]])],
+    ['no trailer', binaryCopy([[one]]).subarray(0, -2)],
+    ['cut in the field', binaryCopy([[one]]).subarray(0, 30)],
+    ['cut in the header', binaryCopy([[one]]).subarray(0, 12)],
+    ['bytes after the trailer', Buffer.concat([binaryCopy([[one]]), Buffer.from([0])])],
+  ];
+  for (const [why, out] of cases) assert.throws(() => fieldOfBinaryCopy(out), /binary COPY/, why);
 });
