@@ -35,9 +35,12 @@ export function MerchantUsers({ base }: { base: string }) {
           class="inline-form"
           aria-label={t('Invite a user')}
           onSubmit={(e) => {
+            const form = e.currentTarget as HTMLFormElement;
             const v = formValues(e);
             void invite.run(async () => {
               issued(await post<{ invitationUrl: string; invitationExpiresAt: string }>(`${base}/users`, { login: v.login, role: v.role }));
+              // Invited: the form is empty for the next one (the link stays below).
+              form.reset();
               loaded.reload();
             });
           }}

@@ -298,6 +298,10 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     await shot(fiona.page, 'role-finance-reconciliation');
     await go(fiona.page, `#/merchants/${merchantId}`);
     await fiona.page.getByRole('form', { name: 'Fee rule' }).waitFor();
+    // No rule of its own yet: the page says which applies (docs/fees.md).
+    await fiona.page
+      .getByText('No rule of its own: the platform default applies: 60 bps, 38 bps from ¥100,000.00; merchant rate 60 bps')
+      .waitFor();
     assert.equal(await fiona.page.getByRole('form', { name: 'New app' }).count(), 0);
     const fee = fiona.page.getByRole('form', { name: 'Fee rule' });
     for (const [k, v] of Object.entries({
@@ -455,6 +459,7 @@ describe('operator console in a browser', { skip: browserSkipReason() }, () => {
     const link = await page.locator('input.invitation-link').inputValue();
     assert.match(link, /\/portal#\/invitation\//);
     await page.locator('tr[data-user="owner@teahouse.test"]').filter({ hasText: 'INVITED' }).waitFor();
+    assert.equal(await invite.locator('input[name=login]').inputValue(), '', 'the form is empty for the next invitation');
     await shot(page, 'zh-merchant-portal-users');
     // The same login again: the server's refusal (a validation message naming the login) in Chinese.
     await invite.locator('input[name=login]').fill('owner@teahouse.test');

@@ -126,7 +126,8 @@ export const CONSOLE_ZH: Record<string, string> = {
   'Large-amount threshold (fen)': '大额门槛（分）',
   'Merchant rate (bps)': '商户费率（基点）',
   'Fee rule': '费率规则',
-  'No fee rule yet.': '还没有费率规则。',
+  'No rule of its own: the platform default applies: {standard} bps, {large} bps from {threshold}; merchant rate {merchant} bps':
+    '没有自己的费率规则，适用平台默认费率：{standard} bps，{threshold} 起 {large} bps；商户费率 {merchant} bps',
   'Fee rule saved.': '费率规则已保存。',
   'Save fee rule': '保存费率规则',
   'New operator': '新建操作员',

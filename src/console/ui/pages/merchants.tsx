@@ -5,6 +5,7 @@ import { get, patch, post, put } from '../../../ui/api.ts';
 import type { App, FeeRule, MerchantDetail } from '../../../ui/rows.ts';
 import { ActionNote, Field, Loading, Section, Status, Table, formValues, useAction, useCan, useLoad } from '../../../ui/components.tsx';
 import { money, time } from '../../../ui/format.ts';
+import { DEFAULT_FEE_RULE } from '../../../domain/money.ts';
 import { MerchantUsers } from '../../../ui/merchant-users.tsx';
 import { AccountsTable, PublicKeyForm } from '../../../ui/merchant-views.tsx';
 
@@ -439,7 +440,17 @@ function FeeRuleSection({ merchant, reload }: { merchant: MerchantDetail; reload
           {f.merchantRateBps} bps
         </p>
       ) : (
-        <p class="muted">{t('No fee rule yet.')}</p>
+        <p class="muted">
+          {t(
+            'No rule of its own: the platform default applies: {standard} bps, {large} bps from {threshold}; merchant rate {merchant} bps',
+            {
+              standard: String(DEFAULT_FEE_RULE.standardRateBps),
+              large: String(DEFAULT_FEE_RULE.largeRateBps),
+              threshold: money(DEFAULT_FEE_RULE.thresholdFen),
+              merchant: String(DEFAULT_FEE_RULE.merchantRateBps),
+            },
+          )}
+        </p>
       )}
       {can('feeRules.write') ? (
         <form
