@@ -131,6 +131,15 @@ describe('merchant portal in a browser', { skip: browserSkipReason() }, () => {
     await shot(page, `${tag}-invitation`);
     await accept.getByRole('button', { name: say(lang, 'Set my password') }).click();
     await page.getByRole('form', { name: say(lang, 'Sign in') }).waitFor();
+    // The sign-in form says the password is set, the login filled in.
+    assert.equal(await page.getByRole('status').textContent(), say(lang, 'Your password is set: sign in.'));
+    assert.equal(
+      await page
+        .getByRole('form', { name: say(lang, 'Sign in') })
+        .locator('input[name=login]')
+        .inputValue(),
+      login,
+    );
     await shot(page, `${tag}-sign-in`);
     // A wrong password: the server's refusal, in the page's language (src/ui/errors.ts).
     const form = page.getByRole('form', { name: say(lang, 'Sign in') });

@@ -62,6 +62,8 @@ function Page({ route }: { route: string[] }) {
       return <AuditPage />;
     case 'account':
       return <AccountPage />;
+    case 'password-set':
+      return <OrdersPage />;
     default:
       return <p class="note error">{t('There is no page {page}.', { page: window.location.hash })}</p>;
   }
@@ -70,6 +72,9 @@ function Page({ route }: { route: string[] }) {
 function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
   const action = useAction();
   const [needCode, setNeedCode] = useState(false);
+  // Where an accepted invitation leads: the note that the password is set, the login filled in.
+  const route = useRoute();
+  const passwordSetFor = route[0] === 'password-set' ? (route[1] ?? '') : null;
   return (
     <main class="sign-in">
       <form
@@ -79,13 +84,13 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
           const v = formValues(e);
           void action.run(async () => {
             try {
-              onSignedIn(
-                await post<Session>('/portal/api/session', {
-                  login: v.login,
-                  password: v.password,
-                  ...(needCode ? { totpCode: v.totpCode ?? '' } : {}),
-                }),
-              );
+              const session = await post<Session>('/portal/api/session', {
+                login: v.login,
+                password: v.password,
+                ...(needCode ? { totpCode: v.totpCode ?? '' } : {}),
+              });
+              if (passwordSetFor !== null) window.location.hash = '#/';
+              onSignedIn(session);
             } catch (err) {
               if (err instanceof ApiError && err.code === 'PORTAL_TOTP_REQUIRED') {
                 setNeedCode(true);
@@ -98,11 +103,16 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
       >
         <h1>{t('Merchant portal')}</h1>
         <p class="muted">{t('Merchant Payment Service')}</p>
+        {passwordSetFor !== null ? (
+          <p class="note ok" role="status">
+            {t('Your password is set: sign in.')}
+          </p>
+        ) : null}
         <Field label={t('Login')}>
-          <input name="login" autocomplete="username" required autoFocus />
+          <input name="login" autocomplete="username" required autoFocus={passwordSetFor === null} defaultValue={passwordSetFor ?? ''} />
         </Field>
         <Field label={t('Password')}>
-          <input name="password" type="password" autocomplete="current-password" required />
+          <input name="password" type="password" autocomplete="current-password" required autoFocus={passwordSetFor !== null} />
         </Field>
         {needCode ? (
           <Field label={t('Code from your authenticator app')}>

@@ -1,4 +1,4 @@
-/** An invitation link: the invited user chooses its password, then signs in. */
+/** An invitation link: the invited user chooses its password, then signs in (`#/password-set/{login}`). */
 import { get, post } from '../../../ui/api.ts';
 import { ActionNote, Field, LanguageSwitch, Loading, formValues, useAction, useLoad } from '../../../ui/components.tsx';
 import { t } from '../../../ui/i18n.ts';
@@ -20,8 +20,9 @@ export function InvitationPage({ token }: { token: string }) {
                 void accept.run(async () => {
                   if (v.password !== v.again) throw new Error(t('The two passwords differ.'));
                   await post(`/invitations/${encodeURIComponent(token)}/accept`, { password: v.password });
-                  window.location.hash = '#/';
-                }, t('Your password is set: sign in.'));
+                  // The sign-in form, saying the password is set, its login filled in.
+                  window.location.hash = `#/password-set/${encodeURIComponent(inv.login)}`;
+                });
               }}
             >
               <p>
