@@ -60,8 +60,8 @@ Commands:
   request METHOD PATH [--json BODY]   any admin API call (PATH after /api/admin/v1, or a full /api/... path)
 
 Exit status: 0 done; 1 the service refused or could not be reached, or a file could not be read
-or written; 2 a command line this CLI does not understand (unknown option or command, missing
-or malformed argument).
+or written; 2 a command line this CLI does not understand (unknown option or command, an option
+the command does not take, missing or malformed argument).
 `;
 
 /** The service refused, could not be reached, or a file could not be used (exit 1). */
@@ -299,13 +299,64 @@ async function reconcile(): Promise<unknown> {
   return { runs };
 }
 
+/**
+ * The options each command takes (beside --url, --token and --help): one it does not take is refused
+ * (exit 2) rather than ignored, so that a mistyped command line changes nothing it did not say.
+ */
+const OPTIONS_OF: Record<string, string[]> = {
+  provision: ['name', 'entity-type', 'notify-url', 'out-dir', 'force'],
+  'merchant create': ['name', 'entity-type'],
+  'app create': ['merchant', 'json'],
+  'app update': ['json'],
+  'key add': ['app', 'key-id', 'public-key'],
+  'account add': ['merchant', 'entity-type', 'entity-name', 'merchant-no', 'card-number', 'agreed-ceiling-fen'],
+  'allocation set': ['merchant', 'json'],
+  'fee-rule set': ['merchant', 'json'],
+  'platform-keys rotate': ['json'],
+  events: ['status', 'app', 'limit'],
+  'operator create': ['name', 'role', 'password-stdin'],
+  'operator reset-password': ['name', 'password-stdin'],
+  'operator disable': ['name'],
+  audit: ['operator', 'action', 'entity-id', 'limit'],
+  reconcile: ['day', 'provider', 'wait'],
+  'reconciliation runs': ['day', 'provider', 'limit'],
+  'reconciliation lines': ['outcome', 'limit'],
+  discrepancies: ['status', 'source', 'provider', 'limit'],
+  'request POST': ['json'],
+  'request PUT': ['json'],
+  'request PATCH': ['json'],
+  'request DELETE': ['json'],
+  ...Object.fromEntries(
+    [
+      'merchant get',
+      'merchant list',
+      'app get',
+      'key list',
+      'platform-key',
+      'platform-keys',
+      'order get',
+      'event get',
+      'event redeliver',
+      'operator list',
+      'reconciliation run',
+      'discrepancy resolve',
+      'request GET',
+    ].map((c) => [c, []]),
+  ),
+};
+
 async function run(): Promise<unknown> {
   const [cmd, sub, arg] = positionals;
   if (opt.help || cmd === undefined || cmd === 'help') {
     process.stdout.write(USAGE);
     return undefined;
   }
-  switch (`${cmd} ${sub ?? ''}`.trim()) {
+  const command = `${cmd} ${sub ?? ''}`.trim();
+  const takes = OPTIONS_OF[command];
+  for (const o of takes === undefined ? [] : Object.keys(opt)) {
+    if (o !== 'url' && o !== 'token' && !takes!.includes(o)) throw new UsageError(`'${command}' takes no --${o}`);
+  }
+  switch (command) {
     case 'provision':
       return provision();
     case 'merchant create':

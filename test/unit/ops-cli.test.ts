@@ -21,6 +21,10 @@ test('a command line the CLI does not understand: exit 2, one error line and the
   for (const [args, re] of [
     [['merchant', 'create', '--nme', 'X'], /Unknown option '--nme'/],
     [['bogus', 'cmd'], /unknown command 'bogus cmd'/],
+    // An option another command takes is refused, not ignored.
+    [['merchant', 'list', '--merchant', 'mch_1'], /'merchant list' takes no --merchant/],
+    [['events', '--day', '2026-11-01'], /'events' takes no --day/],
+    [['operator', 'disable', '--name', 'ann', '--password-stdin'], /'operator disable' takes no --password-stdin/],
     [['merchant', 'get'], /^error: MERCHANT_ID is required/],
     [['event', 'redeliver'], /^error: EVENT_ID is required/],
     [
