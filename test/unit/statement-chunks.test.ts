@@ -64,7 +64,7 @@ function binaryCopy(rows: (Buffer | null)[][], extension = Buffer.alloc(0)): Buf
     b.writeInt32BE(n);
     return b;
   };
-  const parts = [Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), int32(0), int32(extension.length), extension];
+  const parts: Buffer[] = [Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), int32(0), int32(extension.length), extension];
   for (const row of rows) {
     parts.push(int16(row.length));
     for (const f of row) parts.push(...(f === null ? [int32(-1)] : [int32(f.length), f]));
