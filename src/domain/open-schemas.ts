@@ -41,8 +41,8 @@ export const createRefundSchema = {
     outTradeNo: { type: 'string', pattern: MERCHANT_NO_PATTERN },
     outRefundNo: { type: 'string', pattern: MERCHANT_NO_PATTERN },
     // No ceiling of its own (the seed sets only "greater than 0"): any amount above what is left
-    // of the payment is 422 REFUND_CUMULATIVE. Integers beyond 2^53 - 1 cannot be read exactly: 400.
-    refundAmountFen: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+    // of the payment is 422 REFUND_CUMULATIVE, however large.
+    refundAmountFen: { type: 'integer', minimum: 1 },
     reason: { type: 'string', maxLength: 256 },
   },
 } as const satisfies ObjectSchema;

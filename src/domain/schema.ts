@@ -132,7 +132,11 @@ export function validate(
     }
     case 'integer': {
       const top = field.includes('.') ? undefined : field;
-      if (typeof value !== 'number' || !Number.isSafeInteger(value) || (top !== undefined && decimalLiterals.has(top))) {
+      // An integer however large: past 2^53 JSON's number is not read exactly (past ~1.8e308 it reads
+      // as Infinity), but it is still an integer, which `maximum`, or the rules after the schema
+      // (a refund above what is left of its payment: 422), refuse as too large.
+      const integral = typeof value === 'number' && (Number.isInteger(value) || value === Infinity || value === -Infinity);
+      if (!integral || (top !== undefined && decimalLiterals.has(top))) {
         return { field, message: `${field || 'value'} must be an integer, not ${describe(value)}` };
       }
       if (schema.minimum !== undefined && value < schema.minimum) return { field, message: `${field} must be at least ${schema.minimum}` };

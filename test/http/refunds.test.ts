@@ -160,10 +160,6 @@ describe('create refund: strict schema (400 OPEN_API_BODY_INVALID, nothing chang
       ['refundAmountFen 1e2 (exponent literal)', JSON.stringify(ok).replace('"refundAmountFen":100', '"refundAmountFen":1e2')],
       ['refundAmountFen "100"', { ...ok, refundAmountFen: '100' }],
       ['refundAmountFen null', { ...ok, refundAmountFen: null }],
-      [
-        'refundAmountFen 2^53 (not exactly representable)',
-        JSON.stringify(ok).replace('"refundAmountFen":100', '"refundAmountFen":9007199254740992'),
-      ],
       ['outRefundNo of 5 characters', { ...ok, outRefundNo: 'RF123' }],
       ['outRefundNo of 65 characters', { ...ok, outRefundNo: 'R'.repeat(65) }],
       ['outRefundNo with a space', { ...ok, outRefundNo: 'RF 12345' }],
@@ -461,15 +457,29 @@ describe('create refund: the cumulative limit', () => {
     );
   });
 
-  test('a single refund above the amount paid is 422, not 400, however large (up to 2^53 - 1)', async () => {
+  test('a single refund above the amount paid is 422, not 400, however large', async () => {
     const o = await paidOrder(1000);
     const no = refundNo();
     const r = await refund({ outTradeNo: o.outTradeNo, outRefundNo: no, refundAmountFen: 1001 });
     assert.deepEqual(assertFailure(r, 422, 'OPEN_API_LIMIT_EXCEEDED').details, { scope: 'REFUND_CUMULATIVE', outRefundNo: no });
-    for (const amount of [10_000_000_000, 10_000_000_001, 99_999_999_999, Number.MAX_SAFE_INTEGER]) {
-      const big = await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: amount });
-      assert.equal(big.statusCode, 422, `${amount}: ${big.body}`);
+    const ok = { outTradeNo: o.outTradeNo, outRefundNo: 'RF_PLACEHOLDER', refundAmountFen: 100 };
+    // Integers past 2^53 - 1 (not read exactly) and past the largest double (read as Infinity) too.
+    for (const amount of [
+      '10000000000',
+      '10000000001',
+      '99999999999',
+      '9007199254740991',
+      '9007199254740992',
+      '1' + '0'.repeat(20),
+      '9'.repeat(400),
+    ]) {
+      const n = refundNo();
+      const body = JSON.stringify({ ...ok, outRefundNo: n }).replace('"refundAmountFen":100', `"refundAmountFen":${amount}`);
+      const big = await refund(body);
+      assert.deepEqual(assertFailure(big, 422, 'OPEN_API_LIMIT_EXCEEDED').details, { scope: 'REFUND_CUMULATIVE', outRefundNo: n }, amount);
     }
+    // Nothing was held: the whole amount is still refundable.
+    assert.equal((await refund({ outTradeNo: o.outTradeNo, outRefundNo: refundNo(), refundAmountFen: 1000 })).statusCode, 201);
   });
 
   test('a refund whose limit check failed can be retried with the same number once there is room', async () => {

@@ -24,3 +24,22 @@ test('the refusal names the field and the rule', () => {
   assert.equal(validate(schema, { no: 'RF_T1_OK', name: '' })?.message, 'name must have at least 1 character');
   assert.equal(validate(schema, { no: 'RF_T1_OK', name: 'abcd' })?.message, 'name must have at most 3 characters');
 });
+
+test('an integer is one however large; a decimal or exponent literal, or a fraction, is not', () => {
+  const schema = {
+    type: 'object',
+    additionalProperties: false,
+    required: ['n'],
+    properties: { n: { type: 'integer', minimum: 1, maximum: 100 } },
+  } as const;
+  const unbounded = { ...schema, properties: { n: { type: 'integer', minimum: 1 } } } as const;
+  for (const text of ['9007199254740993', '1' + '0'.repeat(30), '9'.repeat(400)]) {
+    const n = (JSON.parse(`{"n":${text}}`) as { n: number }).n;
+    assert.equal(validate(schema, { n })?.message, 'n must be at most 100', text);
+    assert.equal(validate(unbounded, { n }), null, text);
+  }
+  assert.equal(validate(schema, { n: -Infinity })?.message, 'n must be at least 1');
+  assert.equal(validate(unbounded, { n: 2.5 })?.message, 'n must be an integer, not decimal number');
+  assert.equal(validate(unbounded, { n: 100 }, '', new Set(['n']))?.message, 'n must be an integer, not number');
+  assert.equal(validate(unbounded, { n: Number.NaN })?.message?.startsWith('n must be an integer'), true);
+});
