@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { AdminError } from '../backoffice-http/errors.ts';
-import { type FaultOperation, type FaultOutcome, type SandboxProvider, faultFits } from '../providers/sandbox/sandbox.ts';
+import { type BuyerAction, type FaultOperation, type FaultOutcome, type SandboxProvider, faultFits } from '../providers/sandbox/sandbox.ts';
 import type { Services } from '../services.ts';
 import { sandboxBuyerAction, sandboxEndPaymentWindow } from '../usecases/sandbox-helpers.ts';
 import { faultSchema, noFieldsSchema, sandboxPaySchema } from '../backoffice-http/schemas.ts';
@@ -42,13 +42,15 @@ export async function sandboxPlugin(
     return { faults: [] };
   });
 
-  const buyer = (action: 'PAY' | 'FAIL') => async (req: import('fastify').FastifyRequest<{ Params: { openOrderId: string } }>) => {
+  const buyer = (action: BuyerAction) => async (req: import('fastify').FastifyRequest<{ Params: { openOrderId: string } }>) => {
     const b = optionalBodyOf(req, sandboxPaySchema);
     const r = await sandboxBuyerAction(svc, sandbox, req.params.openOrderId, action, b.attemptId as string | undefined);
     return { openOrderId: r.orderId, attemptId: r.attemptId, status: r.status };
   };
   scope.post('/payments/:openOrderId/pay', buyer('PAY'));
   scope.post('/payments/:openOrderId/fail', buyer('FAIL'));
+  /** The provider closes the payment of itself (its own timeout): the order is CLOSED, PROVIDER_CLOSED. */
+  scope.post('/payments/:openOrderId/provider-close', buyer('CLOSE'));
 
   /** Ends the payment window now (the expiry worker then closes the order): for testing expiry. */
   scope.post<{ Params: { openOrderId: string } }>('/payments/:openOrderId/expire', async (req) => {

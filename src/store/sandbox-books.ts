@@ -199,7 +199,7 @@ export async function claimDueRefundNotices(
 export async function buyerActsTakingFault(
   db: Queryable,
   attemptId: string,
-  to: 'PAID' | 'FAILED',
+  to: 'PAID' | 'FAILED' | 'CLOSED',
   noticeDueAt: Date,
   now: Date,
 ): Promise<{ moved: boolean; fault: FaultOutcome | null }> {

@@ -1,20 +1,25 @@
 /**
  * The sandbox provider's test levers that involve the service's own orders (decisions.md section
- * 8): the buyer pays or fails an order's attempt, and an order's payment window ends now.
+ * 8): the buyer pays or fails an order's attempt, the provider closes it of itself, and an
+ * order's payment window ends now.
  */
 import { DomainError } from '../domain/errors.ts';
-import type { SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import type { BuyerAction, SandboxProvider } from '../providers/sandbox/sandbox.ts';
 import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { tradeNosOfOrder } from '../store/trades.ts';
 import { type UseCaseDeps, nowOf } from './deps.ts';
 
-/** The buyer acts on the order's given attempt, or its latest payable one. Answers the order's status after the provider's notice. */
+/**
+ * The buyer acts on the order's given attempt, or its latest payable one, or the provider closes it
+ * (CLOSE: the order is then CLOSED with closedReason PROVIDER_CLOSED when it was the latest).
+ * Answers the order's status after the provider's notice.
+ */
 export async function sandboxBuyerAction(
   d: UseCaseDeps,
   sandbox: SandboxProvider,
   orderId: string,
-  action: 'PAY' | 'FAIL',
+  action: BuyerAction,
   attemptId?: string,
 ): Promise<{ orderId: string; attemptId: string; status: string }> {
   // The order and its attempts, in one read.

@@ -333,6 +333,30 @@ describe('payloads of the other event types', () => {
     assert.equal(p.eventAmountFen, 1300);
   });
 
+  test('PAYMENT_CLOSED by the provider (its own timeout): reason PROVIDER_CLOSED; the buyer can no longer pay', async () => {
+    const s = await shop();
+    const { body, order } = await createOrder(s.m, { amountFen: 1400 });
+    const closed = await t.sandbox('POST', `/payments/${order.openOrderId}/provider-close`);
+    assert.equal(closed.statusCode, 200, closed.body);
+    assert.equal(closed.json().status, 'CLOSED');
+    const p = payloadOf((await deliveredTo(s.path, 1))[0]!);
+    assert.equal(p.eventType, 'PAYMENT_CLOSED');
+    assert.equal(p.status, 'CLOSED');
+    assert.equal(p.reason, 'PROVIDER_CLOSED');
+    assert.equal(p.eventAmountFen, 1400);
+    const q = await api(s.m, 'GET', `/api/open/v1/payments/${body.outTradeNo}`);
+    assert.equal(q.statusCode, 200, q.body);
+    assert.equal(q.json().status, 'CLOSED');
+    assert.equal(q.json().closedReason, 'PROVIDER_CLOSED');
+    assert.equal(q.json().latestAttempt.state, 'CLOSED');
+    // Nothing open is left: neither the buyer nor the provider can act on it again.
+    assert.equal((await t.sandbox('POST', `/payments/${order.openOrderId}/pay`)).statusCode, 409);
+    assert.equal((await t.sandbox('POST', `/payments/${order.openOrderId}/provider-close`)).statusCode, 409);
+    const again = await api(s.m, 'POST', `/api/open/v1/payments/${body.outTradeNo}/close`);
+    assert.equal(again.statusCode, 200, again.body);
+    assert.equal(again.json().closeState, 'ALREADY_CLOSED');
+  });
+
   test('REFUND_FAILED: the refund amount, status FAILED, the failure reason, a higher stateVersion', async () => {
     const s = await shop();
     const { body, order } = await paidOrder(s.m, { amountFen: 1000 });

@@ -1445,6 +1445,33 @@ describe('background work', () => {
     assert.match(replay.payUrl, /cashier/, 'the converged attempt is payable');
   });
 
+  test('a provider-closed notice the service did not acknowledge is sent again until applied: CLOSED, PROVIDER_CLOSED', async () => {
+    const { handleProviderNotification } = await import('../../src/usecases/notifications.ts');
+    const sandbox = t.svc.sandbox!;
+    const body = orderBody();
+    const o = (await create(body)).json();
+    sandbox.setNotificationSink(async () => {
+      throw new Error('cut off');
+    });
+    try {
+      assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/provider-close`)).statusCode, 200);
+    } finally {
+      sandbox.setNotificationSink(async (raw, headers) => {
+        await handleProviderNotification(t.svc, sandbox, raw, headers);
+      });
+    }
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
+    await t.svc.db.query(
+      `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
+      [o.openOrderId],
+    );
+    assert.equal(await sandbox.redeliverNotices(), 1);
+    const q = (await query(String(body.outTradeNo))).json();
+    assert.equal(q.status, 'CLOSED');
+    assert.equal(q.closedReason, 'PROVIDER_CLOSED');
+    assert.equal(await sandbox.redeliverNotices(), 0, 'acknowledged');
+  });
+
   test('a payment notice the service did not acknowledge (cut off) is sent again by the sandbox until it is applied', async () => {
     const { handleProviderNotification } = await import('../../src/usecases/notifications.ts');
     const { NOTICE_FIRST_RETRY_SECONDS } = await import('../../src/providers/sandbox/sandbox.ts');

@@ -75,6 +75,9 @@ const STATEMENT_PAGE_LINES = 5000;
 export const NOTICE_FIRST_RETRY_SECONDS = 10;
 export const NOTICE_MAX_TRIES = 30;
 
+/** What the sandbox's buyer (or the provider itself) does with an open payment: pays it, fails it, or the provider closes it (its own timeout, as Alipay's TRADE_CLOSED). */
+export type BuyerAction = 'PAY' | 'FAIL' | 'CLOSE';
+
 export type NotificationSink = (rawBody: Buffer, headers: Record<string, string>) => Promise<void>;
 
 const sleep = (ms: number) => new Promise<void>((res) => setTimeout(res, ms));
@@ -328,16 +331,16 @@ export class SandboxProvider implements PaymentProvider {
   }
 
   /**
-   * The buyer pays (or fails) the payment of an attempt, then the service is notified. Only an
+   * The buyer pays (or fails) the payment of an attempt, or the provider closes it of itself, then the service is notified. Only an
    * OPEN payment within its expiry: once the payment window has ended the buyer can do nothing
    * with it, as at a real provider (the service's expiry worker closes it). The payment and the
    * notice it owes are recorded in one statement; the notice is sent at once and marked
    * acknowledged when the service has applied it. A notice the service did not acknowledge (it
    * failed, or the process was cut off) is sent again by redeliverNotices().
    */
-  async buyerAction(attemptId: string, action: 'PAY' | 'FAIL'): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN' | 'EXPIRED'> {
+  async buyerAction(attemptId: string, action: BuyerAction): Promise<'OK' | 'NOT_FOUND' | 'NOT_OPEN' | 'EXPIRED'> {
     const now = this.#now();
-    const to = action === 'PAY' ? 'PAID' : 'FAILED';
+    const to = action === 'PAY' ? 'PAID' : action === 'FAIL' ? 'FAILED' : 'CLOSED';
     const noticeDueAt = new Date(now.getTime() + NOTICE_FIRST_RETRY_SECONDS * 1000);
     // The buyer's action and the PAY fault it takes, in one statement of the books.
     const acted = await books.buyerActsTakingFault(this.#db, attemptId, to, noticeDueAt, now);
@@ -364,7 +367,7 @@ export class SandboxProvider implements PaymentProvider {
     return 'OK';
   }
 
-  async #sendPaymentNotice(attemptId: string, state: 'PAID' | 'FAILED'): Promise<void> {
+  async #sendPaymentNotice(attemptId: string, state: 'PAID' | 'FAILED' | 'CLOSED'): Promise<void> {
     await this.#notify({ kind: 'PAYMENT', attemptId, state, reason: state === 'FAILED' ? 'BUYER_PAYMENT_FAILED' : null });
     // Acknowledged: the service applied it (its handler returned).
     await this.#acks.run(attemptId);
@@ -381,7 +384,8 @@ export class SandboxProvider implements PaymentProvider {
       this.#now(),
     );
     for (const row of rows) {
-      if (row.state !== 'PAID' && row.state !== 'FAILED') continue;
+      // A payment the service closed owes no notice (none is due for it); one the provider closed does.
+      if (row.state !== 'PAID' && row.state !== 'FAILED' && row.state !== 'CLOSED') continue;
       try {
         await this.#sendPaymentNotice(row.attempt_id, row.state);
       } catch (err) {
