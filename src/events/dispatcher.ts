@@ -12,8 +12,10 @@
  *   claim takes the oldest due event of each app first, then the second of each, and so on.
  * - Each app's limit adapts to its receiver (AppConcurrency, below): it starts at
  *   `perAppConcurrency`, grows while the receiver acknowledges quickly (up to `maxPerAppConcurrency`),
- *   and is halved when it fails or slows down, so a fast merchant is served fast and a slow or
- *   failing one holds few slots (and never the other apps' events).
+ *   and is halved when it fails or slows down, back to `perAppConcurrency` at least, so a fast
+ *   merchant is served fast, a slow or failing one holds few slots (and never the other apps'
+ *   events), and its own retries and new events keep their times while fewer of its deliveries
+ *   than that hang.
  * - Deliveries run concurrently (at most `concurrency` per instance). A delivery that ends claims
  *   more at once (the pump), so the rate follows the receivers, not the workers' passes. run()
  *   waits for deliveries only up to `maxWaitMs`: a slow receiver keeps its own slots busy until its
@@ -102,8 +104,10 @@ const SLOW_ACK_MS = 1_000;
 /**
  * Per-app concurrency that adapts to the receiver, additive increase and multiplicative decrease
  * (as TCP's congestion window): a limit of n grows by one after n quick acknowledgements in a row;
- * a failure or a slow acknowledgement halves it (to 1 at least). A performance control of this
- * instance only: ordering and the lease of each event are the database's.
+ * a failure or a slow acknowledgement halves it, to the initial limit at least (below that, one
+ * hanging delivery would hold back the app's retries past their schedule, decisions.md section 7).
+ * A performance control of this instance only: ordering and the lease of each event are the
+ * database's.
  */
 export class AppConcurrency {
   readonly #initial: number;
@@ -126,7 +130,7 @@ export class AppConcurrency {
   outcome(appId: string, ok: boolean, durationMs: number): void {
     const a = this.#apps.get(appId) ?? { limit: this.#initial, streak: 0 };
     if (!ok || durationMs > SLOW_ACK_MS) {
-      a.limit = Math.max(1, Math.floor(a.limit / 2));
+      a.limit = Math.max(this.#initial, Math.floor(a.limit / 2));
       a.streak = 0;
     } else if (++a.streak >= a.limit) {
       a.limit = Math.min(this.#max, a.limit + 1);

@@ -24,14 +24,17 @@ describe('AppConcurrency (additive increase, multiplicative decrease)', () => {
     assert.deepEqual(c.overrides(), new Map([['a', 6]]));
   });
 
-  test('a failure or a slow acknowledgement halves it, to 1 at least', () => {
+  test('a failure or a slow acknowledgement halves it, to the initial limit at least', () => {
     const c = new AppConcurrency(4, 64);
+    for (let i = 0; i < 4 + 5 + 6 + 7 + 8; i++) c.outcome('a', true, 5);
+    assert.equal(c.limit('a'), 9);
     c.outcome('a', false, 5);
-    assert.equal(c.limit('a'), 2);
+    assert.equal(c.limit('a'), 4);
     c.outcome('a', true, 5_000);
-    assert.equal(c.limit('a'), 1);
+    assert.equal(c.limit('a'), 4, 'never below the initial limit: the app keeps its retries on time');
     c.outcome('a', false, 5);
-    assert.equal(c.limit('a'), 1);
+    assert.equal(c.limit('a'), 4);
+    assert.deepEqual(c.overrides(), new Map());
   });
 });
 

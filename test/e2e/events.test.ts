@@ -675,6 +675,33 @@ describe('safety and isolation', () => {
     assert.equal(new Set(ids).size, 6, 'each event sent once');
   });
 
+  test('an app whose receiver failed twice and hangs on one delivery: its new events and its retries keep their times', async () => {
+    const s = await shop();
+    const held: import('node:http').ServerResponse[] = [];
+    // The first request hangs, the next two fail (the app's limit halves twice), the rest succeed.
+    rx.on(s.path, (res, n) => {
+      if (n === 1) held.push(res);
+      else res.writeHead(n <= 3 ? 500 : 200).end();
+    });
+    for (let i = 0; i < 3; i++) await paidOrder(s.m);
+    const d = createDispatcher(t.svc, { timeoutMs: 20_000, maxWaitMs: 300 });
+    try {
+      await d.run();
+      await waitFor('one hanging, two failed', async () => rx.at(s.path).length === 3);
+      await paidOrder(s.m);
+      await d.run();
+      await waitFor('a new event sent while the first hangs', async () => rx.at(s.path).length === 4, 3000);
+      clock.advance(RETRY_DELAYS_MS[0]! + 1);
+      await d.run();
+      await waitFor('both retries sent on their step while the first still hangs', async () => rx.at(s.path).length === 6, 3000);
+      assert.equal(held.filter((r) => !r.writableEnded).length, 1, 'the first delivery still hangs');
+    } finally {
+      for (const r of held) if (!r.writableEnded) r.writeHead(200).end();
+      rx.on(s.path, (res) => res.writeHead(200).end());
+      await d.idle();
+    }
+  });
+
   test('five apps whose receivers hang hold 20 slots: an app whose event comes due meanwhile is served at once', async () => {
     const hanging: Shop[] = [];
     for (let i = 0; i < 5; i++) {
