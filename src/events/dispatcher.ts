@@ -341,6 +341,8 @@ class OutboxDispatcher implements EventDispatcher {
         policy: this.#svc.notifyUrlPolicy,
         resolver: this.#s.resolver,
         keepAlive: true,
+        // Sent again on a new connection when the kept one was reset: a new timestamp and nonce.
+        resign: async () => ({ ...(await signNotification(this.#svc.keys, ev.id, body, this.#svc.clock.now())) }),
       },
     );
   }

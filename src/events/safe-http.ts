@@ -159,9 +159,12 @@ export interface PostOptions {
   /**
    * Keep the connection open for the next notification to the same address (one pool per
    * receiver address, sockets idle at most KEEP_ALIVE_IDLE_MS). A request that fails on a reused
-   * connection before any answer (the receiver closed it meanwhile) is sent once more on a new one.
+   * connection before any answer (the receiver closed it meanwhile, or read it and then reset
+   * the connection) is sent once more on a new one, with the headers `resign` gives.
    */
   keepAlive?: boolean;
+  /** The headers of that second send, signed afresh (a new timestamp and nonce); without it, the same headers. */
+  resign?: () => Promise<Record<string, string>>;
 }
 
 /** How long an idle kept-alive connection to a receiver stays open. */
@@ -244,14 +247,23 @@ export async function postNotification(
     }
     const agent = o.keepAlive ? poolFor(u.protocol, host, target, u.port) : false;
     const first = await send(u, host, target, body, headers, ac.signal, o, agent);
-    if (first.reusedConnectionFailed) return (await send(u, host, target, body, headers, ac.signal, o, false)).outcome;
-    return first.outcome;
+    if (!first.reusedConnectionFailed) return first.outcome;
+    let again = headers;
+    try {
+      if (o.resign) again = await abortable(o.resign(), ac.signal);
+    } catch {
+      return first.outcome;
+    }
+    return (await send(u, host, target, body, again, ac.signal, o, false)).outcome;
   } finally {
     clearTimeout(timer);
   }
 }
 
-/** One request; `reusedConnectionFailed`: it failed on a kept connection before any answer (nothing reached the receiver). */
+/**
+ * One request; `reusedConnectionFailed`: it failed on a kept connection before any answer (most
+ * often nothing reached the receiver; a receiver may also have read it and then reset).
+ */
 function send(
   u: URL,
   host: string,
@@ -320,7 +332,7 @@ function send(
     );
     req.on('error', (err) => {
       if (statusCode !== null) return settle(null);
-      // A kept connection the receiver had closed: nothing reached it; the caller sends it again.
+      // A kept connection the receiver had closed (or reset after reading): the caller sends it again.
       if (req.reusedSocket && !signal.aborted && ['ECONNRESET', 'EPIPE'].includes(errorCode(err))) reusedFailed = true;
       settle(signal.aborted ? TIMEOUT : connectionError(err));
     });

@@ -276,6 +276,42 @@ describe('HTTP client', () => {
     assert.match(out.error!, /^TLS_FAILED: /);
   });
 
+  test('a send on a kept connection the receiver reset after reading it goes again at once on a new one, signed afresh', async () => {
+    const got: { nonce: string; socket: number }[] = [];
+    const numbers = new WeakMap<object, number>();
+    let connections = 0;
+    const receiver = http.createServer((req, res) => {
+      if (!numbers.has(req.socket)) numbers.set(req.socket, ++connections);
+      req.resume();
+      req.on('end', () => {
+        got.push({ nonce: String(req.headers['x-nonce']), socket: numbers.get(req.socket)! });
+        // The second request is read, then its connection reset before any answer.
+        if (got.length === 2) req.socket.destroy();
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      let signed = 1;
+      const o = { ...OPTS, keepAlive: true, resign: async () => ({ 'x-nonce': `n${++signed}-again` }) };
+      const body = Buffer.from('{"eventId":"evt_1"}');
+      assert.equal((await postNotification(url, body, { 'x-nonce': 'n1' }, o)).statusCode, 200);
+      const second = await postNotification(url, body, { 'x-nonce': 'n2' }, o);
+      assert.equal(second.statusCode, 200, JSON.stringify(second));
+      assert.deepEqual(
+        got.map((g) => g.nonce),
+        ['n1', 'n2', 'n2-again'],
+        'the send again carries a new nonce',
+      );
+      assert.equal(got[0]!.socket, got[1]!.socket, 'the second went on the kept connection');
+      assert.notEqual(got[2]!.socket, got[1]!.socket, 'the send again on a new one');
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+
   test('a refused connection is a failure without status', async () => {
     const closed = http.createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
