@@ -76,9 +76,18 @@ export function legShares(allocation: Allocation): { accountId: string; shareBps
 }
 
 /**
- * True when some receiving leg exceeds its account's ceiling (scope SINGLE_AMOUNT). A leg is judged
- * on its exact share (amount x shareBps / 10000, compared without rounding: at most 1e10 x 10000,
- * exact in a double), not on a rounded split that would carry remainder fen.
+ * True when the order cannot be received within its accounts' ceilings (scope SINGLE_AMOUNT). A
+ * participant is available for an order when its ceiling admits the leg it would receive; the
+ * allocation's `unavailablePolicy` says where the leg of one that is not goes (docs/fees.md):
+ * - FAIL: nowhere; every leg must fit (SINGLE's one participant, PRIORITY's first, each RATIO share).
+ * - NEXT_AVAILABLE: on to the next participant in order (PRIORITY: the whole amount to the first
+ *   participant that can take it; RATIO: a share its account cannot take is added to the next
+ *   participant's, passed further if that one cannot take both).
+ * - REDISTRIBUTE: RATIO: over the other participants in proportion to their shares, until every
+ *   remaining leg fits; PRIORITY as NEXT_AVAILABLE (a whole amount is not split).
+ * Refused when a leg is left with no participant to take it. A leg is judged on its exact share
+ * (amount x shares, compared without rounding: at most 1e10 x 10000, exact in a double), not on a
+ * rounded split that would carry remainder fen.
  */
 export function exceedsSingleCeiling(
   amountFen: number,
@@ -90,13 +99,36 @@ export function exceedsSingleCeiling(
     const c = ceilingOf(merchantEntityType, null);
     return c !== null && amountFen > c;
   }
-  for (const leg of legShares(allocation)) {
-    const acc = accounts.get(leg.accountId);
-    if (!acc) continue;
-    const c = ceilingOf(acc.entityType, acc.agreedCeilingFen);
-    if (c !== null && amountFen * leg.shareBps > c * 10000) return true;
+  const ceiling = (accountId: string): number | null => {
+    const acc = accounts.get(accountId);
+    return acc ? ceilingOf(acc.entityType, acc.agreedCeilingFen) : null;
+  };
+  /** Whether the account takes `bps` of `total` basis points of the amount. */
+  const takes = (accountId: string, bps: number, total = 10000): boolean => {
+    const c = ceiling(accountId);
+    return c === null || amountFen * bps <= c * total;
+  };
+  const legs = legShares(allocation);
+  const policy = allocation.unavailablePolicy;
+  if (policy === 'FAIL' || allocation.mode === 'SINGLE') return !legs.every((l) => takes(l.accountId, l.shareBps));
+  if (allocation.mode === 'PRIORITY') return !allocation.participants.some((id) => takes(id, 10000));
+  if (policy === 'NEXT_AVAILABLE') {
+    let carried = 0;
+    for (const l of legs) {
+      if (takes(l.accountId, l.shareBps + carried)) carried = 0;
+      else if (!takes(l.accountId, l.shareBps)) carried += l.shareBps;
+    }
+    return carried > 0;
   }
-  return false;
+  // REDISTRIBUTE: drop the participants that cannot take their share of what the others leave.
+  let left = legs;
+  for (;;) {
+    const total = left.reduce((n, l) => n + l.shareBps, 0);
+    const fit = left.filter((l) => takes(l.accountId, l.shareBps, total));
+    if (fit.length === 0) return true;
+    if (fit.length === left.length) return false;
+    left = fit;
+  }
 }
 
 /** The Asia/Shanghai calendar day (UTC+8, no DST) of an instant, as YYYY-MM-DD. */

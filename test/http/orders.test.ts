@@ -365,7 +365,7 @@ describe('create order', () => {
     assert.equal(b.json().replayed, false);
   });
 
-  test('PRIORITY and SINGLE: the whole amount goes against the first account ceiling', async () => {
+  test('PRIORITY and SINGLE: the whole amount goes against the first account ceiling, or the next available one', async () => {
     const mch = await provision(t, { entityType: 'CORPORATE' });
     const acc = async (entityType: string) =>
       (
@@ -389,6 +389,24 @@ describe('create order', () => {
       assert.equal(over.statusCode, 422, `${mode}: ${over.body}`);
       assert.deepEqual(over.json().details, { scopes: ['SINGLE_AMOUNT'] });
     }
+    // The first participant cannot take it: with NEXT_AVAILABLE (or REDISTRIBUTE) the next one does.
+    for (const unavailablePolicy of ['NEXT_AVAILABLE', 'REDISTRIBUTE']) {
+      const al = await t.admin('PUT', `/merchants/${mch.merchantId}/allocation`, {
+        mode: 'PRIORITY',
+        participants: [ind, corp],
+        unavailablePolicy,
+      });
+      assert.equal(al.statusCode, 200, al.body);
+      const r = await create(orderBody({ amountFen: 500_001 }), mch);
+      assert.equal(r.statusCode, 201, `${unavailablePolicy}: ${r.body}`);
+    }
+    const only = await t.admin('PUT', `/merchants/${mch.merchantId}/allocation`, {
+      mode: 'PRIORITY',
+      participants: [ind],
+      unavailablePolicy: 'NEXT_AVAILABLE',
+    });
+    assert.equal(only.statusCode, 200, only.body);
+    assert.equal((await create(orderBody({ amountFen: 500_001 }), mch)).statusCode, 422, 'no next participant');
   });
 
   test('amount ceilings: individual default tier, agreed value, RATIO legs, corporate none, daily ceiling', async () => {
