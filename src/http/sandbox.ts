@@ -6,8 +6,9 @@
 import type { FastifyInstance } from 'fastify';
 import { AdminError } from '../backoffice-http/errors.ts';
 import { type BuyerAction, type FaultOperation, type FaultOutcome, type SandboxProvider, faultFits } from '../providers/sandbox/sandbox.ts';
+import { MAX_ATTEMPTS } from '../events/dispatcher.ts';
 import type { Services } from '../services.ts';
-import { sandboxBuyerAction, sandboxEndPaymentWindow } from '../usecases/sandbox-helpers.ts';
+import { sandboxBuyerAction, sandboxEndPaymentWindow, sandboxLastDeliveryAttempt } from '../usecases/sandbox-helpers.ts';
 import { faultSchema, noFieldsSchema, sandboxPaySchema } from '../backoffice-http/schemas.ts';
 import { bodyOf, installBackOffice, optionalBodyOf } from '../backoffice-http/common.ts';
 
@@ -51,6 +52,13 @@ export async function sandboxPlugin(
   scope.post('/payments/:openOrderId/fail', buyer('FAIL'));
   /** The provider closes the payment of itself (its own timeout): the order is CLOSED, PROVIDER_CLOSED. */
   scope.post('/payments/:openOrderId/provider-close', buyer('CLOSE'));
+
+  /** The event's next delivery attempt is its last, due now: for testing dead events. */
+  scope.post<{ Params: { eventId: string } }>('/events/:eventId/last-attempt', async (req) => {
+    optionalBodyOf(req, noFieldsSchema);
+    await sandboxLastDeliveryAttempt(svc, req.params.eventId);
+    return { eventId: req.params.eventId, status: 'PENDING', attempts: MAX_ATTEMPTS - 1 };
+  });
 
   /** Ends the payment window now (the expiry worker then closes the order): for testing expiry. */
   scope.post<{ Params: { openOrderId: string } }>('/payments/:openOrderId/expire', async (req) => {

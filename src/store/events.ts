@@ -252,6 +252,20 @@ export async function rescheduleAppEvents(db: Queryable, appId: string, now: Dat
   return r.rowCount ?? 0;
 }
 
+/**
+ * A pending event whose attempt is not in flight gets `attemptsBefore` attempts counted and is due
+ * now, so that its next attempt is the one the schedule ends with (the sandbox's lever for testing
+ * dead events). Answers whether it was applied.
+ */
+export async function makeNextAttemptLast(db: Queryable, eventId: string, attemptsBefore: number, now: Date): Promise<boolean> {
+  const r = await db.query(
+    `UPDATE events SET attempts = $3, next_attempt_at = $2
+      WHERE id = $1 AND status = 'PENDING' AND (locked_until IS NULL OR locked_until <= $2)`,
+    [eventId, now, attemptsBefore],
+  );
+  return r.rowCount === 1;
+}
+
 /** An event's delivery state, null when there is no such event. */
 export async function eventStatus(db: Queryable, eventId: string): Promise<DeliveryState | null> {
   const r = await db.query<{ status: DeliveryState }>('SELECT status FROM events WHERE id = $1', [eventId]);

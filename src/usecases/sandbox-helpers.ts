@@ -1,10 +1,12 @@
 /**
  * The sandbox provider's test levers that involve the service's own orders (decisions.md section
- * 8): the buyer pays or fails an order's attempt, the provider closes it of itself, and an
- * order's payment window ends now.
+ * 8): the buyer pays or fails an order's attempt, the provider closes it of itself, an
+ * order's payment window ends now, and an event's next delivery attempt is its last.
  */
 import { DomainError } from '../domain/errors.ts';
 import type { BuyerAction, SandboxProvider } from '../providers/sandbox/sandbox.ts';
+import { MAX_ATTEMPTS } from '../events/dispatcher.ts';
+import * as events from '../store/events.ts';
 import * as jobs from '../store/jobs.ts';
 import * as orders from '../store/orders.ts';
 import { tradeNosOfOrder } from '../store/trades.ts';
@@ -50,4 +52,22 @@ export async function sandboxEndPaymentWindow(d: UseCaseDeps, sandbox: SandboxPr
   await sandbox.expirePayments([...ended.attemptIds, ...(await tradeNosOfOrder(d.db, orderId))], ended.expireAt);
   await jobs.schedule(d.db, 'EXPIRE_ORDER', orderId, nowOf(d));
   d.wakeWorkers();
+}
+
+/**
+ * The event's next delivery attempt is the last of its schedule (the 13th), due now: if the
+ * receiver fails it, the event is DEAD at once instead of some 48 hours later. Only for a PENDING
+ * event whose attempt is not in flight.
+ */
+export async function sandboxLastDeliveryAttempt(d: UseCaseDeps, eventId: string): Promise<void> {
+  if (await events.makeNextAttemptLast(d.db, eventId, MAX_ATTEMPTS - 1, nowOf(d))) {
+    d.wakeWorkers();
+    return;
+  }
+  const status = await events.eventStatus(d.db, eventId);
+  if (status === null) throw new DomainError('NOT_FOUND', undefined, { entity: 'event' });
+  throw new DomainError(
+    'STATE_INVALID',
+    status === 'PENDING' ? 'an attempt of the event is in flight: ask again when it has ended' : `the event is ${status}, not PENDING`,
+  );
 }

@@ -425,6 +425,31 @@ describe('retries', () => {
     );
   });
 
+  test("the sandbox makes an event's next attempt its last: failed, it is DEAD at once; then redelivered", async () => {
+    const s = await shop();
+    rx.on(s.path, (res) => res.writeHead(503).end('down'));
+    const { order } = await paidOrder(s.m);
+    await t.workers.tick();
+    const [ev] = await eventsOf(order.openOrderId);
+    await waitFor('the first attempt', async () => (await eventView(ev!.eventId)).deliveries.length === 1);
+    assert.equal((await eventView(ev!.eventId)).status, 'PENDING');
+    const last = await t.sandbox('POST', `/events/${ev!.eventId}/last-attempt`);
+    assert.equal(last.statusCode, 200, last.body);
+    assert.deepEqual(last.json(), { eventId: ev!.eventId, status: 'PENDING', attempts: MAX_ATTEMPTS - 1 });
+    await t.workers.tick();
+    await waitFor('DEAD after the last attempt', async () => (await eventView(ev!.eventId)).status === 'DEAD');
+    const v = await eventView(ev!.eventId);
+    assert.equal(v.deliveries.length, 2, 'one more attempt, not twelve');
+    // Only a pending event; an unknown one is 404.
+    const again = await t.sandbox('POST', `/events/${ev!.eventId}/last-attempt`);
+    assert.equal(again.statusCode, 409, again.body);
+    assert.equal((await t.sandbox('POST', '/events/evt_nope/last-attempt')).statusCode, 404);
+    rx.on(s.path, (res) => res.writeHead(200).end());
+    assert.equal((await t.admin('POST', `/events/${ev!.eventId}/redeliver`)).statusCode, 202);
+    await t.workers.tick();
+    await waitFor('delivered after the redelivery', async () => (await eventView(ev!.eventId)).status === 'DELIVERED');
+  });
+
   test('a receiver that never answers 2xx: DEAD after the 12 retries, then redelivered from the back office', async () => {
     const s = await shop();
     rx.on(s.path, (res) => res.writeHead(503).end('down'));
