@@ -185,7 +185,10 @@ export function fieldOfBinaryCopy(out: Buffer): Buffer | null {
   if (out.length < at + 2) throw bad('cut short');
   const fields = out.readInt16BE(at);
   at += 2;
-  if (fields === -1) return null;
+  if (fields === -1) {
+    if (out.length !== at) throw bad('bytes after the trailer');
+    return null;
+  }
   if (fields !== 1 || out.length < at + 4) throw bad(`a row of ${fields} fields`);
   const length = out.readInt32BE(at);
   at += 4;

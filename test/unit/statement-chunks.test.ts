@@ -92,6 +92,7 @@ test('anything but one row of one non-null field, or a cut output, is refused', 
     ['cut in the field', binaryCopy([[one]]).subarray(0, 30)],
     ['cut in the header', binaryCopy([[one]]).subarray(0, 12)],
     ['bytes after the trailer', Buffer.concat([binaryCopy([[one]]), Buffer.from([0])])],
+    ['bytes after the trailer of no row', Buffer.concat([binaryCopy([]), Buffer.from([0])])],
   ];
   for (const [why, out] of cases) assert.throws(() => fieldOfBinaryCopy(out), /binary COPY/, why);
 });
