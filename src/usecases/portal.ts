@@ -114,8 +114,13 @@ export async function retireKey(
     if (!key) throw notFound('key');
     if (!validAt(key, now)) throw new DomainError('STATE_INVALID', 'the key is no longer valid');
     const until = afterSeconds === null ? null : new Date(now + afterSeconds * 1000);
-    if (until !== null && !keys.some((x) => x.keyId !== keyId && validAt(x, until.getTime()))) {
-      throw new DomainError('STATE_INVALID', 'no other key of the app stays valid after that time: add the new key first');
+    // Another key must stay valid with no end: one whose own retirement is set would leave the app
+    // without a key once both have ended.
+    if (until !== null && !keys.some((x) => x.keyId !== keyId && validAt(x, Number.POSITIVE_INFINITY))) {
+      throw new DomainError(
+        'STATE_INVALID',
+        'no other key of the app stays valid after that time (a key being retired does not count): add the new key first',
+      );
     }
     const row = (await merchants.setAppKeyValidUntil(tx, appId, keyId, until))!;
     await record({

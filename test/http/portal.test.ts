@@ -270,6 +270,18 @@ describe('the owner helps itself', () => {
       merchantId: string;
     }[];
     assert.ok(ops.some((e) => e.action === 'appKey.retire' && e.actorKind === 'MERCHANT_USER' && e.merchantId === shop.merchantId));
+    // Nor two retirements one after the other: a key whose own retirement is set does not count.
+    const fourth = await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys`, {
+      keyId: 'key-4',
+      publicKeyPem: generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }),
+    });
+    assert.equal(fourth.statusCode, 201, fourth.body);
+    assert.equal((await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys/key-2/retire`, { afterSeconds: 86_400 })).statusCode, 200);
+    const both = await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys/key-4/retire`, { afterSeconds: 3600 });
+    assert.equal(both.statusCode, 409, both.body);
+    // Taken back: key-2 has no end again, so key-4 may be retired.
+    assert.equal((await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys/key-2/retire`, { afterSeconds: null })).statusCode, 200);
+    assert.equal((await portalCall(t, owner, 'POST', `/apps/${shop.appId}/keys/key-4/retire`, { afterSeconds: 0 })).statusCode, 200);
   });
 
   test('a key added through one instance is accepted at once by another, which had just refused it', async () => {
