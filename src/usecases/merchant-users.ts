@@ -369,11 +369,16 @@ export async function changeOwnPassword(d: Deps, actor: MerchantActor, sessionId
   });
 }
 
+const TOTP_ALREADY_ON = () => new DomainError('STATE_INVALID', 'TOTP is on: turn it off first (with your password) to set up another');
+
 /**
  * The first step of turning TOTP on: a new secret, kept aside until a code of it is confirmed
  * (answered as the `otpauth://` URI an authenticator app reads, and its base32 text).
  */
 export async function startTotpSetup(d: Deps, actor: MerchantActor): Promise<{ secret: string; uri: string }> {
+  // A second factor already on is replaced only by turning it off first, which asks the password:
+  // a session alone must not be enough to take the factor over.
+  if ((await users.userForSignIn(d.db, { id: actor.merchantUserId }))?.totpSecret) throw TOTP_ALREADY_ON();
   const secret = new Secret({ size: 20 }).base32;
   await users.updateUser(d.db, actor.merchantUserId, { totpPendingSecret: secret }, nowOf(d));
   return { secret, uri: totpOf(secret, actor.merchantUserName).toString() };
@@ -390,6 +395,7 @@ export async function pendingTotpUri(d: Deps, actor: MerchantActor): Promise<str
 export async function confirmTotp(d: Deps, actor: MerchantActor, code: string): Promise<void> {
   await audited(d, actor, async (tx, record) => {
     const row = await users.userForSignIn(tx, { id: actor.merchantUserId }, true);
+    if (row?.totpSecret) throw TOTP_ALREADY_ON();
     if (!row?.totpPendingSecret) throw new DomainError('STATE_INVALID', 'start the setup first');
     const step = totpStep(row.totpPendingSecret, row.login, code, d.clock.now());
     if (step === null) throw invalid('the code is not right: check the time of the device');

@@ -183,6 +183,11 @@ describe('invitation, sign-in, session', () => {
       401,
     );
     assert.equal((await portalCall(t, s2, 'GET', '/session')).json().user.totpEnabled, true);
+    // While it is on, a session alone cannot put another secret in its place: turning it off asks the password.
+    const over = await portalCall(t, s2, 'POST', '/totp');
+    assert.equal(over.statusCode, 409, over.body);
+    assert.equal(over.json().code, 'PORTAL_STATE_INVALID');
+    assert.equal((await portalCall(t, s2, 'POST', '/totp/confirm', { code: totpCode(secret, clock.now()) })).statusCode, 409);
     assert.equal((await portalCall(t, s2, 'POST', '/totp/disable', { currentPassword: 'not my password!!' })).statusCode, 400);
     assert.equal((await portalCall(t, s2, 'POST', '/totp/disable', { currentPassword: PASSWORD })).statusCode, 204);
     await portalSignIn(t, 'totp@shop.test');
