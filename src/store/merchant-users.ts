@@ -93,7 +93,8 @@ export async function countOwners(db: Queryable, merchantId: string, except: str
 export interface UserChange {
   role?: MerchantRole;
   status?: MerchantUserStatus;
-  passwordHash?: string;
+  /** A new password's hash, or null: no password until the user sets one (a reset). */
+  passwordHash?: string | null;
   /** A new invitation (its SHA-256 and expiry), or null to clear it. */
   invitation?: { sha256: string; expiresAt: Date } | null;
   /** TOTP: a secret being set up, the secret enabled (or null: second factor off), the last code's step. */

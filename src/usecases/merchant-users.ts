@@ -135,7 +135,8 @@ export async function inviteUser(
 
 /**
  * A new invitation link for a user (the previous one no longer works). For an active user it is a
- * password reset: its sessions end now, and the link sets a new password.
+ * password reset: its sessions end now and its password stops working (whoever may know it can no
+ * longer sign in), and the link sets a new one.
  */
 export async function reissueInvitation(d: Deps, actor: AuditActor, merchantId: string, userId: string): Promise<Invitation> {
   const inv = newInvitation(d);
@@ -143,14 +144,24 @@ export async function reissueInvitation(d: Deps, actor: AuditActor, merchantId: 
     const before = await userOf(d, merchantId, userId, tx);
     if (before.status === 'DISABLED') throw new DomainError('STATE_INVALID', 'the user is disabled: enable it first');
     const now = nowOf(d);
-    const u = (await users.updateUser(tx, userId, { invitation: { sha256: inv.sha256, expiresAt: inv.expiresAt } }, now))!;
+    const reset = before.status === 'ACTIVE';
+    const u = (await users.updateUser(
+      tx,
+      userId,
+      { invitation: { sha256: inv.sha256, expiresAt: inv.expiresAt }, ...(reset ? { passwordHash: null } : {}) },
+      now,
+    ))!;
     const ended = await sessions.revokeOwnerSessions(tx, 'merchantUser', userId, now);
     await record({
       action: 'merchantUser.reissueInvitation',
       entityType: 'merchantUser',
       entityId: userId,
       before: { invitationExpiresAt: before.invitationExpiresAt },
-      after: { invitationExpiresAt: u.invitationExpiresAt, ...(ended > 0 ? { sessionsEnded: ended } : {}) },
+      after: {
+        invitationExpiresAt: u.invitationExpiresAt,
+        ...(reset ? { passwordReset: true } : {}),
+        ...(ended > 0 ? { sessionsEnded: ended } : {}),
+      },
       merchantId,
     });
     return { user: u, token: inv.token, expiresAt: inv.expiresAt };

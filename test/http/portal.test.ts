@@ -441,11 +441,20 @@ describe('the merchant’s users', () => {
     assert.ok(
       (ops.json().users as { login: string; status: string }[]).some((u) => u.login === 'second@shop.test' && u.status === 'DISABLED'),
     );
-    // A new link for an active user is a password reset: its sessions end.
+    // A new link for an active user is a password reset: its sessions end, its password stops working.
     const dev = (ops.json().users as { login: string; userId: string }[]).find((u) => u.login === 'role-developer@shop.test')!;
     const devSession = await portalSignIn(t, 'role-developer@shop.test');
     const reset = await t.admin('POST', `/merchants/${shop.merchantId}/users/${dev.userId}/invitation`);
     assert.equal(reset.statusCode, 200, reset.body);
     assert.equal((await portalCall(t, devSession, 'GET', '/session')).statusCode, 401);
+    const old = await portalCall(t, null, 'POST', '/session', { login: 'role-developer@shop.test', password: PASSWORD });
+    assert.equal(old.statusCode, 401, old.body);
+    assert.equal(old.json().code, 'PORTAL_UNAUTHORIZED');
+    // The link sets a new one.
+    const token = new URL(reset.json().invitationUrl as string).hash.split('/').pop()!;
+    const fresh = `${PASSWORD}-new`;
+    assert.equal((await portalCall(t, null, 'POST', `/invitations/${token}/accept`, { password: fresh })).statusCode, 200);
+    const again = await portalCall(t, null, 'POST', '/session', { login: 'role-developer@shop.test', password: fresh });
+    assert.equal(again.statusCode, 200, again.body);
   });
 });
