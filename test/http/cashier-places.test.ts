@@ -89,7 +89,7 @@ describe('the cashier at each place (sandbox)', () => {
     assert.equal(stateOf(p.body), 'PAYABLE');
     assert.match(p.body, /<img class="qr" src="data:image\/png;base64,/);
     assert.match(p.body, /Scan the code with WeChat to pay\./);
-    assert.match(p.body, /<a href="\?via=h5" data-way="h5">Pay on this phone<\/a>/);
+    assert.match(p.body, /<a href="\?via=h5" data-way="h5">Pay in this browser<\/a>/);
     const trades = (await detail(order.openOrderId)).attempts[0].trades;
     assert.deepEqual(
       trades.map((x: { product: string; state: string }) => [x.product, x.state]),
