@@ -72,7 +72,7 @@ export function ordersPageView(rows: Read<typeof portal.searchOrders>, limit: nu
 
 /** One order with its attempts (no payment material leaves through the portal either), refunds and events. */
 export function orderDetailView(detail: Read<typeof portal.orderDetail>) {
-  const { order: o, attempts, trades, refunds, events } = detail;
+  const { order: o, attempts, trades, refunds, events, duplicates } = detail;
   return {
     openOrderId: o.id,
     appId: o.appId,
@@ -105,6 +105,15 @@ export function orderDetailView(detail: Read<typeof portal.orderDetail>) {
       updatedAt: r.updatedAt,
     })),
     events: events.map((e) => ({ ...e.event, payload: undefined, deliveries: e.deliveries })),
+    // A buyer's second payment of the order (two ways paid at once), refunded automatically.
+    duplicatePayments: duplicates.map((x) => ({
+      attemptId: x.attemptId,
+      tradeNo: x.tradeNo,
+      amountFen: x.amountFen,
+      refundState: x.refundState,
+      createdAt: x.createdAt,
+      updatedAt: x.updatedAt,
+    })),
   };
 }
 

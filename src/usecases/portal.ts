@@ -145,14 +145,15 @@ export function searchOrders(d: BackOfficeDeps, actor: MerchantActor, f: Omit<Or
 export async function orderDetail(d: BackOfficeDeps, actor: MerchantActor, orderId: string) {
   const order = /^ord_[A-Za-z0-9]{1,60}$/.test(orderId) ? await orders.getOrder(d.db, orderId) : null;
   if (!order || order.merchantId !== actor.merchantId) throw notFound('order');
-  const [attempts, tradeRows, refundRows, eventRows] = await Promise.all([
+  const [attempts, tradeRows, refundRows, eventRows, duplicates] = await Promise.all([
     attemptsStore.attemptsOf(d.db, order.id),
     trades.tradesOfOrder(d.db, order.id),
     refunds.refundsOfOrder(d.db, order.id),
     events.eventsOfOrder(d.db, order.id),
+    refunds.duplicatesOfOrder(d.db, order.id),
   ]);
   const withDeliveries = await Promise.all(eventRows.map((e) => events.getEventWithDeliveries(d.db, e.eventId)));
-  return { order, attempts, trades: tradeRows, refunds: refundRows, events: withDeliveries.filter((e) => e !== null) };
+  return { order, attempts, trades: tradeRows, refunds: refundRows, events: withDeliveries.filter((e) => e !== null), duplicates };
 }
 
 export function listRefunds(d: BackOfficeDeps, actor: MerchantActor, f: { state: string | null; appId: string | null; limit: number }) {

@@ -12,6 +12,7 @@ import { type Place, chooseWay, placeOf, waysAt } from '../../src/cashier/where.
 import { shanghaiDay } from '../../src/domain/money.ts';
 import { SANDBOX_OPENID } from '../../src/providers/sandbox/sandbox.ts';
 import { waitFor } from '../helpers/events.ts';
+import { createPortalUser, portalCall, portalSignIn } from '../helpers/portal.ts';
 import { type Merchant, type TestApp, call, orderBody, provision, startTestApp } from '../helpers/app.ts';
 
 const UA = {
@@ -280,6 +281,15 @@ describe('the cashier at each place (sandbox)', () => {
       d.events.map((e: { eventType: string }) => e.eventType),
       ['PAYMENT_SUCCEEDED'],
       'the merchant hears of one payment',
+    );
+    // The merchant sees the second payment and its refund in its portal too.
+    await createPortalUser(t, m.merchantId, 'dup-reader@shop.test', 'readonly');
+    const reader = await portalSignIn(t, 'dup-reader@shop.test');
+    const mine = await portalCall(t, reader, 'GET', `/orders/${order.openOrderId}`);
+    assert.equal(mine.statusCode, 200, mine.body);
+    assert.deepEqual(
+      mine.json().duplicatePayments.map((x: { tradeNo: string; amountFen: number }) => [x.tradeNo, x.amountFen]),
+      [[jsapi.tradeNo, 990]],
     );
   });
 

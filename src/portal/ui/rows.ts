@@ -68,6 +68,7 @@ export interface OrderDetail {
   paidAt: string | null;
   expireAt: string;
   attempts: Attempt[];
+  duplicatePayments: { attemptId: string; tradeNo: string; amountFen: number; refundState: string; createdAt: string; updatedAt: string }[];
   refunds: {
     refundAttemptId: string;
     outRefundNo: string;

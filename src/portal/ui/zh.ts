@@ -93,6 +93,9 @@ export const PORTAL_ZH: Record<string, string> = {
   Timeline: '时间线',
   'Refund no.': '退款单号',
   'Refunds, newest first': '退款（最新在前）',
+  'Paid twice: refunded automatically': '重复支付：已自动退款',
+  'Provider order': '支付渠道订单号',
+  Refund: '退款',
   'The platform signs its answers and notifications with these keys. Pin the current one in your systems; each later key is endorsed by the one before, and the SDK learns it by itself from GET /api/open/v1/platform-keys.':
     '平台用这些密钥为应答和通知签名。请在系统中固定当前密钥；之后的每把密钥都由前一把背书，SDK 会自动从 GET /api/open/v1/platform-keys 获取。',
   'Signs from': '签名起始',

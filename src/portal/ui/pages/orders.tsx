@@ -89,6 +89,22 @@ export function OrderPage({ orderId }: { orderId: string }) {
             <Section title={t('Refunds')}>
               <RefundTable refunds={o.refunds} />
             </Section>
+            {o.duplicatePayments.length > 0 ? (
+              <Section title={t('Paid twice: refunded automatically')}>
+                <Table head={[t('Provider order'), t('Amount'), t('Refund'), t('Created')]} empty={false}>
+                  {o.duplicatePayments.map((x) => (
+                    <tr key={x.tradeNo} data-duplicate={x.tradeNo}>
+                      <td class="mono">{x.tradeNo}</td>
+                      <td>{money(x.amountFen)}</td>
+                      <td>
+                        <Status value={x.refundState} />
+                      </td>
+                      <td>{time(x.createdAt)}</td>
+                    </tr>
+                  ))}
+                </Table>
+              </Section>
+            ) : null}
             <Section title={t('Events and their deliveries')}>
               {o.events.length === 0 ? <p class="muted">{t('No event yet.')}</p> : null}
               {o.events.map((e) => (
