@@ -418,6 +418,11 @@ export class PaymentClient {
           });
         } catch (error) {
           if (signal?.aborted) throw signal.reason;
+          // Nothing was written yet: tried again like any GET, with the same request id.
+          if (attempt <= this.#maxRetries) {
+            await pause(this.#backoffMs(attempt), signal);
+            continue;
+          }
           throw new NetworkError(`GET ${url.pathname} failed: ${String((error as Error)?.cause ?? error)}`, {
             requestId,
             timedOut: controller.signal.aborted,
@@ -501,7 +506,8 @@ export class PaymentClient {
   async listEvents(filter: EventFilter = {}, options: RequestOptions = {}): Promise<ApiResult<EventListResponse>> {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(filter)) if (v !== undefined) q.set(k, String(v));
-    return this.request('GET', `/api/open/v1/events${q.size > 0 ? `?${q}` : ''}`, undefined, options);
+    const text = q.toString(); // (not q.size: Node 18 has it from 18.16 only)
+    return this.request('GET', `/api/open/v1/events${text === '' ? '' : `?${text}`}`, undefined, options);
   }
 
   /** Every event matching the filter, newest first, page after page. */
@@ -527,7 +533,8 @@ export class PaymentClient {
    * a minute per event and 20 a minute per app: RateLimitedError with retryAfterSeconds beyond that.
    */
   async redeliverEvent(eventId: string, options: RequestOptions = {}): Promise<ApiResult<RedeliveryResponse>> {
-    return this.request('POST', `/api/open/v1/events/${segment('eventId', eventId)}/redeliveries`, undefined, options);
+    // Its limit is a minute per event: told at once (RateLimitedError), not waited out.
+    return this.#call('POST', `/api/open/v1/events/${segment('eventId', eventId)}/redeliveries`, undefined, options, false);
   }
 
   /**
@@ -537,6 +544,17 @@ export class PaymentClient {
    * carries neither Content-Type nor body.
    */
   async request<T>(method: 'GET' | 'POST', path: string, body: unknown, options: RequestOptions = {}): Promise<ApiResult<T>> {
+    return this.#call(method, path, body, options, true);
+  }
+
+  /** request(), and whether a 429 (or 503) is waited out and tried again (within the retry budget). */
+  async #call<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    body: unknown,
+    options: RequestOptions,
+    waitOutRefusals: boolean,
+  ): Promise<ApiResult<T>> {
     if (!path.startsWith('/')) throw new TypeError('path must start with "/"');
     if (method === 'GET' && body !== undefined) throw new TypeError('a GET request has no body');
     const url = new URL(this.#base + path);
@@ -585,7 +603,7 @@ export class PaymentClient {
       const outcome = await this.#withKnownKey(() => this.#interpret<T>(response, requestId, attempt), signal);
       if (!('error' in outcome)) return outcome;
       const { status } = sent.response;
-      if ((status === 429 || status === 503) && canRetry) {
+      if ((status === 429 || status === 503) && canRetry && waitOutRefusals) {
         const retryAfter = parseRetryAfter(lookupHeaderValue(sent.response.headers, 'Retry-After'), this.#now());
         if (retryAfter === undefined || retryAfter <= this.#maxRetryAfterSeconds) {
           await pause(Math.max(this.#backoffMs(attempt), (retryAfter ?? 0) * 1000), signal);

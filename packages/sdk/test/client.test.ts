@@ -802,6 +802,47 @@ describe('statements and the event log', () => {
     await assert.rejects(client().downloadStatement('2026-05-01', sink().w), (e: unknown) => e instanceof ConflictError);
   });
 
+  it('downloadStatement: a connection reset before the file answers is tried again, with the same request id', async () => {
+    fake.replies.push((s) => ({ status: 200, body: summaryOf(s, CSV) }));
+    fake.replies.push(() => 'reset');
+    fake.replies.push(() => ({ status: 200, body: CSV, headers: { 'content-type': 'text/csv; charset=utf-8' } }));
+    const out = sink();
+    const d = await client().downloadStatement('2026-05-01', out.w, { requestId: 'req_file_000002' });
+    assert.equal(out.text(), CSV);
+    assert.equal(d.attempts, 2);
+    assert.deepEqual(
+      fake.seen.slice(1).map((x) => [x.url, x.requestId]),
+      [
+        ['/api/open/v1/statements/2026-05-01/file', 'req_file_000002'],
+        ['/api/open/v1/statements/2026-05-01/file', 'req_file_000002'],
+      ],
+    );
+  });
+
+  it('redeliverEvent past its limit: RateLimitedError at once, its Retry-After not waited out', async () => {
+    fake.fallback = (s) => ({ status: 429, headers: { 'retry-after': '60' }, body: envelope(s, 'OPEN_API_RATE_LIMITED') });
+    const started = Date.now();
+    const err = await client()
+      .redeliverEvent('evt_b')
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof RateLimitedError);
+    assert.equal(err.retryAfterSeconds, 60);
+    assert.equal(fake.seen.length, 1);
+    assert.ok(Date.now() - started < 5_000);
+  });
+
+  it('listEvents without URLSearchParams.size (Node before 18.16): the filters are sent', async () => {
+    const size = Object.getOwnPropertyDescriptor(URLSearchParams.prototype, 'size');
+    Object.defineProperty(URLSearchParams.prototype, 'size', { configurable: true, get: () => undefined });
+    try {
+      fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [], nextCursor: null } }));
+      await client().listEvents({ type: 'REFUND_SUCCEEDED', limit: 1 });
+      assert.equal(fake.seen[0]?.url, '/api/open/v1/events?type=REFUND_SUCCEEDED&limit=1');
+    } finally {
+      if (size) Object.defineProperty(URLSearchParams.prototype, 'size', size);
+    }
+  });
+
   it('listEvents, iterateEvents over the pages, getEvent, redeliverEvent (a POST with no body)', async () => {
     const entry = (id: string) => ({ eventId: id, eventType: 'PAYMENT_SUCCEEDED', status: 'DELIVERED' });
     fake.replies.push((s) => ({ status: 200, body: { requestId: s.requestId, events: [entry('evt_a')], nextCursor: 'c1' } }));
