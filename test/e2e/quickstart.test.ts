@@ -269,4 +269,13 @@ test('quickstart: empty folder to a paid sandbox order and a verified event', { 
   assert.equal(rf.code, 0, rf.stderr);
   const rev = await waitFor('receiver', receiver.out, /verified REFUND_SUCCEEDED ORDER_000001 REFUND_000001 stateVersion=(\d+)/);
   assert.ok(Number(rev[1]) > Number(ev[1]), 'refund events carry a higher stateVersion');
+
+  // The platform rotates its key at once: the receiver, started before, learns the new key (from
+  // the platform's signed key list, with merchant.env's settings) and verifies the next event.
+  const rotated = await run('npm', ['run', 'ops', '--', 'platform-keys', 'rotate', '--json', '{"activateAfterSeconds": 0}'], shell);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  const second = await run('npx', ['mps-merchant', 'create-order', '--json', order.replace('ORDER_000001', 'ORDER_000002')], merchantEnv);
+  assert.equal(second.code, 0, second.stderr + second.stdout);
+  assert.equal((await run('npx', ['mps-merchant', 'sandbox', 'pay', 'ORDER_000002'], merchantEnv)).code, 0);
+  await waitFor('receiver', receiver.out, /verified PAYMENT_SUCCEEDED ORDER_000002 /);
 });

@@ -492,6 +492,12 @@ async function listenCommand(values: Values): Promise<number> {
   if (count === 0) throw new UsageError('--count must be at least 1');
   const port = url.port === '' ? 80 : Number(url.port);
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  // With the app's settings at hand (merchant.env), a client verifies: like the API commands, it
+  // learns a platform key it does not know yet (a rotation) from the platform's signed key list.
+  const client = await clientOf(values).then(
+    (c) => c.client,
+    () => null,
+  );
   const seen = new Set<string>();
   let verified = 0;
   const stop = () => {
@@ -511,14 +517,10 @@ async function listenCommand(values: Values): Promise<number> {
       if (size > MAX_NOTIFICATION_BYTES) req.destroy();
       else chunks.push(c);
     });
-    req.on('end', () => {
+    req.on('end', async () => {
       try {
-        const event = verifyNotification({
-          headers: req.headers,
-          rawBody: Buffer.concat(chunks),
-          platformPublicKeys: keys,
-          toleranceSeconds,
-        });
+        const input = { headers: req.headers, rawBody: Buffer.concat(chunks), toleranceSeconds };
+        const event = client ? await client.verifyNotification(input) : verifyNotification({ ...input, platformPublicKeys: keys });
         if (!seen.has(event.eventId)) {
           seen.add(event.eventId);
           verified++;
