@@ -95,7 +95,7 @@ export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /** The default transport: global fetch, no redirects, response bodies capped (1 MiB by default). */
 export function createFetchTransport(options: { maxResponseBytes?: number } = {}): Transport {
-  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  const maxBytes = checkNumber('maxResponseBytes', options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, 1, Number.MAX_SAFE_INTEGER);
   return async (req) => {
     const res = await fetch(req.url, {
       method: req.method,

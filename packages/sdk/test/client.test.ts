@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import {
   AuthenticationError,
   ConflictError,
+  createFetchTransport,
   generateRsaKeyPair,
   generateTestNotificationHeaders,
   InvalidRequestError,
@@ -817,6 +818,10 @@ describe('statements and the event log', () => {
         ['/api/open/v1/statements/2026-05-01/file', 'req_file_000002'],
       ],
     );
+  });
+
+  it('createFetchTransport refuses a response cap below 1 byte', () => {
+    for (const bad of [-1, 0, 1.5]) assert.throws(() => createFetchTransport({ maxResponseBytes: bad }), RangeError);
   });
 
   it('redeliverEvent past its limit: RateLimitedError at once, its Retry-After not waited out', async () => {
