@@ -38,9 +38,12 @@ export interface StatementDay {
   availableAt: Date;
 }
 
-/** The first instant of an Asia/Shanghai day written YYYY-MM-DD, or null when the text is no real date. */
+/**
+ * The first instant of an Asia/Shanghai day written YYYY-MM-DD, or null when the text is no real
+ * date, or a year 0000 (JavaScript's 1 BC, which PostgreSQL's dates do not take in this form).
+ */
 export function shanghaiDayStart(text: string): number | null {
-  const start = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00+08:00`) : NaN;
+  const start = /^(?!0000)\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00+08:00`) : NaN;
   return Number.isNaN(start) || new Date(start + SHANGHAI_OFFSET_MS).toISOString().slice(0, 10) !== text ? null : start;
 }
 

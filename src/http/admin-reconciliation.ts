@@ -5,6 +5,7 @@
  * (`GET /provider-discrepancies?source=STATEMENT`), the one place an operator looks.
  */
 import type { FastifyInstance } from 'fastify';
+import { shanghaiDayStart } from '../domain/statements.ts';
 import { AdminError } from '../backoffice-http/errors.ts';
 import { RUN_OUTCOMES } from '../domain/reconciliation.ts';
 import type { Services } from '../services.ts';
@@ -55,9 +56,9 @@ function lineView(l: LineRow) {
   };
 }
 
-/** A day, YYYY-MM-DD (its checks as a day are the use case's). */
+/** A day, YYYY-MM-DD, a real date (its other checks as a day are the use case's). */
 function day(v: string, name: string): string {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(v)) throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must be YYYY-MM-DD`);
+  if (shanghaiDayStart(v) === null) throw new AdminError('ADMIN_VALIDATION_FAILED', `${name} must be a date YYYY-MM-DD`);
   return v;
 }
 

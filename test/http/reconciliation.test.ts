@@ -402,6 +402,7 @@ describe('the runs', () => {
     for (const [body, status] of [
       [{ day: tomorrow }, 400],
       [{ day: '2026-02-30' }, 400],
+      [{ day: '0000-01-01' }, 400],
       [{ day: today, provider: 'paypal' }, 400],
       [{ day: today, extra: 1 }, 400],
       [{}, 400],
@@ -414,6 +415,12 @@ describe('the runs', () => {
     assert.equal((await t.admin('GET', '/reconciliation/runs/abc')).statusCode, 404);
     assert.equal((await t.admin('GET', '/reconciliation/runs?limit=0')).statusCode, 400);
     assert.equal((await t.admin('GET', '/reconciliation/runs?bad=1')).statusCode, 400);
+    // A day that is no date, in the list's filter too: 400, never the database's error.
+    for (const d of ['2026-02-30', '2026-04-31', '1900-02-29', '0000-01-01', '2026-13-01']) {
+      const r = await t.admin('GET', `/reconciliation/runs?day=${d}`);
+      assert.equal(r.statusCode, 400, `${d}: ${r.body}`);
+      assert.equal(r.json().code, 'ADMIN_VALIDATION_FAILED');
+    }
   });
 
   test('who may ask: finance, with an audit entry per run; support reads the runs and is refused the rest', async () => {
