@@ -58,3 +58,9 @@ export async function revokeToken(db: Queryable, operatorId: string, tokenId: st
   );
   return r.rows[0] ?? null;
 }
+
+/** Revokes every live token of the operator (it was disabled); answers how many. */
+export async function revokeAllTokens(db: Queryable, operatorId: string, now: Date): Promise<number> {
+  const r = await db.query(`UPDATE operator_tokens SET revoked_at = $2 WHERE operator_id = $1 AND revoked_at IS NULL`, [operatorId, now]);
+  return r.rowCount ?? 0;
+}

@@ -109,6 +109,8 @@ export async function updateOperator(
     }
     const ended =
       passwordHash !== undefined || after.status === 'DISABLED' ? await sessions.revokeOwnerSessions(tx, 'operator', id, now) : 0;
+    // Disabled: its API tokens are revoked for good, so that enabling it again does not bring them back.
+    const tokensRevoked = after.status === 'DISABLED' ? await tokens.revokeAllTokens(tx, id, now) : 0;
     await record({
       action: 'operator.update',
       entityType: 'operator',
@@ -118,6 +120,7 @@ export async function updateOperator(
         ...operatorFields(after),
         ...(passwordHash !== undefined ? { password: 'new' } : {}),
         ...(ended > 0 ? { sessionsEnded: ended } : {}),
+        ...(tokensRevoked > 0 ? { tokensRevoked } : {}),
       },
     });
     return after;

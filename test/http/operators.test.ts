@@ -177,6 +177,9 @@ describe('API tokens', () => {
     assert.equal((await t.admin('PATCH', `/operators/${o.operatorId}`, { status: 'DISABLED' })).statusCode, 200);
     assert.equal((await asOperator(t, o, 'GET', '/merchants')).statusCode, 401);
     assert.equal((await asSession(t, s, 'GET', '/merchants')).statusCode, 401);
+    // Enabled again: its old token stays revoked (a new one is made when needed).
+    assert.equal((await t.admin('PATCH', `/operators/${o.operatorId}`, { status: 'ACTIVE' })).statusCode, 200);
+    assert.equal((await asOperator(t, o, 'GET', '/merchants')).statusCode, 401);
     const admins = (await t.admin('GET', '/operators')).json().operators.filter((x: { role: string }) => x.role === 'admin');
     assert.equal(admins.length, 1);
     const last = await t.admin('PATCH', `/operators/${admins[0].operatorId}`, { role: 'support' });
