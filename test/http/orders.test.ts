@@ -1463,26 +1463,36 @@ describe('background work', () => {
     assert.match(replay.payUrl, /cashier/, 'the converged attempt is payable');
   });
 
-  test('a provider-closed notice the service did not acknowledge is sent again until applied: CLOSED, PROVIDER_CLOSED', async () => {
+  /** Runs `fn` while the sandbox's notices fail to reach the service (it is cut off), then reconnects them. */
+  async function noticesCutOff(fn: () => Promise<unknown>, why = 'cut off'): Promise<void> {
     const { handleProviderNotification } = await import('../../src/usecases/notifications.ts');
     const sandbox = t.svc.sandbox!;
-    const body = orderBody();
-    const o = (await create(body)).json();
     sandbox.setNotificationSink(async () => {
-      throw new Error('cut off');
+      throw new Error(why);
     });
     try {
-      assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/provider-close`)).statusCode, 200);
+      await fn();
     } finally {
       sandbox.setNotificationSink(async (raw, headers) => {
         await handleProviderNotification(t.svc, sandbox, raw, headers);
       });
     }
-    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
-    await t.svc.db.query(
+  }
+
+  /** The order's unacknowledged sandbox notices fall due now. */
+  const noticesDueNow = (openOrderId: string) =>
+    t.svc.db.query(
       `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
-      [o.openOrderId],
+      [openOrderId],
     );
+
+  test('a provider-closed notice the service did not acknowledge is sent again until applied: CLOSED, PROVIDER_CLOSED', async () => {
+    const sandbox = t.svc.sandbox!;
+    const body = orderBody();
+    const o = (await create(body)).json();
+    await noticesCutOff(async () => assert.equal((await t.sandbox('POST', `/payments/${o.openOrderId}/provider-close`)).statusCode, 200));
+    assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
+    await noticesDueNow(o.openOrderId);
     assert.equal(await sandbox.redeliverNotices(), 1);
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'CLOSED');
@@ -1491,22 +1501,12 @@ describe('background work', () => {
   });
 
   test('a payment notice the service did not acknowledge (cut off) is sent again by the sandbox until it is applied', async () => {
-    const { handleProviderNotification } = await import('../../src/usecases/notifications.ts');
     const { NOTICE_FIRST_RETRY_SECONDS } = await import('../../src/providers/sandbox/sandbox.ts');
     const sandbox = t.svc.sandbox!;
     const body = orderBody();
     const o = (await create(body)).json();
     // The service dies (or its transaction fails) while the buyer's payment notice arrives.
-    sandbox.setNotificationSink(async () => {
-      throw new Error('cut off');
-    });
-    try {
-      await pay(o.openOrderId);
-    } finally {
-      sandbox.setNotificationSink(async (raw, headers) => {
-        await handleProviderNotification(t.svc, sandbox, raw, headers);
-      });
-    }
+    await noticesCutOff(() => pay(o.openOrderId));
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'the notice was lost');
     const due = async () =>
       (
@@ -1525,29 +1525,14 @@ describe('background work', () => {
     assert.equal((await query(String(body.outTradeNo))).json().status, 'PAYING', 'not sent again before it falls due');
 
     // Falls due while the service still fails: tried again, and due again later (x3).
-    await t.svc.db.query(
-      `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
-      [o.openOrderId],
-    );
-    sandbox.setNotificationSink(async () => {
-      throw new Error('still failing');
-    });
-    try {
-      assert.equal(await sandbox.redeliverNotices(), 1);
-    } finally {
-      sandbox.setNotificationSink(async (raw, headers) => {
-        await handleProviderNotification(t.svc, sandbox, raw, headers);
-      });
-    }
+    await noticesDueNow(o.openOrderId);
+    await noticesCutOff(async () => assert.equal(await sandbox.redeliverNotices(), 1), 'still failing');
     const retried = await due();
     assert.equal(retried.tries, 1);
     assert.ok(retried.due !== null && retried.due > 3 * NOTICE_FIRST_RETRY_SECONDS - 5, `next try in ~30 s: ${retried.due}`);
 
     // Due again with the service back: applied once, acknowledged, not sent again.
-    await t.svc.db.query(
-      `UPDATE sandbox_payments SET notice_due_at = now() - interval '1 second' WHERE attempt_id IN (SELECT id FROM attempts WHERE order_id = $1)`,
-      [o.openOrderId],
-    );
+    await noticesDueNow(o.openOrderId);
     await t.workers.tick();
     const q = (await query(String(body.outTradeNo))).json();
     assert.equal(q.status, 'SUCCEEDED');
